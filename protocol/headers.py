@@ -1,0 +1,57 @@
+"""Request and response headers, and which header version goes with which API version.
+
+Flexible API versions use request header v2 and response header v1; ApiVersions responses
+always use header v0 so that a client that does not yet know our versions can read them.
+"""
+
+from __future__ import annotations
+
+from protocol.messages import REQUESTS, TYPES
+
+API_VERSIONS = 18
+CONTROLLED_SHUTDOWN = 7
+
+_REQ_HEADER = TYPES["RequestHeader"]
+_RESP_HEADER = TYPES["ResponseHeader"]
+RequestHeader = _REQ_HEADER.cls
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    mt = REQUESTS.get(api_key)
+    return mt is not None and api_version in mt.flexible
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    if is_flexible(api_key, api_version):
+        return 2
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    return 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, api_version) else 0
+
+
+def decode_request_header(frame: bytes) -> tuple[object, int]:
+    """Decode the header at the start of a request frame; returns (header, body offset).
+
+    Unknown api keys decode with header v1, enough to answer them or drop the connection.
+    """
+    api_key = (frame[0] << 8) | frame[1] if len(frame) >= 2 else -1
+    api_version = (frame[2] << 8) | frame[3] if len(frame) >= 4 else -1
+    if api_key >= 0x8000:
+        api_key -= 0x10000
+    if api_version >= 0x8000:
+        api_version -= 0x10000
+    return _REQ_HEADER.decode(frame, request_header_version(api_key, api_version))
+
+
+_RESP_ENCODERS = [_RESP_HEADER.encoder(v) for v in _RESP_HEADER.versions()]
+ResponseHeader = _RESP_HEADER.cls
+
+
+def encode_response_header(out: bytearray, correlation_id: int, header_version: int) -> None:
+    _RESP_ENCODERS[header_version](ResponseHeader(correlation_id=correlation_id), out)
