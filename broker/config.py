@@ -1,0 +1,446 @@
+"""Broker settings: Apache Kafka's broker property names, types and defaults, plus kcoord's own.
+
+Sources, later ones winning: a ``server.properties``-style file, environment variables
+``KCOORD_<NAME>`` (dots as underscores, upper-cased), then ``--set name=value`` overrides.
+Validation follows Kafka's ``ConfigDef`` validators; where Kafka accepts any int for a delay, a
+timeout or a size, kcoord asks for a value that means something (the doc says "kcoord:").
+
+    cfg = load_config("server.properties", overrides=["group.initial.rebalance.delay.ms=0"])
+    cfg["group.max.size"]            # -> 2147483647 (int)
+    cfg.get("group.consumer.assignors")  # -> ("uniform", "range")
+    cfg.durability                   # -> Durability(mode="always", interval_ms=0)
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+ENV_PREFIX = "KCOORD_"
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """An unknown setting, an invalid value or an unreadable config file; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """When an append counts as durable: fsync before replying (``always``), fsync at most every
+    ``interval_ms`` (``interval``), or leave it to the OS (``none``)."""
+
+    mode: Literal["always", "interval", "none"]
+    interval_ms: int = 0
+
+    def __str__(self) -> str:
+        return f"interval:{self.interval_ms}" if self.mode == "interval" else self.mode
+
+
+Parser = Callable[[str], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One known setting: its Kafka name, value type, typed default and text parser."""
+
+    name: str
+    type: str  # int, long, bool, string, list, enum or durability
+    default: Any  # typed; None means "not set" (Kafka's null default)
+    parse: Parser  # text -> typed value; raises ValueError with the reason
+    doc: str
+
+    @property
+    def env_var(self) -> str:
+        return ENV_PREFIX + self.name.replace(".", "_").upper()
+
+
+# ---- parsers -------------------------------------------------------------------------------
+
+_INT_RE = re.compile(r"[+-]?\d+")
+
+
+def _integer(lo: int, hi: int) -> Parser:
+    def parse(text: str) -> int:
+        if not _INT_RE.fullmatch(text):
+            raise ValueError("expected an integer")
+        value = int(text)
+        if not lo <= value <= hi:
+            if hi in (INT_MAX, LONG_MAX):
+                raise ValueError(f"must be at least {lo}")
+            raise ValueError(f"must be between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _int(at_least: int = INT_MIN) -> Parser:
+    return _integer(at_least, INT_MAX)
+
+
+def _long(at_least: int = LONG_MIN) -> Parser:
+    return _integer(at_least, LONG_MAX)
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return lowered == "true"
+
+
+def _string(text: str) -> str:
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+def _one_of(*choices: str) -> Parser:
+    def parse(text: str) -> str:
+        lowered = text.lower()
+        if lowered not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return lowered
+
+    return parse
+
+
+def _list(*choices: str) -> Parser:
+    """Comma-separated names, each one of ``choices``; empty items are dropped."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        items = tuple(item.strip().lower() for item in text.split(",") if item.strip())
+        if not items:
+            raise ValueError("expected a comma-separated list of at least one item")
+        for item in items:
+            if item not in choices:
+                raise ValueError(f"{item!r} is not one of {', '.join(choices)}")
+        return items
+
+    return parse
+
+
+def _durability(text: str) -> Durability:
+    lowered = text.lower()
+    if lowered in ("always", "none"):
+        return Durability(lowered)  # type: ignore[arg-type]
+    mode, sep, ms = lowered.partition(":")
+    if mode == "interval" and sep and ms.isdigit() and int(ms) >= 1:
+        return Durability("interval", int(ms))
+    raise ValueError("expected always, none or interval:<ms> with ms >= 1")
+
+
+# ---- the settings --------------------------------------------------------------------------
+
+# Validators are Kafka's, except where the doc says "kcoord:" (Kafka accepts any int there).
+# fmt: off
+_SETTINGS: tuple[Setting, ...] = (
+    # classic group protocol
+    Setting("group.initial.rebalance.delay.ms", "int", 3000, _int(0),
+            "Wait for more members before the first rebalance of a new classic group. "
+            "kcoord: at least 0."),
+    Setting("group.min.session.timeout.ms", "int", 6000, _int(0),
+            "Smallest session timeout a classic member may ask for. kcoord: at least 0."),
+    Setting("group.max.session.timeout.ms", "int", 1800000, _int(0),
+            "Largest session timeout a classic member may ask for. kcoord: at least 0."),
+    Setting("group.max.size", "int", INT_MAX, _int(1),
+            "Most members in one classic group."),
+    # consumer group protocol (KIP-848)
+    Setting("group.consumer.heartbeat.interval.ms", "int", 5000, _int(1),
+            "Heartbeat interval given to consumer-protocol members."),
+    Setting("group.consumer.min.heartbeat.interval.ms", "int", 5000, _int(1),
+            "Lower bound of group.consumer.heartbeat.interval.ms."),
+    Setting("group.consumer.max.heartbeat.interval.ms", "int", 15000, _int(1),
+            "Upper bound of group.consumer.heartbeat.interval.ms."),
+    Setting("group.consumer.session.timeout.ms", "int", 45000, _int(1),
+            "Session timeout of consumer-protocol members."),
+    Setting("group.consumer.min.session.timeout.ms", "int", 45000, _int(1),
+            "Lower bound of group.consumer.session.timeout.ms."),
+    Setting("group.consumer.max.session.timeout.ms", "int", 60000, _int(1),
+            "Upper bound of group.consumer.session.timeout.ms."),
+    Setting("group.consumer.max.size", "int", INT_MAX, _int(1),
+            "Most members in one consumer-protocol group."),
+    Setting("group.consumer.assignors", "list", ("uniform", "range"), _list("uniform", "range"),
+            "Server-side assignors, the first being the default (Kafka's class names are not "
+            "accepted)."),
+    Setting("group.consumer.migration.policy", "enum", "bidirectional",
+            _one_of("disabled", "downgrade", "upgrade", "bidirectional"),
+            "Which online migrations between classic and consumer groups are allowed."),
+    Setting("group.coordinator.rebalance.protocols", "list", ("classic", "consumer"),
+            _list("classic", "consumer"),
+            "Group protocols served; classic cannot be disabled."),
+    # offsets and __consumer_offsets
+    Setting("offsets.topic.num.partitions", "int", 50, _int(1),
+            "Partitions of __consumer_offsets; must not change once data exists."),
+    Setting("offsets.topic.segment.bytes", "int", 104857600, _int(1),
+            "Segment size of __consumer_offsets."),
+    Setting("offsets.retention.minutes", "int", 10080, _int(1),
+            "How long the committed offsets of an empty group are kept."),
+    Setting("offsets.retention.check.interval.ms", "long", 600000, _long(1),
+            "How often expired offsets are looked for."),
+    Setting("offset.metadata.max.bytes", "int", 4096, _int(0),
+            "Largest metadata string of one committed offset. kcoord: at least 0."),
+    Setting("offsets.commit.timeout.ms", "int", 5000, _int(1),
+            "How long an offset commit may wait for its write."),
+    # network
+    Setting("socket.request.max.bytes", "int", 104857600, _int(1),
+            "Largest request frame accepted; a larger one closes the connection."),
+    # topics and logs
+    Setting("auto.create.topics.enable", "bool", True, _bool,
+            "Create a topic when Metadata asks for one that does not exist."),
+    Setting("num.partitions", "int", 1, _int(1),
+            "Partitions of an auto-created topic."),
+    Setting("default.replication.factor", "int", 1, _int(1),
+            "Replication factor of an auto-created topic. kcoord: at least 1."),
+    Setting("message.max.bytes", "int", 1048588, _int(0),
+            "Largest record batch accepted."),
+    Setting("log.segment.bytes", "int", 1073741824, _int(14),
+            "Size of one log segment."),
+    Setting("log.roll.ms", "long", None, _long(),
+            "Time before a new segment is rolled; if not set, log.roll.hours is used."),
+    Setting("log.roll.hours", "int", 168, _int(1),
+            "Time before a new segment is rolled."),
+    Setting("log.retention.ms", "long", None, _long(),
+            "Time a segment is kept (-1: no limit); if not set, log.retention.minutes is used."),
+    Setting("log.retention.minutes", "int", None, _int(),
+            "Time a segment is kept; if not set, log.retention.hours is used."),
+    Setting("log.retention.hours", "int", 168, _int(),
+            "Time a segment is kept."),
+    Setting("log.retention.bytes", "long", -1, _long(),
+            "Size a partition's log is trimmed to (-1: no limit)."),
+    Setting("log.cleaner.delete.retention.ms", "long", 86400000, _long(0),
+            "How long tombstones are kept in compacted topics."),
+    Setting("log.index.interval.bytes", "int", 4096, _int(0),
+            "Bytes between two entries of the offset index."),
+    Setting("log.index.size.max.bytes", "int", 10485760, _int(4),
+            "Largest offset index file of one segment."),
+    # identity
+    Setting("node.id", "int", 0, _int(0),
+            "This broker's id; broker.id is a synonym and must agree. kcoord: default 0."),
+    Setting("broker.id", "int", 0, _int(0),
+            "Synonym of node.id."),
+    Setting("cluster.id", "string", None, _string,
+            "Cluster id to report; if not set, one is generated and kept in the data directory."),
+    # kcoord's own
+    Setting("kcoord.durability", "durability", Durability("always"), _durability,
+            "always (fsync before replying; default), interval:<ms> or none."),
+)
+# fmt: on
+
+SETTINGS: Mapping[str, Setting] = MappingProxyType({s.name: s for s in _SETTINGS})
+ENV_VARS: Mapping[str, str] = MappingProxyType({s.env_var: s.name for s in _SETTINGS})
+assert len(ENV_VARS) == len(SETTINGS), "two settings map to the same environment variable"
+
+
+# ---- the config object ---------------------------------------------------------------------
+
+
+class Config:
+    """Frozen, validated settings, read by Kafka name: ``cfg["group.max.size"]``."""
+
+    __slots__ = ("_values", "_sources")
+    _values: Mapping[str, Any]
+    _sources: Mapping[str, str]
+
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+        object.__setattr__(self, "_values", MappingProxyType(dict(values)))
+        object.__setattr__(self, "_sources", MappingProxyType(dict(sources)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Config is frozen; build a new one with load_config()")
+
+    @classmethod
+    def defaults(cls) -> Config:
+        return load_config(env={})
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise ConfigError(_unknown(name)) from None
+
+    def get(self, name: str) -> Any:
+        """The typed value of setting ``name``; ConfigError if there is no such setting."""
+        return self[name]
+
+    def source(self, name: str) -> str:
+        """Where the value came from: ``default``, ``file ...``, ``env ...`` or ``--set``."""
+        if name not in self._values:
+            raise ConfigError(_unknown(name))
+        return self._sources.get(name, "default")
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return self._values.items()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted((k, repr(v)) for k, v in self._values.items())))
+
+    def __repr__(self) -> str:
+        changed = ", ".join(f"{n}={self._values[n]!r}" for n in sorted(self._sources))
+        return f"Config({changed})"
+
+    # derived values
+
+    @property
+    def node_id(self) -> int:
+        return self._values["node.id"]
+
+    @property
+    def durability(self) -> Durability:
+        return self._values["kcoord.durability"]
+
+    @property
+    def log_roll_ms(self) -> int:
+        """log.roll.ms if set, else log.roll.hours in ms (Kafka's rule)."""
+        ms = self._values["log.roll.ms"]
+        return ms if ms is not None else self._values["log.roll.hours"] * 3_600_000
+
+    @property
+    def log_retention_ms(self) -> int:
+        """log.retention.ms, else .minutes, else .hours, in ms; -1 (no limit) if negative."""
+        ms = self._values["log.retention.ms"]
+        if ms is None:
+            minutes = self._values["log.retention.minutes"]
+            if minutes is not None:
+                ms = minutes * 60_000
+            else:
+                ms = self._values["log.retention.hours"] * 3_600_000
+        return -1 if ms < 0 else ms
+
+
+# ---- loading -------------------------------------------------------------------------------
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | Iterable[str] = (),
+) -> Config:
+    """Defaults, then the properties file at ``path``, then ``KCOORD_*`` variables of ``env``
+    (``os.environ`` when None), then ``overrides`` (``"name=value"`` strings as given to
+    ``--set``, or a mapping of names to values); later wins. Raises ConfigError."""
+    raw: dict[str, tuple[str, str]] = {}  # name -> (text, source)
+    if path is not None:
+        for name, text, where in _read_properties(Path(path)):
+            raw[name] = (text, where)
+    for var, text in sorted((os.environ if env is None else env).items()):
+        if var.startswith(ENV_PREFIX):
+            if var not in ENV_VARS:
+                raise ConfigError(f"unknown setting in environment variable {var}")
+            raw[ENV_VARS[var]] = (text, f"env {var}")
+    for name, text in _override_items(overrides):
+        raw[name] = (text, "--set")
+
+    values = {s.name: s.default for s in _SETTINGS}
+    sources: dict[str, str] = {}
+    for name, (text, where) in raw.items():
+        setting = SETTINGS.get(name)
+        if setting is None:
+            raise ConfigError(f"{_unknown(name)} (from {where})")
+        try:
+            values[name] = setting.parse(text.strip())
+        except ValueError as exc:
+            raise ConfigError(f"invalid value {text!r} for {name} (from {where}): {exc}") from None
+        sources[name] = where
+    _check_together(values, sources)
+    return Config(values, sources)
+
+
+def parse_properties(text: str, origin: str = "<text>") -> list[tuple[str, str, str]]:
+    """``(name, value, where)`` for each ``name=value`` (or ``name:value``) line of ``text``;
+    blank lines and lines starting with ``#`` or ``!`` are skipped."""
+    entries = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        cut = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
+        name = stripped[:cut].strip() if cut >= 0 else ""
+        if not name:
+            raise ConfigError(f"{origin} line {lineno}: expected name=value, got {stripped!r}")
+        entries.append((name, stripped[cut + 1 :].strip(), f"file {origin} line {lineno}"))
+    return entries
+
+
+def _read_properties(path: Path) -> list[tuple[str, str, str]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    return parse_properties(text, str(path))
+
+
+def _override_items(overrides: Mapping[str, object] | Iterable[str]) -> Iterator[tuple[str, str]]:
+    if isinstance(overrides, Mapping):
+        for name, value in overrides.items():
+            yield name, _as_text(value)
+        return
+    for item in overrides:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set expects name=value, got {item!r}")
+        yield name.strip(), text
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _unknown(name: str) -> str:
+    close = difflib.get_close_matches(name, SETTINGS, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"unknown setting {name!r}{hint}"
+
+
+def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """Rules between settings (Kafka's KafkaConfig / GroupCoordinatorConfig requirements)."""
+    if "broker.id" in sources and "node.id" in sources:
+        if values["broker.id"] != values["node.id"]:
+            raise ConfigError(
+                f"broker.id ({values['broker.id']}) and node.id ({values['node.id']}) must agree"
+            )
+    elif "broker.id" in sources:
+        values["node.id"] = values["broker.id"]
+    else:
+        values["broker.id"] = values["node.id"]
+
+    if "classic" not in values["group.coordinator.rebalance.protocols"]:
+        raise ConfigError("group.coordinator.rebalance.protocols must include classic")
+
+    def require(low: str, high: str, strict: bool = False) -> None:
+        low, high = "group.consumer." + low, "group.consumer." + high
+        if values[low] > values[high] or (strict and values[low] == values[high]):
+            relation = "less than" if strict else "at most"
+            raise ConfigError(f"{low} ({values[low]}) must be {relation} {high} ({values[high]})")
+
+    require("min.heartbeat.interval.ms", "max.heartbeat.interval.ms")
+    require("min.heartbeat.interval.ms", "heartbeat.interval.ms")
+    require("heartbeat.interval.ms", "max.heartbeat.interval.ms")
+    require("min.session.timeout.ms", "max.session.timeout.ms")
+    require("min.session.timeout.ms", "session.timeout.ms")
+    require("session.timeout.ms", "max.session.timeout.ms")
+    require("heartbeat.interval.ms", "session.timeout.ms", strict=True)
