@@ -1,0 +1,220 @@
+"""The ``kcoord`` command: parse arguments, build the config, set up logging, run the server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import ipaddress
+import logging
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from broker.config import ConfigError, load_config
+
+log = logging.getLogger("kcoord")
+
+_HOSTNAME_RE = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+)
+_WILDCARDS = ("0.0.0.0", "::")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def parse_hostport(text: str, *, allow_port_zero: bool = False) -> tuple[str, int]:
+    """``"host:port"`` or ``"[ipv6]:port"`` -> ``(host, port)``, the host without brackets.
+    Port 0 (any free port) only with ``allow_port_zero``. Raises ValueError."""
+    bracketed = re.fullmatch(r"\[([^\[\]]*)\]:([^:]*)", text)
+    if bracketed:
+        host, port_text = bracketed.groups()
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} in brackets is not an IPv6 address") from None
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            raise ValueError(f"expected HOST:PORT, got {text!r}")
+        if ":" in host:
+            raise ValueError(f"put an IPv6 address in brackets, e.g. [::1]:9092 (got {text!r})")
+        if not host:
+            raise ValueError(f"missing host in {text!r}")
+        if not _HOSTNAME_RE.fullmatch(host):
+            raise ValueError(f"{host!r} is not a valid host name or IPv4 address")
+    if not port_text.isascii() or not port_text.isdigit():
+        raise ValueError(f"port must be a number, got {port_text!r}")
+    port = int(port_text)
+    if not (0 if allow_port_zero else 1) <= port <= 65535:
+        raise ValueError(f"port {port} is out of range")
+    return host, port
+
+
+def _address_arg(allow_port_zero: bool) -> Callable[[str], tuple[str, int]]:
+    def convert(text: str) -> tuple[str, int]:
+        try:
+            return parse_hostport(text, allow_port_zero=allow_port_zero)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a usage error as one line on stderr and exits with status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kcoord", description="A Kafka broker specialised in consumer groups.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the broker")
+    serve.add_argument(
+        "--listen",
+        required=True,
+        type=_address_arg(True),
+        metavar="HOST:PORT",
+        help="address to bind, e.g. 127.0.0.1:9092 or [::1]:9092",
+    )
+    serve.add_argument(
+        "--advertised",
+        type=_address_arg(False),
+        metavar="HOST:PORT",
+        help="address given to clients (default: the --listen address)",
+    )
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("./data"),
+        metavar="DIR",
+        help="where logs and metadata are kept (default: ./data)",
+    )
+    serve.add_argument(
+        "--config", type=Path, metavar="FILE", help="server.properties-style settings file"
+    )
+    serve.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting, e.g. group.initial.rebalance.delay.ms=0 (repeatable; wins over "
+        "--config and KCOORD_* variables)",
+    )
+    serve.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        metavar="LEVEL",
+        help=f"one of {', '.join(LOG_LEVELS)} (default: INFO)",
+    )
+    return parser
+
+
+class _OneLineFormatter(logging.Formatter):
+    """``time level logger message`` with newlines (tracebacks included) escaped."""
+
+    converter = time.gmtime
+
+    def __init__(self) -> None:
+        super().__init__(
+            "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s", "%Y-%m-%dT%H:%M:%S"
+        )
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).replace("\n", "\\n")
+
+
+def configure_logging(level: str, stream: TextIO | None = None) -> None:
+    """Route all logging to ``stream`` (stderr by default), one line per record."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(_OneLineFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def run(main: Coroutine[Any, Any, Any]) -> None:
+    """Run ``main`` on uvloop when it is installed, else asyncio's loop. SIGINT or SIGTERM
+    cancels ``main`` and then returns normally."""
+    try:
+        import uvloop
+    except ImportError:
+        loop_factory = None
+    else:
+        loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(_until_signalled(main))
+
+
+async def _until_signalled(main: Coroutine[Any, Any, Any]) -> None:
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(main)
+    received: list[str] = []
+
+    def stop(name: str) -> None:
+        log.info("received %s, shutting down", name)
+        received.append(name)
+        task.cancel()
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
+            loop.add_signal_handler(sig, stop, sig.name)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not received:
+            raise
+    finally:
+        for sig in signals:
+            with contextlib.suppress(NotImplementedError):
+                loop.remove_signal_handler(sig)
+
+
+def _fail(message: str) -> int:
+    print(f"kcoord: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # usage errors (2) and --help (0)
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+
+    listen: tuple[str, int] = args.listen
+    advertised: tuple[str, int] | None = args.advertised
+    if advertised is None:
+        if listen[0] in _WILDCARDS:
+            return _fail(f"--listen {listen[0]} is a wildcard address: give --advertised")
+        advertised = listen
+    if args.data_dir.exists() and not args.data_dir.is_dir():
+        return _fail(f"--data-dir {args.data_dir} exists and is not a directory")
+    try:
+        config = load_config(args.config, overrides=args.set)
+    except ConfigError as exc:
+        return _fail(str(exc))
+
+    configure_logging(args.log_level)
+    serve = importlib.import_module("broker.server").serve
+    try:
+        run(serve(listen=listen, advertised=advertised, data_dir=args.data_dir, config=config))
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were in place
+        pass
+    except Exception:
+        log.exception("kcoord stopped on an error")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
