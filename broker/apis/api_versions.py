@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.registry import APIS, serves
+from protocol.errors import ErrorCode
+from protocol.messages import ApiVersionsResponse
+
+API_VERSIONS = 18
+
+
+def advertised() -> list:
+    return [
+        ApiVersionsResponse.ApiVersion(
+            api_key=a.key, min_version=a.min_version, max_version=a.max_version
+        )
+        for a in sorted(APIS.values(), key=lambda a: a.key)
+    ]
+
+
+def unsupported_version_response() -> ApiVersionsResponse:
+    """The v0 answer to an ApiVersions request at a version we do not know (KIP-511)."""
+    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=advertised())
+
+
+@serves(API_VERSIONS, 0, 4)
+def handle(ctx: RequestContext, req) -> ApiVersionsResponse:
+    # v3+ clients send their software name and version; Kafka rejects malformed ones.
+    if ctx.api_version >= 3 and not (
+        _valid_software(req.client_software_name) and _valid_software(req.client_software_version)
+    ):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+    return ApiVersionsResponse(api_keys=advertised())
+
+
+def _valid_software(text: str) -> bool:
+    # Kafka: starts and ends with an alphanumeric; inner characters also '-' and '.'.
+    if not text:
+        return False
+    ok = all(c.isascii() and (c.isalnum() or c in "-.") for c in text)
+    return ok and text[0].isalnum() and text[-1].isalnum()

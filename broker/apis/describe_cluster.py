@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.messages import DescribeClusterResponse
+
+DESCRIBE_CLUSTER = 60
+
+
+@serves(DESCRIBE_CLUSTER, 0, 1)
+def handle(ctx: RequestContext, req) -> DescribeClusterResponse:
+    b = ctx.broker
+    return DescribeClusterResponse(
+        cluster_id=b.identity.cluster_id,
+        controller_id=b.node_id,
+        brokers=[
+            DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=b.node_id, host=b.advertised_host, port=b.advertised_port
+            )
+        ],
+    )

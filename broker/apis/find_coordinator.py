@@ -1,0 +1,41 @@
+"""FindCoordinator: this single node coordinates every group.
+
+Transactions are not served, so transaction keys get COORDINATOR_NOT_AVAILABLE and clients
+fall back as they do against a cluster whose transaction coordinator is down.
+"""
+
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import FindCoordinatorResponse
+
+FIND_COORDINATOR = 10
+GROUP, TRANSACTION = 0, 1
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str, int]:
+    """(error, node id, host, port) for one key."""
+    if key_type == TRANSACTION:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    if key_type != GROUP or not key:
+        return ErrorCode.INVALID_REQUEST, -1, "", -1
+    b = ctx.broker
+    return ErrorCode.NONE, b.node_id, b.advertised_host, b.advertised_port
+
+
+@serves(FIND_COORDINATOR, 0, 6)
+def handle(ctx: RequestContext, req) -> FindCoordinatorResponse:
+    if ctx.api_version < 4:
+        err, node, host, port = _lookup(ctx, req.key, req.key_type)
+        return FindCoordinatorResponse(error_code=err, node_id=node, host=host, port=port)
+    results = []
+    for key in req.coordinator_keys:
+        err, node, host, port = _lookup(ctx, key, req.key_type)
+        results.append(
+            FindCoordinatorResponse.Coordinator(
+                key=key, node_id=node, host=host, port=port, error_code=err
+            )
+        )
+    return FindCoordinatorResponse(coordinators=results)

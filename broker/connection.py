@@ -1,0 +1,193 @@
+"""One client connection: frames in, responses out, in request order.
+
+Requests are pipelined: a client may send many before reading any reply. Handlers answer
+either at once or with an awaitable (a JoinGroup parked until the rebalance completes, a
+commit waiting for fsync); replies still leave in the order the requests came in.
+Malformed input closes this connection only, never the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
+from broker.context import RequestContext
+from broker.registry import APIS
+from broker.state import BrokerState
+from protocol.headers import decode_request_header, encode_response_header, response_header_version
+from protocol.messages import REQUESTS, RESPONSES
+from protocol.types import DecodeError
+
+log = logging.getLogger("kcoord.connection")
+
+MAX_IN_FLIGHT = 512  # stop reading from a client that has this many replies owed
+
+
+class _Pending:
+    __slots__ = ("correlation_id", "api_key", "version", "response", "done")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.response: Any = None
+        self.done = False
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, broker: BrokerState, max_frame: int) -> None:
+        self.broker = broker
+        self.max_frame = max_frame
+        self.buf = bytearray()
+        self.pending: deque[_Pending] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.host = ""
+        self.closed = False
+        self._write_paused = False
+        self._read_paused = False
+        self.on_close: Callable[[Connection], None] | None = None
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.host = str(peer[0])
+        self.peer = f"{peer[0]}:{peer[1]}"
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.buf:
+            log.info(
+                "connection %s closed with a truncated frame (%d bytes)", self.peer, len(self.buf)
+            )
+        for p in self.pending:
+            if isinstance(p.response, asyncio.Future):
+                p.response.cancel()
+        self.pending.clear()
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4 and not self.closed:
+            size = int.from_bytes(buf[:4], "big", signed=True)
+            if size < 0 or size > self.max_frame:
+                self.abort(
+                    f"frame of {size} bytes exceeds socket.request.max.bytes ({self.max_frame})"
+                )
+                return
+            if len(buf) < 4 + size:
+                break
+            frame = bytes(buf[4 : 4 + size])
+            del buf[: 4 + size]
+            self.handle_frame(frame)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def abort(self, why: str) -> None:
+        log.warning("closing connection %s: %s", self.peer, why)
+        self.closed = True
+        self.buf.clear()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def handle_frame(self, frame: bytes) -> None:
+        try:
+            header, pos = decode_request_header(frame)
+        except DecodeError as e:
+            self.abort(f"undecodable request header: {e}")
+            return
+        key, version = header.request_api_key, header.request_api_version
+        api = APIS.get(key)
+        if api is None or not api.supports(version):
+            if key == API_VERSIONS:
+                # KIP-511: answer in v0 so the client can learn which versions we speak.
+                self.respond(header.correlation_id, key, 0, unsupported_version_response())
+            else:
+                self.abort(f"unsupported api key {key} version {version}")
+            return
+        try:
+            request, _ = REQUESTS[key].decode(frame, version, pos)
+        except DecodeError as e:
+            self.abort(f"undecodable {REQUESTS[key].name} v{version}: {e}")
+            return
+        ctx = RequestContext(
+            self.broker, key, version, header.correlation_id, header.client_id, self.host
+        )
+        try:
+            result = api.handler(ctx, request)
+        except Exception:
+            log.exception("handler for %s v%d failed", REQUESTS[key].name, version)
+            self.abort("internal error")
+            return
+        self.respond(header.correlation_id, key, version, result)
+
+    def respond(self, correlation_id: int, key: int, version: int, result: Any) -> None:
+        if not inspect.isawaitable(result) and not self.pending:
+            self.write_response(correlation_id, key, version, result)
+            return
+        entry = _Pending(correlation_id, key, version)
+        self.pending.append(entry)
+        if inspect.isawaitable(result):
+            fut = asyncio.ensure_future(result)
+            entry.response = fut
+            fut.add_done_callback(lambda f, e=entry: self._completed(e, f))
+        else:
+            entry.response = result
+            entry.done = True
+            self._flush()
+        self._update_reading()
+
+    def _completed(self, entry: _Pending, fut: asyncio.Future) -> None:
+        if fut.cancelled() or self.closed:
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("handler for api %d failed", entry.api_key, exc_info=exc)
+            self.abort("internal error")
+            return
+        entry.response = fut.result()
+        entry.done = True
+        self._flush()
+
+    def _flush(self) -> None:
+        while self.pending and self.pending[0].done:
+            e = self.pending.popleft()
+            self.write_response(e.correlation_id, e.api_key, e.version, e.response)
+        self._update_reading()
+
+    def write_response(self, correlation_id: int, key: int, version: int, response: Any) -> None:
+        if response is None or self.closed or self.transport is None:
+            return  # e.g. Produce with acks=0 owes no reply
+        out = bytearray(4)
+        encode_response_header(out, correlation_id, response_header_version(key, version))
+        RESPONSES[key].encode_into(response, version, out)
+        out[0:4] = (len(out) - 4).to_bytes(4, "big")
+        self.transport.write(out)
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        should_pause = self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
+        if should_pause and not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self._read_paused:
+            self._read_paused = False
+            self.transport.resume_reading()

@@ -1,0 +1,99 @@
+"""The asyncio TCP server: binds the listener, owns the broker state, runs until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+
+import broker.apis  # noqa: F401  (registers every API handler)
+from broker.cluster import load_identity
+from broker.connection import Connection
+from broker.state import BrokerState
+
+log = logging.getLogger("kcoord.server")
+
+
+class Broker:
+    """A running broker; `start()` binds, `close()` stops accepting and drops connections."""
+
+    def __init__(
+        self,
+        listen: tuple[str, int],
+        advertised: tuple[str, int] | None,
+        data_dir: Path,
+        config: Any,
+    ) -> None:
+        self.listen = listen
+        self.advertised = advertised
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.state: BrokerState | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[Connection] = set()
+        self.port = 0
+
+    async def start(self) -> None:
+        cfg = self.config
+        identity = load_identity(self.data_dir, cfg.get("node.id"), cfg.get("cluster.id"))
+        max_frame = cfg.get("socket.request.max.bytes")
+        host, port = self.listen
+        sock = _bind(host, port)
+        self.port = sock.getsockname()[1]
+        adv_host, adv_port = self.advertised or (host, self.port)
+        if adv_port == 0:
+            adv_port = self.port
+        if adv_host in ("0.0.0.0", "::", ""):
+            adv_host = socket.gethostname()
+        self.state = state = BrokerState(identity, adv_host, adv_port, cfg)
+
+        def connect() -> Connection:
+            conn = Connection(state, max_frame)
+            self._connections.add(conn)
+            conn.on_close = self._connections.discard
+            return conn
+
+        self._server = await asyncio.get_running_loop().create_server(connect, sock=sock)
+        log.info(
+            "kcoord ready: listening on %s:%d, advertised as %s:%d, node %d, cluster %s",
+            host,
+            self.port,
+            adv_host,
+            adv_port,
+            identity.node_id,
+            identity.cluster_id,
+        )
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self._connections):
+                conn.abort("broker shutting down")
+            await self._server.wait_closed()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(
+    listen: tuple[str, int],
+    advertised: tuple[str, int] | None,
+    data_dir: Path,
+    config: Any,
+) -> None:
+    """Run a broker until cancelled."""
+    broker = Broker(listen, advertised, data_dir, config)
+    await broker.start()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await broker.close()
