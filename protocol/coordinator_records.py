@@ -1,0 +1,92 @@
+"""Records of the `__consumer_offsets` log, encoded exactly as Kafka's group coordinator does.
+
+A record key is an int16 record type followed by the key struct (whose schema "version" is the
+record type); a value is an int16 version followed by the value struct; a null value is a
+tombstone. Types: 0/1 OffsetCommit, 2 GroupMetadata, 3-8 ConsumerGroup*, 16
+ConsumerGroupRegularExpression. Decoding accepts every version Kafka has written.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple
+
+from protocol.codec import DecodeError, MessageType
+from protocol.schema import coordinator as _decls
+
+TYPES: dict[str, MessageType] = {d.name: MessageType(d) for d in _decls.ALL}
+globals().update({name: mt.cls for name, mt in TYPES.items()})
+
+KEYS: dict[int, MessageType] = {}
+VALUES: dict[int, MessageType] = {}
+for _name, _mt in TYPES.items():
+    if _name.endswith("Key"):
+        for _type_id in _mt.versions():
+            KEYS[_type_id] = _mt
+            VALUES[_type_id] = TYPES[_name[: -len("Key")] + "Value"]
+
+OFFSET_COMMIT = 1
+GROUP_METADATA = 2
+
+# The record type and value version we write for each key class. Kafka writes OffsetCommit
+# records as type 1 with value v3 (v1 only for the old explicit expire timestamp) and
+# GroupMetadata values as v3; the KIP-848 records have a single version.
+_WRITE: dict[type, tuple[int, int]] = {}
+for _type_id, _mt in KEYS.items():
+    _WRITE[_mt.cls] = (_type_id, 0)
+_WRITE[TYPES["OffsetCommitKey"].cls] = (OFFSET_COMMIT, 3)
+_WRITE[TYPES["GroupMetadataKey"].cls] = (GROUP_METADATA, 3)
+
+_INT16 = struct.Struct(">h")
+
+
+class CoordinatorRecord(NamedTuple):
+    """A decoded record: its type, key struct and value struct (None for a tombstone)."""
+
+    type: int
+    key: Any
+    value: Any
+    value_version: int = -1
+
+
+def record_type_of(key: Any) -> int:
+    return _WRITE[type(key)][0]
+
+
+def encode_key(key: Any) -> bytes:
+    type_id, _ = _WRITE[type(key)]
+    return _INT16.pack(type_id) + KEYS[type_id].encode(key, type_id)
+
+
+def encode_value(key: Any, value: Any | None) -> bytes | None:
+    if value is None:
+        return None
+    type_id, version = _WRITE[type(key)]
+    if type_id == OFFSET_COMMIT and value.expire_timestamp != -1:
+        version = 1
+    return _INT16.pack(version) + VALUES[type_id].encode(value, version)
+
+
+def encode_record(key: Any, value: Any | None) -> tuple[bytes, bytes | None]:
+    return encode_key(key), encode_value(key, value)
+
+
+def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
+    """Decode a key/value pair read from the log; raises DecodeError if it is not one."""
+    if len(key) < 2:
+        raise DecodeError("coordinator record key shorter than its type")
+    (type_id,) = _INT16.unpack_from(key)
+    key_type = KEYS.get(type_id)
+    if key_type is None:
+        raise DecodeError(f"unknown coordinator record type {type_id}")
+    key_obj, _ = key_type.decode(key, type_id, 2)
+    if value is None:
+        return CoordinatorRecord(type_id, key_obj, None)
+    if len(value) < 2:
+        raise DecodeError("coordinator record value shorter than its version")
+    (version,) = _INT16.unpack_from(value)
+    value_type = VALUES[type_id]
+    if version not in value_type.valid:
+        raise DecodeError(f"{value_type.name} has no version {version}")
+    value_obj, _ = value_type.decode(value, version, 2)
+    return CoordinatorRecord(type_id, key_obj, value_obj, version)
