@@ -1,0 +1,175 @@
+"""Group commit: one write and at most one fsync for all appends of an event-loop iteration.
+
+Appends queue their bytes in the log and call :meth:`GroupCommit.submit`, which returns a
+future. The first submit of an iteration schedules ``_flush`` with ``call_soon``; asyncio runs
+callbacks scheduled during an iteration only after everything already ready in it, so every
+append made by any task in that iteration is written by one ``_flush``. Under ``always`` the
+written groups then wait for an fsync run in an executor thread: only one runs at a time, and
+the next one starts when it finishes and covers every group written meanwhile, so the number
+of fsyncs tracks disk latency, not the append rate.
+
+Once a write or an fsync fails the committer is failed for good: after a failed fsync the page
+cache may have dropped the dirty pages, so retrying could acknowledge data that is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from storage.durability import Durability
+
+log = logging.getLogger(__name__)
+
+# write_pending() writes every queued byte and returns the log end offset now written.
+WriteFn = Callable[[], int]
+# prepare_sync() runs in the loop thread and returns the blocking fsync job for an executor.
+PrepareSyncFn = Callable[[], Callable[[], None]]
+# on_durable(end_offset) is told, in the loop thread, how far the log is durable.
+DurableFn = Callable[[int], None]
+
+_Waiter = tuple[asyncio.Future, Any, bool]
+
+
+class LogFailedError(OSError):
+    """A write or fsync of this log failed; it accepts no more appends until reopened."""
+
+
+class GroupCommit:
+    def __init__(
+        self,
+        durability: Durability,
+        write_pending: WriteFn,
+        prepare_sync: PrepareSyncFn,
+        on_durable: DurableFn,
+        executor: Executor | None = None,
+    ) -> None:
+        self.durability = durability
+        self._write_pending = write_pending
+        self._prepare_sync = prepare_sync
+        self._on_durable = on_durable
+        self._executor = executor
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: list[_Waiter] = []
+        self._flush_scheduled = False
+        # Groups written but not yet covered by a finished fsync: (end offset, waiters).
+        self._unsynced: list[tuple[int, list[_Waiter]]] = []
+        self._sync_running = False
+        self._dirty = False  # written since the last fsync started (interval policy)
+        self._timer: asyncio.TimerHandle | None = None
+        self.failure: BaseException | None = None
+        self.writes = 0
+        self.fsyncs = 0
+
+    def submit(self, result: Any, *, force_sync: bool = False) -> asyncio.Future:
+        """A future resolved with ``result`` once the bytes queued so far are durable under
+        the policy (``force_sync``: after an fsync, whatever the policy)."""
+        if self.failure is not None:
+            raise LogFailedError(f"log failed earlier: {self.failure}")
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+            if self.durability.mode == "interval":
+                self._arm_timer()
+        fut = loop.create_future()
+        self._waiting.append((fut, result, force_sync or self.durability.mode == "always"))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        return fut
+
+    @property
+    def idle(self) -> bool:
+        return not (self._waiting or self._unsynced or self._sync_running)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        waiting, self._waiting = self._waiting, []
+        if self.failure is not None:
+            self._fail(waiting, self.failure)
+            return
+        try:
+            end = self._write_pending()
+        except OSError as e:
+            log.error("log write failed: %s", e)
+            self.failure = e
+            self._fail(waiting, e)
+            return
+        self.writes += 1
+        self._dirty = True
+        need_sync = [w for w in waiting if w[2]]
+        if len(need_sync) < len(waiting):
+            self._on_durable(end)
+            for fut, result, synced in waiting:
+                if not synced and not fut.done():
+                    fut.set_result(result)
+        if need_sync:
+            self._unsynced.append((end, need_sync))
+            self._start_sync()
+
+    def _start_sync(self) -> None:
+        if self._sync_running or (not self._unsynced and not self._dirty):
+            return
+        assert self._loop is not None
+        groups, self._unsynced = self._unsynced, []
+        self._dirty = False
+        self._sync_running = True
+        try:
+            job = self._prepare_sync()
+            cf = self._loop.run_in_executor(self._executor, job)
+        except Exception as e:  # noqa: BLE001 - any failure to start must fail the waiters
+            self._sync_done_with(groups, e)
+            return
+        cf.add_done_callback(lambda f: self._sync_done(f, groups))
+
+    def _sync_done(self, f: asyncio.Future, groups: list[tuple[int, list[_Waiter]]]) -> None:
+        exc = f.exception() if not f.cancelled() else asyncio.CancelledError()
+        self._sync_done_with(groups, exc)
+
+    def _sync_done_with(
+        self, groups: list[tuple[int, list[_Waiter]]], exc: BaseException | None
+    ) -> None:
+        self._sync_running = False
+        self.fsyncs += 1
+        if exc is not None:
+            log.error("log fsync failed: %s", exc)
+            self.failure = exc
+            for _, waiters in groups:
+                self._fail(waiters, exc)
+            for _, waiters in self._unsynced:
+                self._fail(waiters, exc)
+            self._unsynced = []
+            return
+        if groups:
+            self._on_durable(groups[-1][0])
+        for _, waiters in groups:
+            for fut, result, _ in waiters:
+                if not fut.done():
+                    fut.set_result(result)
+        if self._unsynced:
+            self._start_sync()
+
+    @staticmethod
+    def _fail(waiters: list[_Waiter], exc: BaseException) -> None:
+        err = LogFailedError(f"log write/fsync failed: {exc}")
+        for fut, _, _ in waiters:
+            if not fut.done():
+                fut.set_exception(err)
+
+    def _arm_timer(self) -> None:
+        assert self._loop is not None
+        self._timer = self._loop.call_later(self.durability.interval_ms / 1000, self._tick)
+
+    def _tick(self) -> None:
+        if self.failure is None:
+            if self._dirty:
+                self._start_sync()
+            self._arm_timer()
+
+    def cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -1,0 +1,485 @@
+"""A partition's log: ordered segments, offset assignment, durable appends, reads, recovery.
+
+Invariants the rest of the code relies on:
+
+* Only the last (active) segment is ever appended to. Before a new segment file is created
+  the previous one is fsynced (data and indexes), so after a crash only the active segment
+  can have a torn tail; recovery validates it batch by batch and trusts the rolled ones
+  (whose CRCs are still checked on replay).
+* Offsets are assigned at :meth:`Log.append` call time, in call order; the bytes are written
+  by the group-commit flush of the same loop iteration.
+* Readers see data up to the high watermark: the end of what is durable under the policy
+  (fsynced for ``always``, written for the others), so a consumer never reads a record that
+  a crash could take back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    Record,
+    RecordTuple,
+    crc32c,
+    decode_record_tuples,
+    parse_batch_header,
+)
+from storage.durability import ALWAYS, Durability
+from storage.groupcommit import GroupCommit, LogFailedError
+from storage.logconfig import LogConfig
+from storage.segment import (
+    INT32_MAX,
+    LOG_SUFFIX,
+    LogSegment,
+    parse_segment_name,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "AppendResult",
+    "Log",
+    "LogFailedError",
+    "OffsetOutOfRangeError",
+    "ReadResult",
+    "parse_partition_dir",
+]
+
+_Q = struct.Struct(">q")
+_unpack_header = HEADER.unpack_from
+_make_header = BatchHeader._make
+
+
+class OffsetOutOfRangeError(ValueError):
+    """The requested offset is below the log start or above the high watermark."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    batches: int
+    size: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Raw batches from the batch containing the requested offset; may end mid-batch when
+    ``max_bytes`` cut it (as Kafka's fetch does), but always holds at least one whole batch
+    when any data exists."""
+
+    data: bytes
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``("__consumer_offsets", 7)`` from ``__consumer_offsets-7``; None if not that shape."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Log:
+    """Use :meth:`Log.open`; all methods must be called from one event-loop thread."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        durability: Durability,
+        segments: list[LogSegment],
+        *,
+        now_ms: Callable[[], int],
+        executor: Executor | None,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.durability = durability
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._now_ms = now_ms
+        active = segments[-1]
+        self._next_offset = active.next_offset
+        # The active segment's creation time is unknown after a restart: count from the first
+        # batch's timestamp if it is not in the future, else from now.
+        now = now_ms()
+        first_ts = active.first_batch_timestamp
+        self._active_since = first_ts if first_ts is not None and first_ts <= now else now
+        self._pending: list[bytes] = []
+        self._pending_meta: list[tuple[int, int, int]] = []
+        self._pending_size = 0
+        self._written_offset = self._next_offset
+        self._hw = self._next_offset
+        self._hw_pos = (active.base_offset, active.size)
+        self._dir_dirty = False
+        self._closed = False
+        self._committer = GroupCommit(
+            durability, self._write_pending, self._prepare_sync, self._set_durable, executor
+        )
+
+    # -- opening and recovery -----------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        durability: Durability = ALWAYS,
+        *,
+        now_ms: Callable[[], int] = _now_ms,
+        executor: Executor | None = None,
+    ) -> Log:
+        """Open (creating if needed) the log in ``directory`` and recover it.
+
+        Blocking: at start-up call it from a thread if the loop must stay responsive.
+        """
+        from storage.compaction import finish_interrupted_compaction
+
+        config = config or LogConfig()
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        finish_interrupted_compaction(path)
+        bases = sorted(
+            b
+            for p in path.iterdir()
+            if p.name.endswith(LOG_SUFFIX)
+            if (b := parse_segment_name(p.name)) is not None
+        )
+        interval = config.index_interval_bytes
+        segments: list[LogSegment] = []
+        try:
+            for base in bases[:-1]:
+                segments.append(LogSegment.open_existing(path, base, interval))
+            if bases:
+                seg, scan = LogSegment.open_and_recover(path, bases[-1], interval)
+                segments.append(seg)
+                if scan.truncated_bytes:
+                    log.warning(
+                        "%s: truncated %d bytes at position %d of %s after %d valid batches"
+                        " (offsets %s..%d): %s",
+                        path.name,
+                        scan.truncated_bytes,
+                        scan.valid_bytes,
+                        seg.log_path.name,
+                        scan.batches,
+                        scan.first_bad_offset
+                        if scan.first_bad_offset is not None
+                        else scan.next_offset,
+                        scan.next_offset,
+                        scan.reason,
+                    )
+            else:
+                segments.append(LogSegment.create(path, 0, interval))
+                _fsync_dir(path)
+            for a, b in zip(segments, segments[1:], strict=False):
+                if a.next_offset > b.base_offset:
+                    raise CorruptRecordError(
+                        f"{a.log_path} ends at offset {a.next_offset}, after the next"
+                        f" segment's base {b.base_offset}"
+                    )
+        except BaseException:
+            for s in segments:
+                s.close()
+            raise
+        return cls(path, config, durability, segments, now_ms=now_ms, executor=executor)
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.directory.name
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be assigned (includes appends not yet durable)."""
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """End of the durable data: what readers may see."""
+        return self._hw
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments) + self._pending_size
+
+    @property
+    def stats(self) -> tuple[int, int]:
+        """(writes, fsyncs) done by the group committer so far."""
+        return self._committer.writes, self._committer.fsyncs
+
+    # -- appending ----------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview) -> asyncio.Future[AppendResult]:
+        """Assign offsets to the batches in ``data`` and queue them for the next group write.
+
+        Returns a future that completes once they are durable under the policy. Raises
+        ``CorruptRecordError`` (nothing queued) if any batch is malformed or fails its CRC.
+        """
+        if self._closed:
+            raise LogFailedError(f"{self.name} is closed")
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        n = len(data)
+        headers = []
+        pos = 0
+        while pos < n:
+            h = parse_batch_header(data, pos, check_crc=True)
+            headers.append((pos, h))
+            pos += h.batch_length + LOG_OVERHEAD
+        if not headers:
+            raise CorruptRecordError("no record batch to append")
+        base = self._next_offset
+        view = memoryview(data)
+        for pos, h in headers:
+            size = h.batch_length + LOG_OVERHEAD
+            offset = self._next_offset
+            last = offset + h.last_offset_delta
+            self._maybe_roll(size, last)
+            # baseOffset is outside the CRC: swap it without touching the rest of the batch.
+            self._pending.append(_Q.pack(offset))
+            self._pending.append(view[pos + 8 : pos + size])
+            self._pending_meta.append((self._pending_size, last, h.max_timestamp))
+            self._pending_size += size
+            self._next_offset = last + 1
+        result = AppendResult(base, self._next_offset - 1, len(headers), n, self.log_start_offset)
+        return self._committer.submit(result)
+
+    def _maybe_roll(self, incoming: int, last_offset: int) -> None:
+        active = self._segments[-1]
+        size = active.size + self._pending_size
+        if size == 0:
+            return
+        if (
+            size + incoming > self.config.segment_bytes
+            or self._now_ms() - self._active_since >= self.config.segment_ms
+            or last_offset - active.base_offset > INT32_MAX
+        ):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active is empty).
+
+        The old segment is fsynced here, in the loop thread: rolls are rare (every
+        segment.bytes) and this keeps "only the active segment can be torn" true.
+        """
+        active = self._segments[-1]
+        if active.size + self._pending_size == 0:
+            return active
+        self._write_pending()
+        active.sync_all()
+        seg = LogSegment.create(self.directory, self._next_offset, self.config.index_interval_bytes)
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._active_since = self._now_ms()
+        self._dir_dirty = True
+        if self._hw >= active.next_offset:
+            self._hw_pos = (seg.base_offset, 0)
+        return seg
+
+    def _write_pending(self) -> int:
+        if self._pending:
+            data = b"".join(self._pending)
+            meta = self._pending_meta
+            self._pending = []
+            self._pending_meta = []
+            self._pending_size = 0
+            self._segments[-1].write(data, meta)
+            self._written_offset = self._next_offset
+        return self._written_offset
+
+    def _prepare_sync(self) -> Callable[[], None]:
+        fd = self._segments[-1].fd
+        dir_dirty, self._dir_dirty = self._dir_dirty, False
+        directory = self.directory
+
+        def job() -> None:
+            os.fsync(fd)
+            if dir_dirty:
+                _fsync_dir(directory)
+
+        return job
+
+    def _set_durable(self, end_offset: int) -> None:
+        if end_offset > self._hw:
+            self._hw = end_offset
+            # The written end is in the active segment; earlier segments are complete.
+            active = self._segments[-1]
+            if end_offset == self._written_offset:
+                self._hw_pos = (active.base_offset, active.size)
+            else:
+                self._hw_pos = (active.base_offset, self._position_of_end(active, end_offset))
+
+    @staticmethod
+    def _position_of_end(seg: LogSegment, end_offset: int) -> int:
+        pos = seg.position_of(end_offset)
+        return seg.size if pos is None else pos
+
+    async def flush(self) -> None:
+        """Write and fsync everything appended so far, whatever the policy."""
+        await self._committer.submit(None, force_sync=True)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        if self._committer.failure is None:
+            await self.flush()
+        self._committer.cancel_timer()
+        self._closed = True
+        for s in self._segments:
+            s.close()
+
+    def close_sync(self) -> None:
+        """Close outside an event loop (tools, tests): writes and fsyncs in this thread."""
+        if self._closed:
+            return
+        if not self._committer.idle:
+            raise RuntimeError("close_sync with appends in flight: use await close()")
+        self._write_pending()
+        self._segments[-1].sync_all()
+        self._committer.cancel_timer()
+        self._closed = True
+        for s in self._segments:
+            s.close()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def _readable_end(self, seg: LogSegment) -> int:
+        base, pos = self._hw_pos
+        if seg.base_offset == base:
+            return pos
+        return seg.size if seg.base_offset < base else 0
+
+    def read(self, offset: int, max_bytes: int = 1024 * 1024) -> ReadResult:
+        """Batches from the one containing ``offset``, up to ``max_bytes`` (at least one
+        whole batch), never past the high watermark. Reads within one segment."""
+        start, hw = self.log_start_offset, self._hw
+        if offset < start or offset > hw:
+            raise OffsetOutOfRangeError(f"{self.name}: offset {offset} outside [{start}, {hw}]")
+        data = b""
+        i = self._segment_index(offset)
+        while offset < hw and i < len(self._segments):
+            seg = self._segments[i]
+            end = self._readable_end(seg)
+            pos = seg.position_of(offset)
+            if pos is not None and pos < end:
+                first = seg.batch_header_at(pos).size
+                data = seg.read(pos, min(end - pos, max(max_bytes, first)))
+                break
+            # Compaction can leave the rest of this segment without the offset: try the next.
+            i += 1
+        return ReadResult(data, start, hw, self._next_offset)
+
+    def replay(
+        self, start_offset: int | None = None, *, verify_crc: bool = True
+    ) -> Iterator[tuple[BatchHeader, list[RecordTuple]]]:
+        """Every batch (header, records as plain tuples in ``Record`` field order) from the
+        one containing ``start_offset``, up to the written end. For loading state at
+        start-up: plain tuples and per-batch lists keep this the fastest path."""
+        if start_offset is None:
+            start_offset = self.log_start_offset
+        for seg in list(self._segments):
+            if seg.next_offset <= start_offset:
+                continue
+            pos = seg.position_of(start_offset) if start_offset > seg.base_offset else 0
+            if pos is None:
+                continue
+            for buf, q, end in seg.iter_batch_windows(pos):
+                while q < end:
+                    h = _unpack_header(buf, q)
+                    size = h[1] + LOG_OVERHEAD
+                    if (
+                        verify_crc
+                        and crc32c(memoryview(buf)[q + ATTRIBUTES_OFFSET : q + size]) != h[4]
+                    ):
+                        raise CorruptRecordError(
+                            f"{seg.log_path}: CRC mismatch in batch at offset {h[0]}"
+                        )
+                    header = _make_header(h)
+                    yield header, decode_record_tuples(buf, q, header)
+                    q += size
+
+    def records(self, start_offset: int | None = None) -> Iterator[Record]:
+        """Every record from ``start_offset`` on, as :class:`Record`."""
+        new = tuple.__new__
+        first = self.log_start_offset if start_offset is None else start_offset
+        for _, recs in self.replay(first):
+            for t in recs:
+                if t[0] >= first:
+                    yield new(Record, t)
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The earliest offset whose record timestamp is >= ``timestamp`` (Kafka's
+        ListOffsets by time), or None if every record is older."""
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            before = seg.time_index.lookup_before(timestamp)
+            pos = 0 if before is None else seg.position_of(before + 1)
+            if pos is None:
+                continue
+            for buf, q, end in seg.iter_batch_windows(pos):
+                while q < end:
+                    h = _unpack_header(buf, q)
+                    if h[8] >= timestamp:
+                        for rec in decode_record_tuples(buf, q, _make_header(h)):
+                            if rec[1] >= timestamp:
+                                return rec[0]
+                    q += h[1] + LOG_OVERHEAD
+        return None
+
+    # -- compaction support -------------------------------------------------------------------
+
+    def _replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Swap ``old`` (consecutive, not the active) for ``new`` in the in-memory list."""
+        i = self._segments.index(old[0])
+        assert self._segments[i : i + len(old)] == old and old[-1] is not self._segments[-1]
+        self._segments[i : i + len(old)] = [new]
+        self._bases = [s.base_offset for s in self._segments]
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.directory}, start={self.log_start_offset}, hw={self._hw},"
+            f" end={self._next_offset}, segments={len(self._segments)})"
+        )

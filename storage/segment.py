@@ -1,0 +1,352 @@
+"""One log segment: a ``<base offset>.log`` file of whole record batches plus its indexes.
+
+The segment knows nothing of durability policy or offsets assignment; the log decides what
+to write and when to fsync. All file I/O is positional (``pread``/``O_APPEND`` writes), so
+reads in the event loop and an fsync in an executor thread never share a file offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    crc32c,
+)
+from storage.index import OffsetIndex, StaleIndexError, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+# Reads during scans come in windows of this size; a batch larger than it is read whole.
+SCAN_CHUNK = 4 * 1024 * 1024
+INT32_MAX = (1 << 31) - 1
+
+_unpack_header = HEADER.unpack_from
+_LEN = struct.Struct(">qi")  # baseOffset, batchLength
+
+
+def segment_name(base_offset: int) -> str:
+    """Kafka's file stem: the base offset as 20 zero-padded digits."""
+    return f"{base_offset:020d}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """Base offset from ``00000000000000000042.log`` (or any suffix), None if not a segment."""
+    stem = name.split(".", 1)[0]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """Outcome of validating a segment file from its start."""
+
+    valid_bytes: int
+    file_bytes: int
+    batches: int
+    next_offset: int
+    first_bad_offset: int | None  # base offset field of the first dropped batch, if readable
+    reason: str | None
+
+    @property
+    def truncated_bytes(self) -> int:
+        return self.file_bytes - self.valid_bytes
+
+
+def read_window(fd: int, pos: int, end: int, min_size: int = 0) -> bytes:
+    """Up to SCAN_CHUNK bytes (at least ``min_size`` if the file has them) from ``pos``."""
+    return os.pread(fd, min(max(SCAN_CHUNK, min_size), end - pos), pos)
+
+
+def validate_batch(buf: bytes, q: int, expected_min_offset: int) -> tuple | str:
+    """Header tuple of the batch at ``buf[q:]`` if it is whole, CRC-valid and in offset order,
+    else a string saying why not. ``buf`` must extend to the end of the batch to pass."""
+    avail = len(buf) - q
+    if avail < HEADER_SIZE:
+        return f"torn header ({avail} of {HEADER_SIZE} bytes)"
+    h = _unpack_header(buf, q)
+    length = h[1]
+    if length < MIN_BATCH_LENGTH or h[3] != MAGIC:
+        return f"bad length {length} or magic {h[3]}"
+    if length + LOG_OVERHEAD > avail:
+        return f"torn batch ({avail} of {length + LOG_OVERHEAD} bytes)"
+    if h[6] < 0 or h[12] < 0 or h[0] < expected_min_offset:
+        return f"bad offsets (base {h[0]}, expected >= {expected_min_offset}, delta {h[6]})"
+    if crc32c(memoryview(buf)[q + ATTRIBUTES_OFFSET : q + LOG_OVERHEAD + length]) != h[4]:
+        return "CRC mismatch"
+    return h
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        stem = segment_name(base_offset)
+        self.log_path = directory / (stem + LOG_SUFFIX)
+        self.index = OffsetIndex(directory / (stem + INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(directory / (stem + TIMEINDEX_SUFFIX), base_offset)
+        self.index_interval_bytes = index_interval_bytes
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        # Time-based rolling counts from the first batch's max timestamp, as Kafka does.
+        self.first_batch_timestamp: int | None = None
+        self._fd = -1
+        self._bytes_since_index = 0
+        self._offset_of_max_ts = -1
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, next_offset={self.next_offset}, size={self.size})"
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> LogSegment:
+        seg = cls(directory, base_offset, index_interval_bytes)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        seg.index.open_for_append(truncate=True)
+        seg.time_index.open_for_append(truncate=True)
+        return seg
+
+    @classmethod
+    def open_existing(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int
+    ) -> LogSegment:
+        """Open a rolled segment, trusting its data (it was fsynced before the next segment
+        was created) but checking its indexes, which are rebuilt if missing or stale."""
+        seg = cls(directory, base_offset, index_interval_bytes)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
+        seg.size = os.fstat(seg._fd).st_size
+        try:
+            seg.index = OffsetIndex.load(seg.index.path, base_offset, seg.size)
+            seg._scan_tail()
+            seg.time_index = TimeIndex.load(seg.time_index.path, base_offset, seg.next_offset)
+        except (FileNotFoundError, StaleIndexError) as e:
+            log.warning("rebuilding indexes of %s: %s", seg.log_path, e)
+            seg.recover()
+            return seg
+        seg.index.open_for_append()
+        seg.time_index.open_for_append()
+        if seg.time_index.last_timestamp > seg.max_timestamp:
+            seg.max_timestamp = seg.time_index.last_timestamp
+        return seg
+
+    def _scan_tail(self) -> None:
+        """Find next_offset and max timestamp by reading from the last index entry on; also
+        checks that the entry really points at a batch ending at the indexed offset."""
+        last = self.index.last_entry()
+        pos = last[1] if last else 0
+        if last:
+            head = os.pread(self._fd, HEADER_SIZE, pos)
+            if len(head) < HEADER_SIZE:
+                raise StaleIndexError("last index entry points past the data")
+            h = _unpack_header(head)
+            if h[0] + h[6] != last[0] or h[3] != MAGIC:
+                raise StaleIndexError(f"index entry for offset {last[0]} points elsewhere")
+        while pos < self.size:
+            head = os.pread(self._fd, HEADER_SIZE, pos)
+            if len(head) < HEADER_SIZE:
+                raise StaleIndexError("segment ends inside a batch header")
+            h = _unpack_header(head)
+            if h[1] < MIN_BATCH_LENGTH:
+                raise StaleIndexError(f"bad batch length at position {pos}")
+            self.next_offset = h[0] + h[6] + 1
+            if h[8] > self.max_timestamp:
+                self.max_timestamp = h[8]
+            if self.first_batch_timestamp is None and pos == 0:
+                self.first_batch_timestamp = h[8]
+            pos += h[1] + LOG_OVERHEAD
+        if self.first_batch_timestamp is None and self.size:
+            head = os.pread(self._fd, HEADER_SIZE, 0)
+            self.first_batch_timestamp = _unpack_header(head)[8]
+
+    @classmethod
+    def open_and_recover(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int
+    ) -> tuple[LogSegment, ScanResult]:
+        seg = cls(directory, base_offset, index_interval_bytes)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
+        seg.size = os.fstat(seg._fd).st_size
+        return seg, seg.recover()
+
+    def recover(self) -> ScanResult:
+        """Validate every batch from the start, truncate the file at the first bad one and
+        rebuild both indexes from what remains."""
+        self.index.close()
+        self.time_index.close()
+        self.index = OffsetIndex(self.index.path, self.base_offset)
+        self.time_index = TimeIndex(self.time_index.path, self.base_offset)
+        self.index.open_for_append(truncate=True)
+        self.time_index.open_for_append(truncate=True)
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+        self._offset_of_max_ts = -1
+        file_bytes = self.size
+        pos = 0
+        batches = 0
+        reason: str | None = None
+        first_bad: int | None = None
+        while pos < file_bytes:
+            buf = read_window(self._fd, pos, file_bytes)
+            q = 0
+            while q < len(buf):
+                h = validate_batch(buf, q, self.next_offset)
+                if isinstance(h, str):
+                    if h.startswith("torn") and pos + len(buf) < file_bytes:
+                        break  # the batch continues past this window: read on from q
+                    reason = h
+                    if len(buf) - q >= 8:
+                        first_bad = _LEN.unpack_from(buf, q)[0]
+                    break
+                if h[0] + h[6] - self.base_offset > INT32_MAX:
+                    reason = "offset too far from the segment base for the index"
+                    break
+                self._index_batch(pos + q, h[0] + h[6], h[8], h[1] + LOG_OVERHEAD)
+                batches += 1
+                q += h[1] + LOG_OVERHEAD
+            if reason is not None:
+                pos += q
+                break
+            if q == 0:
+                # The window held no whole batch: read exactly the batch's declared size,
+                # unless that size runs past the end of the file (a torn or garbage length).
+                need = _LEN.unpack_from(buf, 0)[1] + LOG_OVERHEAD if len(buf) >= 12 else 0
+                if need <= len(buf) or pos + need > file_bytes:
+                    reason = f"torn batch ({file_bytes - pos} of {need} bytes)"
+                    break
+                h = validate_batch(os.pread(self._fd, need, pos), 0, self.next_offset)
+                if isinstance(h, str):
+                    reason = h
+                    break
+                self._index_batch(pos, h[0] + h[6], h[8], h[1] + LOG_OVERHEAD)
+                batches += 1
+                q = need
+            pos += q
+        self.size = pos
+        if pos < file_bytes:
+            os.ftruncate(self._fd, pos)
+        return ScanResult(pos, file_bytes, batches, self.next_offset, first_bad, reason)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _index_batch(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self._offset_of_max_ts = last_offset
+        # Kafka's rule: index a batch once index.interval.bytes have been written since the
+        # previous entry; the first batch of a segment needs no entry (lookup falls back to 0).
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_ts)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+        self.next_offset = last_offset + 1
+
+    def write(self, data: bytes | bytearray, batches: list[tuple[int, int, int]]) -> None:
+        """Append whole batches (already offset-assigned) and index them. ``batches`` holds
+        (position relative to ``data``, last offset, max timestamp) for each batch."""
+        start = self.size
+        view = memoryview(data)
+        done = 0
+        while done < len(data):
+            done += os.write(self._fd, view[done:])
+        self.size = start + len(data)
+        ends = [b[0] for b in batches[1:]]
+        ends.append(len(data))
+        for (rel, last_offset, max_ts), nxt in zip(batches, ends, strict=True):
+            self._index_batch(start + rel, last_offset, max_ts, nxt - rel)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def position_of(self, offset: int) -> int | None:
+        """File position of the first batch whose last offset is >= ``offset``, or None if
+        the segment has no such batch."""
+        pos = self.index.lookup(offset)
+        end = self.size
+        while pos < end:
+            buf = os.pread(self._fd, min(64 * 1024, end - pos), pos)
+            q = 0
+            while q + HEADER_SIZE <= len(buf):
+                h = _unpack_header(buf, q)
+                if h[0] + h[6] >= offset:
+                    return pos + q
+                q += h[1] + LOG_OVERHEAD
+            if q == 0:
+                # The window is shorter than one header: only at a corrupt tail.
+                return None
+            pos += q
+        return None
+
+    def batch_header_at(self, position: int) -> BatchHeader:
+        return BatchHeader._make(_unpack_header(os.pread(self._fd, HEADER_SIZE, position)))
+
+    def iter_batch_windows(self, start: int = 0) -> Iterator[tuple[bytes, int, int]]:
+        """Yield (window, start, end): a buffer read from the file and the byte range of the
+        whole batches in it, so callers decode in place without per-batch reads."""
+        pos = start
+        end = self.size
+        while pos < end:
+            buf = read_window(self._fd, pos, end)
+            q = 0
+            n = len(buf)
+            while q + LOG_OVERHEAD <= n:
+                size = _LEN.unpack_from(buf, q)[1] + LOG_OVERHEAD
+                if q + size > n:
+                    break
+                q += size
+            if q == 0:
+                size = _LEN.unpack_from(buf, 0)[1] + LOG_OVERHEAD if n >= LOG_OVERHEAD else 0
+                if size <= n or pos + size > end:
+                    raise OSError(f"{self.log_path}: unreadable batch at position {pos}")
+                buf = os.pread(self._fd, size, pos)
+                q = size
+            yield buf, 0, q
+            pos += q
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """fsync the data file (the indexes are rebuilt on recovery when stale)."""
+        os.fsync(self._fd)
+
+    def sync_all(self) -> None:
+        """fsync data and indexes: used when the segment is rolled and becomes read-only."""
+        os.fsync(self._fd)
+        self.index.sync()
+        self.time_index.sync()
+
+    def close(self) -> None:
+        self.index.close()
+        self.time_index.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete_files(self) -> None:
+        self.close()
+        for p in (self.log_path, self.index.path, self.time_index.path):
+            p.unlink(missing_ok=True)
