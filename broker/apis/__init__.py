@@ -1,5 +1,8 @@
-"""One module per API; importing this package registers every handler."""
+"""One module per API. Importing this package imports every module in it, and each module
+registers its handlers with `broker.registry.serves`, so adding an API is adding a file."""
 
-from broker.apis import api_versions, describe_cluster, find_coordinator, metadata
+import importlib
+import pkgutil
 
-__all__ = ["api_versions", "describe_cluster", "find_coordinator", "metadata"]
+for _info in pkgutil.iter_modules(__path__, __name__ + "."):
+    importlib.import_module(_info.name)
