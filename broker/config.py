@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
+
+from storage.durability import Durability, parse_durability
 
 ENV_PREFIX = "KCOORD_"
 
@@ -30,18 +32,6 @@ LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 class ConfigError(ValueError):
     """An unknown setting, an invalid value or an unreadable config file; the message names it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Durability:
-    """When an append counts as durable: fsync before replying (``always``), fsync at most every
-    ``interval_ms`` (``interval``), or leave it to the OS (``none``)."""
-
-    mode: Literal["always", "interval", "none"]
-    interval_ms: int = 0
-
-    def __str__(self) -> str:
-        return f"interval:{self.interval_ms}" if self.mode == "interval" else self.mode
 
 
 Parser = Callable[[str], Any]
@@ -128,13 +118,7 @@ def _list(*choices: str) -> Parser:
 
 
 def _durability(text: str) -> Durability:
-    lowered = text.lower()
-    if lowered in ("always", "none"):
-        return Durability(lowered)  # type: ignore[arg-type]
-    mode, sep, ms = lowered.partition(":")
-    if mode == "interval" and sep and ms.isdigit() and int(ms) >= 1:
-        return Durability("interval", int(ms))
-    raise ValueError("expected always, none or interval:<ms> with ms >= 1")
+    return parse_durability(text)
 
 
 # ---- the settings --------------------------------------------------------------------------
