@@ -1,0 +1,29 @@
+"""Settings of the group coordinator, named after Kafka's broker properties.
+
+The broker builds one from its Kafka-named settings (``group.initial.rebalance.delay.ms`` ->
+``initial_rebalance_delay_ms`` and so on); the defaults are Kafka's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    # group.initial.rebalance.delay.ms
+    initial_rebalance_delay_ms: int = 3000
+    # group.min.session.timeout.ms / group.max.session.timeout.ms
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    # group.max.size
+    max_size: int = 2**31 - 1
+    # offset.metadata.max.bytes (Kafka compares the metadata's length in UTF-16 code units)
+    offset_metadata_max_bytes: int = 4096
+    # offsets.retention.minutes, in ms
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    # offsets.retention.check.interval.ms: how often the runtime should call expire_offsets
+    offsets_retention_check_interval_ms: int = 600000
+    # Kafka's fixed CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS: a new member whose JoinGroup is
+    # parked is dropped after this long (its socket is muted, so disconnects go unnoticed).
+    new_member_join_timeout_ms: int = 5 * 60 * 1000

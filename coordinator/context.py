@@ -1,0 +1,51 @@
+"""The working state of one call into a shard: the clock reading and the Result being built.
+
+Handlers never touch the runtime; they append records (applied at once through the shard's
+`replay`, the same code that loads the log), set replies and schedule or cancel timers here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from coordinator.result import Result, Timer
+
+if TYPE_CHECKING:
+    from coordinator.shard import Shard
+
+
+class Ctx:
+    __slots__ = ("shard", "now", "config", "records", "replies", "_timer_ops")
+
+    def __init__(self, shard: Shard, now: int) -> None:
+        self.shard = shard
+        self.now = now
+        self.config = shard.config
+        self.records: list[tuple[Any, Any | None]] = []
+        self.replies: dict[int, Any] = {}
+        # Last action per timer key: a deadline, or None for a cancel. Only the last action
+        # reaches the runtime, so a schedule followed by a cancel in one call is a cancel.
+        self._timer_ops: dict[tuple, int | None] = {}
+
+    def append(self, key: Any, value: Any | None) -> None:
+        """Write a record: it is applied to the shard now and appended by the runtime."""
+        self.records.append((key, value))
+        self.shard.replay(key, value)
+
+    def reply(self, req_id: int, response: Any) -> None:
+        self.replies[req_id] = response
+
+    def schedule(self, key: tuple, delay_ms: int) -> None:
+        deadline = self.now + max(0, delay_ms)
+        self.shard.deadlines[key] = deadline
+        self._timer_ops[key] = deadline
+
+    def cancel(self, key: tuple) -> None:
+        # Cancelling a timer the runtime never heard of would only cost it a lookup.
+        if self.shard.deadlines.pop(key, None) is not None or key in self._timer_ops:
+            self._timer_ops[key] = None
+
+    def result(self) -> Result:
+        timers = [Timer(k, d) for k, d in self._timer_ops.items() if d is not None]
+        cancel = [k for k, d in self._timer_ops.items() if d is None]
+        return Result(records=self.records, replies=self.replies, timers=timers, cancel=cancel)

@@ -1,0 +1,307 @@
+"""Committed offsets: the store, and OffsetCommit / OffsetFetch / OffsetDelete / expiration as
+Kafka's OffsetMetadataManager does them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator.classic.group import (
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    ClassicGroup,
+)
+from coordinator.classic.rebalance import reschedule_heartbeat
+from coordinator.context import Ctx
+from coordinator.keys import group_record_key, offset_record_key
+from protocol.coordinator_records import OffsetCommitValue
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetCommitResponse, OffsetDeleteResponse
+
+# OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a member commit to an unknown group; older
+# versions keep ILLEGAL_GENERATION, which their clients understand.
+GROUP_ID_NOT_FOUND_VERSION = 9
+# Only OffsetCommit v1 carries a per-partition commit timestamp.
+COMMIT_TIMESTAMP_VERSION = 1
+
+
+@dataclass(slots=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int  # -1: none
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int = -1  # only from old v1 records: an explicit per-offset expiry
+
+    @classmethod
+    def from_record(cls, value: Any) -> OffsetAndMetadata:
+        return cls(
+            value.offset,
+            value.leader_epoch,
+            value.metadata,
+            value.commit_timestamp,
+            value.expire_timestamp,
+        )
+
+
+class OffsetStore:
+    """group -> topic -> partition -> committed offset, in commit order."""
+
+    def __init__(self) -> None:
+        self.by_group: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+
+    def put(self, group: str, topic: str, partition: int, om: OffsetAndMetadata) -> None:
+        self.by_group.setdefault(group, {}).setdefault(topic, {})[partition] = om
+
+    def remove(self, group: str, topic: str, partition: int) -> None:
+        topics = self.by_group.get(group)
+        if topics is None:
+            return
+        partitions = topics.get(topic)
+        if partitions is None:
+            return
+        partitions.pop(partition, None)
+        if not partitions:
+            del topics[topic]
+            if not topics:
+                del self.by_group[group]
+
+    def get(self, group: str, topic: str, partition: int) -> OffsetAndMetadata | None:
+        return self.by_group.get(group, {}).get(topic, {}).get(partition)
+
+    def of_group(self, group: str) -> dict[str, dict[int, OffsetAndMetadata]]:
+        return self.by_group.get(group, {})
+
+    def replay(self, key: Any, value: Any | None) -> None:
+        if value is None:
+            self.remove(key.group, key.topic, key.partition)
+        else:
+            self.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_record(value))
+
+
+def _utf16_len(s: str) -> int:
+    # Kafka bounds String.length(): UTF-16 code units, not bytes.
+    return len(s.encode("utf-16-le")) // 2
+
+
+def _validate_commit(ctx: Ctx, req: Any, version: int) -> ErrorCode:
+    group = ctx.shard.groups.get(req.group_id)
+    generation = req.generation_id_or_member_epoch
+    if group is None:
+        if generation < 0:
+            # A "simple" commit (admin client, or a consumer assigning partitions itself): the
+            # group comes into being, holding only offsets, when the first record is applied.
+            return ErrorCode.NONE
+        if version >= GROUP_ID_NOT_FOUND_VERSION:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return ErrorCode.ILLEGAL_GENERATION
+    return validate_offset_commit(group, req.member_id, req.group_instance_id, generation)
+
+
+def validate_offset_commit(
+    group: ClassicGroup, member_id: str, instance_id: str | None, generation: int
+) -> ErrorCode:
+    """Kafka's ClassicGroup.validateOffsetCommit for a non-transactional commit."""
+    if group.state is DEAD:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation < 0 and group.state is EMPTY:
+        return ErrorCode.NONE
+    if generation >= 0 or member_id != "" or instance_id is not None:
+        error = group.validate_member(member_id, instance_id)
+        if error != ErrorCode.NONE:
+            return error
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+    elif group.state is not EMPTY:
+        # No member id and no generation (v0, or a simple commit): only an empty group
+        # accepts it, or it would overwrite what the members commit.
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if group.state is COMPLETING_REBALANCE:
+        # The member has its new generation but not yet its assignment: let it finish the
+        # rebalance and commit afterwards.
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    return ErrorCode.NONE
+
+
+def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
+    version = meta.api_version
+    Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+    Partition = OffsetCommitResponse.OffsetCommitResponsePartition
+    error = _validate_commit(ctx, req, version)
+    if error != ErrorCode.NONE:
+        code = int(error)
+        ctx.reply(
+            req_id,
+            OffsetCommitResponse(
+                topics=[
+                    Topic(
+                        name=t.name,
+                        partitions=[
+                            Partition(partition_index=p.partition_index, error_code=code)
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in req.topics
+                ]
+            ),
+        )
+        return
+
+    group = ctx.shard.groups.get(req.group_id)
+    if group is not None and group.state in (STABLE, PREPARING_REBALANCE):
+        # A commit from a member counts as a sign of life, as in Kafka.
+        member = group.members.get(req.member_id)
+        if member is not None:
+            reschedule_heartbeat(ctx, group, member)
+
+    max_len = ctx.config.offset_metadata_max_bytes
+    topics = []
+    for t in req.topics:
+        partitions = []
+        for p in t.partitions:
+            metadata = p.committed_metadata if p.committed_metadata is not None else ""
+            if len(metadata) > max_len // 2 and _utf16_len(metadata) > max_len:
+                partitions.append(
+                    Partition(
+                        partition_index=p.partition_index,
+                        error_code=int(ErrorCode.OFFSET_METADATA_TOO_LARGE),
+                    )
+                )
+                continue
+            # retention_time_ms (v2-4) is ignored, as Kafka 4 does: offsets expire by the
+            # broker's offsets.retention.minutes only.
+            ts = p.commit_timestamp
+            if version != COMMIT_TIMESTAMP_VERSION or ts == -1:
+                ts = ctx.now
+            value = OffsetCommitValue(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch,
+                metadata=metadata,
+                commit_timestamp=ts,
+            )
+            ctx.append(offset_record_key(req.group_id, t.name, p.partition_index), value)
+            partitions.append(Partition(partition_index=p.partition_index, error_code=0))
+        topics.append(Topic(name=t.name, partitions=partitions))
+    ctx.reply(req_id, OffsetCommitResponse(topics=topics))
+
+
+OffsetRow = tuple[str, int, int, int, str, int]
+
+
+def fetch_offsets(
+    shard: Any, group_id: str, topics: list[tuple[str, list[int]]] | None
+) -> tuple[int, list[OffsetRow]]:
+    """(group error, [(topic, partition, offset, leader epoch, metadata, error)]).
+
+    An unknown group, or a partition without a commit, reads as offset -1 with no error; a
+    group that does not exist has no partitions when all are asked for.
+    """
+    group = shard.groups.get(group_id)
+    known = group is not None and group.state is not DEAD
+    committed = shard.offsets.of_group(group_id) if known else {}
+    rows: list[OffsetRow] = []
+    if topics is None:
+        for topic, partitions in committed.items():
+            for partition, om in partitions.items():
+                rows.append((topic, partition, om.offset, om.leader_epoch, om.metadata, 0))
+        return 0, rows
+    for topic, partition_ids in topics:
+        partitions = committed.get(topic, {})
+        for partition in partition_ids:
+            om = partitions.get(partition)
+            if om is None:
+                rows.append((topic, partition, -1, -1, "", 0))
+            else:
+                rows.append((topic, partition, om.offset, om.leader_epoch, om.metadata, 0))
+    return 0, rows
+
+
+def delete_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
+    Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
+
+    def fail(error: ErrorCode) -> None:
+        ctx.reply(req_id, OffsetDeleteResponse(error_code=int(error)))
+
+    if not req.group_id:
+        return fail(ErrorCode.INVALID_GROUP_ID)
+    group = ctx.shard.groups.get(req.group_id)
+    if group is None or group.state is DEAD:
+        return fail(ErrorCode.GROUP_ID_NOT_FOUND)
+    if group.state is not EMPTY and not group.uses_consumer_protocol():
+        # Without the consumer protocol we cannot tell which topics the members read.
+        return fail(ErrorCode.NON_EMPTY_GROUP)
+
+    store = ctx.shard.offsets
+    topics = []
+    for t in req.topics:
+        if group.is_subscribed_to_topic(t.name):
+            code = int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+            partitions = [
+                Partition(partition_index=p.partition_index, error_code=code) for p in t.partitions
+            ]
+        else:
+            partitions = []
+            for p in t.partitions:
+                partitions.append(Partition(partition_index=p.partition_index, error_code=0))
+                if store.get(req.group_id, t.name, p.partition_index) is not None:
+                    ctx.append(offset_record_key(req.group_id, t.name, p.partition_index), None)
+        topics.append(Topic(name=t.name, partitions=partitions))
+    ctx.reply(req_id, OffsetDeleteResponse(error_code=0, topics=topics))
+
+
+def _expiration_base(group: ClassicGroup, om: OffsetAndMetadata) -> int | None:
+    """Kafka's offsetExpirationCondition: the time an offset's retention counts from, or None
+    if the group's offsets do not expire now."""
+    if group.protocol_type is None:
+        # A simple group: each offset lives offsets_retention_ms past its last commit.
+        return om.commit_timestamp
+    if group.state is EMPTY:
+        # Retention counts from when the group became empty (or, for groups written by old
+        # brokers without that timestamp, from the commit).
+        if group.state_timestamp is not None:
+            return group.state_timestamp
+        return om.commit_timestamp
+    if (
+        group.uses_consumer_protocol()
+        and group.subscribed_topics is not None
+        and (group.state is STABLE)
+    ):
+        # A live consumer group: offsets of topics it no longer subscribes to expire.
+        return om.commit_timestamp
+    return None
+
+
+def expire_offsets(ctx: Ctx) -> None:
+    """Tombstones for expired offsets, and for empty groups left without offsets."""
+    shard = ctx.shard
+    retention = ctx.config.offsets_retention_ms
+    for group_id in list(shard.groups):
+        group = shard.groups[group_id]
+        committed = shard.offsets.of_group(group_id)
+        all_expired = True
+        expired: list[tuple[str, int]] = []
+        for topic, partitions in committed.items():
+            if group.is_subscribed_to_topic(topic):
+                all_expired = False
+                continue
+            for partition, om in partitions.items():
+                if om.expire_timestamp != -1:
+                    # Written by an old broker with an explicit expiry (OffsetCommit v2-4).
+                    is_expired = ctx.now >= om.expire_timestamp
+                else:
+                    base = _expiration_base(group, om)
+                    is_expired = base is not None and ctx.now - base >= retention
+                if is_expired:
+                    expired.append((topic, partition))
+                else:
+                    all_expired = False
+        for topic, partition in expired:
+            ctx.append(offset_record_key(group_id, topic, partition), None)
+        # A group with nothing left to keep is deleted, as Kafka does. A group with ids handed
+        # out by MEMBER_ID_REQUIRED is mid-join and is kept.
+        if all_expired and group.state is EMPTY and not group.pending_join:
+            ctx.append(group_record_key(group_id), None)

@@ -1,0 +1,30 @@
+"""What a shard hands back to the runtime: records to append, replies, timer changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Timer:
+    """Schedule (or reschedule) a timer; a later schedule with the same key replaces it."""
+
+    key: tuple
+    deadline: int  # ms, on the same clock as the `now` given to the shard
+
+
+@dataclass
+class Result:
+    """The outcome of one call into a shard.
+
+    The runtime appends `records` (key, value-or-None pairs, in order), waits until they are
+    durable, then sends every reply. A request id that gets no reply here is parked: a later
+    Result (from another request or a timer) carries its reply. A key never appears in both
+    `timers` and `cancel`.
+    """
+
+    records: list[tuple[Any, Any | None]] = field(default_factory=list)
+    replies: dict[int, Any] = field(default_factory=dict)
+    timers: list[Timer] = field(default_factory=list)
+    cancel: list[tuple] = field(default_factory=list)

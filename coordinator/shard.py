@@ -1,0 +1,187 @@
+"""One shard per `__consumer_offsets` partition: its classic groups and committed offsets.
+
+Pure and deterministic apart from the member-id UUIDs: time comes in as `now` (ms), and every
+call returns a Result (records to append, replies to send once they are durable, timers).
+Every record a call writes is applied through `replay()`, the same code that loads the log;
+what no record carries (a rebalance in progress, parked requests, pending member ids) is
+transient, as in Kafka, and a reload brings the group back as of its last record.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator import groups as _groups
+from coordinator import offsets as _offsets
+from coordinator.classic import describe as _describe
+from coordinator.classic.group import ClassicGroup
+from coordinator.classic.heartbeat import expire_heartbeat, heartbeat
+from coordinator.classic.join import join_group
+from coordinator.classic.leave import leave_group
+from coordinator.classic.rebalance import on_join_timer, prepare_rebalance, reschedule_heartbeat
+from coordinator.classic.responses import join_response, sync_response
+from coordinator.classic.sync import expire_pending_sync, sync_group
+from coordinator.config import GroupConfig
+from coordinator.context import Ctx
+from coordinator.offsets import OffsetStore
+from coordinator.result import Result, Timer
+from protocol.coordinator_records import GroupMetadataKey, OffsetCommitKey
+from protocol.errors import ErrorCode
+
+
+@dataclass
+class RequestMeta:
+    api_version: int
+    client_id: str
+    client_host: str
+
+
+class Shard:
+    def __init__(
+        self,
+        partition: int,
+        config: GroupConfig,
+        new_uuid: Callable[[], str] | None = None,
+    ) -> None:
+        self.partition = partition
+        self.config = config
+        # Member ids end in a random UUID, as Kafka's; tests pass a counter instead.
+        self.new_uuid: Callable[[], str] = new_uuid or (lambda: str(uuid.uuid4()))
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets = OffsetStore()
+        # Deadline of every timer this shard has asked for and not cancelled; a timer that
+        # fires for a key not here (or too early) is stale and ignored.
+        self.deadlines: dict[tuple, int] = {}
+
+    # -- requests that may write records or park replies ------------------------------------
+
+    def join_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+        ctx = Ctx(self, now)
+        join_group(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def sync_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+        ctx = Ctx(self, now)
+        sync_group(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def heartbeat(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+        ctx = Ctx(self, now)
+        heartbeat(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def leave_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+        ctx = Ctx(self, now)
+        leave_group(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def commit_offsets(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+        ctx = Ctx(self, now)
+        _offsets.commit_offsets(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def delete_groups(self, group_ids: list[str], now: int) -> Result:
+        """replies[0] is the list of DeleteGroupsResponse.DeletableGroupResult."""
+        ctx = Ctx(self, now)
+        ctx.reply(0, _groups.delete_groups(ctx, group_ids))
+        return ctx.result()
+
+    def delete_offsets(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+        ctx = Ctx(self, now)
+        _offsets.delete_offsets(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def on_timer(self, key: tuple, now: int) -> Result:
+        deadline = self.deadlines.get(key)
+        if deadline is None:
+            return Result()  # cancelled or replaced after the runtime armed it
+        if now < deadline:
+            return Result(timers=[Timer(key, deadline)])  # fired early: arm it again
+        del self.deadlines[key]
+        ctx = Ctx(self, now)
+        kind, group_id = key[0], key[1]
+        group = self.groups.get(group_id)
+        if group is not None:
+            if kind == "heartbeat":
+                expire_heartbeat(ctx, group, key[2])
+            elif kind == "join":
+                on_join_timer(ctx, group)
+            elif kind == "sync":
+                expire_pending_sync(ctx, group)
+        return ctx.result()
+
+    def expire_offsets(self, now: int) -> Result:
+        ctx = Ctx(self, now)
+        _offsets.expire_offsets(ctx)
+        return ctx.result()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def fetch_offsets(
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool,
+        api_version: int,
+        now: int,
+    ) -> tuple[int, list[tuple[str, int, int, int, str, int]]]:
+        # require_stable only matters with pending transactional offsets, which the classic
+        # API never writes; api_version changes nothing the coordinator decides.
+        return _offsets.fetch_offsets(self, group_id, topics)
+
+    def describe_group(self, group_id: str, api_version: int) -> Any:
+        return _describe.describe(group_id, self.groups.get(group_id))
+
+    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[Any]:
+        return _describe.list_groups(self.groups, states, types)
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def replay(self, key: Any, value: Any | None) -> None:
+        """Apply one record: from the log at load time, or just written by a handler."""
+        if isinstance(key, OffsetCommitKey):
+            if value is not None and key.group not in self.groups:
+                # Offsets without a group: a "simple" group (no protocol type) holds them.
+                self.groups[key.group] = ClassicGroup(key.group, None)
+            self.offsets.replay(key, value)
+        elif isinstance(key, GroupMetadataKey):
+            if value is None:
+                self.groups.pop(key.group, None)
+                return
+            group = self.groups.get(key.group)
+            if group is None:
+                group = self.groups[key.group] = ClassicGroup(key.group, None)
+            group.apply_metadata(value)
+        # KIP-848 (ConsumerGroup*) records belong to the consumer protocol, not served here.
+
+    def on_loaded(self, now: int) -> Result:
+        """After the whole partition is replayed: members get fresh session timers, as Kafka
+        gives them, and a group over a lowered max size rebalances."""
+        ctx = Ctx(self, now)
+        for group in self.groups.values():
+            for member in group.members.values():
+                reschedule_heartbeat(ctx, group, member)
+            if len(group.members) > self.config.max_size:
+                prepare_rebalance(ctx, group, "loaded group is over group.max.size")
+        return ctx.result()
+
+    def on_unloaded(self) -> Result:
+        """The partition is leaving this broker: parked requests get NOT_COORDINATOR, so that
+        their clients look the coordinator up again, and every timer is cancelled."""
+        result = Result(cancel=list(self.deadlines))
+        error = ErrorCode.NOT_COORDINATOR
+        for group in self.groups.values():
+            for member in group.members.values():
+                if member.join is not None:
+                    result.replies[member.join.req_id] = join_response(
+                        member.join.version, error=error, member_id=member.member_id
+                    )
+                    group.set_join(member, None)
+                if member.sync is not None:
+                    result.replies[member.sync.req_id] = sync_response(error=error)
+                    member.sync = None
+        self.deadlines.clear()
+        return result
