@@ -332,7 +332,7 @@ class ClassicGroup:
     ) -> tuple[ClassicMember, ClassicMember]:
         """A static member rejoined with a fresh id: the new id takes over the old member's
         place, protocols and assignment. Returns (old, new); the caller fences the old one."""
-        old = self.members.pop(old_member_id)
+        old = self.members[old_member_id]
         if old.join is not None:
             self.num_awaiting_join -= 1
         new = ClassicMember(
@@ -346,7 +346,11 @@ class ClassicGroup:
             old.protocols,
             old.assignment,
         )
-        self.members[new_member_id] = new
+        # The new id takes the old one's place: member order is the leader fallback order.
+        self.members = {
+            (new_member_id if mid == old_member_id else mid): (new if mid == old_member_id else m)
+            for mid, m in self.members.items()
+        }
         if self.is_leader(old_member_id):
             self.leader_id = new_member_id
         if old_member_id in self.pending_sync:

@@ -261,8 +261,11 @@ class Harness:
         return self.reply(rid)
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
-        result = self.apply(self.shard.delete_groups(group_ids, self.now))
-        return {r.group_id: r.error_code for r in result.replies[0]}
+        result = self.shard.delete_groups(group_ids, self.now)
+        answer = result.replies.pop(0)  # not a request id: the runtime takes it directly
+        self.apply(result)
+        self.last_delete = answer
+        return {r.group_id: r.error_code for r in answer}
 
     # -- composite steps ---------------------------------------------------------------------
 
