@@ -184,19 +184,22 @@ class Log:
                 seg, scan = LogSegment.open_and_recover(path, bases[-1], interval)
                 segments.append(seg)
                 if scan.truncated_bytes:
+                    claimed = (
+                        f", first dropped batch claims base offset {scan.first_bad_offset}"
+                        if scan.first_bad_offset is not None
+                        else ""
+                    )
                     log.warning(
-                        "%s: truncated %d bytes at position %d of %s after %d valid batches"
-                        " (offsets %s..%d): %s",
+                        "%s: dropped a bad tail of %d bytes at position %d of %s (%s%s);"
+                        " kept %d batches, log end offset now %d",
                         path.name,
                         scan.truncated_bytes,
                         scan.valid_bytes,
                         seg.log_path.name,
-                        scan.batches,
-                        scan.first_bad_offset
-                        if scan.first_bad_offset is not None
-                        else scan.next_offset,
-                        scan.next_offset,
                         scan.reason,
+                        claimed,
+                        scan.batches,
+                        scan.next_offset,
                     )
             else:
                 segments.append(LogSegment.create(path, 0, interval))

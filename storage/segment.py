@@ -37,6 +37,7 @@ INT32_MAX = (1 << 31) - 1
 
 _unpack_header = HEADER.unpack_from
 _LEN = struct.Struct(">qi")  # baseOffset, batchLength
+_Q = struct.Struct(">q")
 
 
 def segment_name(base_offset: int) -> str:
@@ -215,7 +216,7 @@ class LogSegment:
                         break  # the batch continues past this window: read on from q
                     reason = h
                     if len(buf) - q >= 8:
-                        first_bad = _LEN.unpack_from(buf, q)[0]
+                        first_bad = _Q.unpack_from(buf, q)[0]
                     break
                 if h[0] + h[6] - self.base_offset > INT32_MAX:
                     reason = "offset too far from the segment base for the index"
