@@ -11,6 +11,7 @@ from typing import Any
 import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import load_identity
 from broker.connection import Connection
+from broker.dataplane.store import TopicStore
 from broker.state import BrokerState
 
 log = logging.getLogger("kcoord.server")
@@ -48,6 +49,8 @@ class Broker:
         if adv_host in ("0.0.0.0", "::", ""):
             adv_host = socket.gethostname()
         self.state = state = BrokerState(identity, adv_host, adv_port, cfg)
+        state.data = await TopicStore.open(self.data_dir, cfg)
+        state.topics = state.data.registry
 
         def connect() -> Connection:
             conn = Connection(state, max_frame)
@@ -72,6 +75,8 @@ class Broker:
             for conn in list(self._connections):
                 conn.abort("broker shutting down")
             await self._server.wait_closed()
+        if self.state is not None and self.state.data is not None:
+            await self.state.data.close()
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster import Identity
 from broker.topics import TopicRegistry
+
+if TYPE_CHECKING:
+    from broker.dataplane.store import TopicStore
 
 
 @dataclass
@@ -16,6 +19,7 @@ class BrokerState:
     advertised_port: int
     config: Any
     topics: TopicRegistry = field(default_factory=TopicRegistry)
+    data: TopicStore | None = None  # the data plane: topic partitions (broker.dataplane)
 
     @property
     def node_id(self) -> int:

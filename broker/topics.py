@@ -1,7 +1,8 @@
 """The topic registry: which topics exist, their ids and partition counts.
 
-The data plane fills it; until then it knows only what it is told, which lets Metadata
-answer correctly (unknown topics get UNKNOWN_TOPIC_OR_PARTITION).
+An in-memory index that the topic store (`broker.dataplane.store`) keeps in step with its
+persisted catalog; Metadata, OffsetCommit and the data plane read it. Unknown topics get
+UNKNOWN_TOPIC_OR_PARTITION from Metadata.
 """
 
 from __future__ import annotations
@@ -24,8 +25,18 @@ class TopicRegistry:
         self._by_id: dict[uuid.UUID, Topic] = {}
 
     def add(self, topic: Topic) -> None:
+        """Add a topic, or replace the one of that name (a new partition count)."""
+        old = self._by_name.get(topic.name)
+        if old is not None:
+            self._by_id.pop(old.topic_id, None)
         self._by_name[topic.name] = topic
         self._by_id[topic.topic_id] = topic
+
+    def remove(self, name: str) -> Topic | None:
+        topic = self._by_name.pop(name, None)
+        if topic is not None:
+            self._by_id.pop(topic.topic_id, None)
+        return topic
 
     def get(self, name: str) -> Topic | None:
         return self._by_name.get(name)
@@ -35,3 +46,6 @@ class TopicRegistry:
 
     def all(self) -> list[Topic]:
         return list(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)

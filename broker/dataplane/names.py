@@ -1,0 +1,40 @@
+"""Topic names as Kafka validates them (`org.apache.kafka.common.internals.Topic`)."""
+
+from __future__ import annotations
+
+import re
+
+MAX_NAME_LENGTH = 249
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def invalid_reason(name: str | None) -> str | None:
+    """Why ``name`` is not a legal topic name, or None if it is."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_NAME_LENGTH:
+        return (
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters,"
+            f" topic name: {name}"
+        )
+    if not _LEGAL.fullmatch(name):
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII'
+            " alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def collision_key(name: str) -> str:
+    """Kafka forbids two topics that differ only by '.' versus '_' (metric names clash)."""
+    return name.replace(".", "_")
+
+
+def is_internal(name: str) -> bool:
+    return name in INTERNAL_TOPICS

@@ -1,0 +1,192 @@
+"""One topic partition: its log, its idempotent producer state and its long-poll waiters."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from broker.dataplane.catalog import write_atomically
+from broker.dataplane.producers import (
+    SNAPSHOT_FILE,
+    BatchMeta,
+    ProducerStateTable,
+    last_sequence,
+    read_snapshot,
+)
+from broker.dataplane.topicconfig import TopicSettings
+from protocol.errors import ErrorCode
+from protocol.records import HEADER, LOG_OVERHEAD, BatchHeader
+from storage.durability import Durability
+from storage.log import AppendResult, Log, LogFailedError
+
+log = logging.getLogger("kcoord.data")
+
+LEADER_EPOCH = 0  # this node is the only leader there ever was
+_EPOCH = struct.pack(">i", LEADER_EPOCH)
+
+
+class Partition:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        log_: Log,
+        settings: TopicSettings,
+        producers: ProducerStateTable,
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log_
+        self.settings = settings
+        self.producers = producers
+        self.waiters: set[asyncio.Future[None]] = set()
+        self.closed = False
+        # Bytes appended since the last retention check; the store checks again once this
+        # reaches a segment's size (a roll may have made a segment deletable).
+        self.bytes_since_check = 0
+        self.on_grown: Callable[[Partition], None] | None = None
+        self._failed = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        index: int,
+        settings: TopicSettings,
+        durability: Durability,
+    ) -> Partition:
+        """Open (creating if needed) and recover the log, then rebuild the producer state
+        from the snapshot and the batches after it. Blocking: run it in an executor."""
+        log_ = Log.open(directory, settings.log_config(), durability)
+        try:
+            producers = load_producer_state(log_)
+        except BaseException:
+            log_.close_sync()
+            raise
+        return cls(topic, index, log_, settings, producers)
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index}, {self.log!r})"
+
+    # -- producing ----------------------------------------------------------------------------
+
+    def append(self, batch: bytes, h: BatchHeader) -> tuple[int, int, Awaitable | None]:
+        """Append one validated client batch: (error code, base offset, awaitable that
+        completes when the batch is durable, or None if it already is)."""
+        if self.closed:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, None
+        pid = h.producer_id
+        if pid >= 0:
+            last_seq = last_sequence(h.base_sequence, h.last_offset_delta)
+            verdict = self.producers.check(pid, h.producer_epoch, h.base_sequence, last_seq)
+            if isinstance(verdict, BatchMeta):
+                return (
+                    ErrorCode.NONE,
+                    verdict.first_offset,
+                    self.until_durable(verdict.last_offset + 1),
+                )
+            if verdict is not None:
+                return verdict, -1, None
+        base = self.log.log_end_offset
+        # partitionLeaderEpoch is outside the CRC: stamp ours as Kafka's leader does.
+        stamped = batch[:12] + _EPOCH + batch[16:]
+        try:
+            fut = self.log.append(stamped)
+        except LogFailedError:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
+        if pid >= 0:
+            self.producers.update(
+                pid,
+                h.producer_epoch,
+                h.base_sequence,
+                last_sequence(h.base_sequence, h.last_offset_delta),
+                base,
+                base + h.last_offset_delta,
+                h.max_timestamp,
+            )
+        fut.add_done_callback(self._appended)
+        self.bytes_since_check += len(batch)
+        return ErrorCode.NONE, base, fut
+
+    def _appended(self, fut: asyncio.Future[AppendResult]) -> None:
+        if not fut.cancelled() and fut.exception() is not None and not self._failed:
+            self._failed = True
+            log.error("%s-%d: append failed: %s", self.topic, self.index, fut.exception())
+        self.wake()
+        if self.bytes_since_check >= self.settings.segment_bytes and self.on_grown is not None:
+            self.bytes_since_check = 0
+            self.on_grown(self)
+
+    def until_durable(self, end_offset: int) -> Awaitable | None:
+        """None if every offset below ``end_offset`` is durable, else an awaitable that
+        completes when they are (a retried batch whose first append is still in flight)."""
+        if self.log.high_watermark >= end_offset:
+            return None
+        return self._wait_durable(end_offset)
+
+    async def _wait_durable(self, end_offset: int) -> None:
+        loop = asyncio.get_running_loop()
+        while self.log.high_watermark < end_offset and not self.closed:
+            waiter = loop.create_future()
+            self.waiters.add(waiter)
+            try:
+                await waiter
+            finally:
+                self.waiters.discard(waiter)
+
+    # -- waiting for data ---------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Release every fetch waiting on this partition (new data, or the partition went)."""
+        if self.waiters:
+            waiters, self.waiters = self.waiters, set()
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Flush and close the log, then snapshot the producer state at its end."""
+        if self.closed:
+            return
+        self.closed = True
+        self.wake()
+        await self.log.close()
+        path = self.log.directory / SNAPSHOT_FILE
+        if self.producers.entries or path.exists():
+            data = self.producers.encode_snapshot(self.log.log_end_offset)
+            await asyncio.get_running_loop().run_in_executor(None, write_atomically, path, data)
+
+
+def load_producer_state(log_: Log) -> ProducerStateTable:
+    """The snapshot's state plus every batch after its offset; the whole log if there is no
+    usable snapshot (none, corrupt, or beyond the recovered log end)."""
+    snap = read_snapshot(log_.directory)
+    if snap is not None and snap[1] <= log_.log_end_offset:
+        table, start = snap
+    else:
+        table, start = ProducerStateTable(), log_.log_start_offset
+    fold_headers(log_, max(start, log_.log_start_offset), table)
+    return table
+
+
+def fold_headers(log_: Log, start_offset: int, table: ProducerStateTable) -> None:
+    """Fold the header of every batch ending at or after ``start_offset`` into ``table``."""
+    unpack = HEADER.unpack_from
+    for seg in log_.segments:
+        if seg.next_offset <= start_offset:
+            continue
+        pos = seg.position_of(start_offset) if start_offset > seg.base_offset else 0
+        if pos is None:
+            continue
+        for buf, q, end in seg.iter_batch_windows(pos):
+            while q < end:
+                h = unpack(buf, q)
+                if h[0] + h[6] >= start_offset:
+                    table.update_from_header(h)
+                q += h[1] + LOG_OVERHEAD

@@ -1,0 +1,421 @@
+"""The topic store: every topic's partitions, the persisted catalog, admin operations,
+producer id allocation and the retention task.
+
+Directory layout, as Kafka's: one ``<topic>-<partition>`` directory per partition in the data
+directory, next to the group runtime's ``__consumer_offsets-<p>``. The catalog
+(``kcoord-topics.json``) says which topics exist; it is written before partition
+directories are created and before they are removed, so after a crash a directory whose
+topic is not in the catalog is the leftover of a delete and is removed at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from broker.dataplane import names, retention
+from broker.dataplane.catalog import Catalog, ProducerIdAllocator, TopicRecord
+from broker.dataplane.partition import Partition
+from broker.dataplane.topicconfig import TopicSettings
+from broker.topics import Topic, TopicRegistry
+from protocol.errors import ErrorCode
+from storage.durability import ALWAYS, Durability
+from storage.log import parse_partition_dir
+
+log = logging.getLogger("kcoord.data")
+
+DELETE_SUFFIX = "-delete"
+RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
+PRODUCER_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
+
+
+class TopicError(Exception):
+    """An admin operation refused with a Kafka error code and message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TopicStore:
+    def __init__(
+        self,
+        data_dir: Path,
+        config: Any,
+        catalog: Catalog,
+        *,
+        now_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.data_dir = data_dir
+        self.config = config
+        self.catalog = catalog
+        self.registry = TopicRegistry()
+        self.partitions: dict[str, list[Partition]] = {}
+        self.settings: dict[str, TopicSettings] = {}
+        self.producer_ids = ProducerIdAllocator(catalog)
+        self.now_ms = now_ms
+        # Called with (topic name, partition count) after a topic is deleted, so the group
+        # runtime can drop committed offsets of it.
+        self.on_topic_deleted: list[Callable[[str, int], None]] = []
+        self._admin = asyncio.Lock()
+        self._retention_task: asyncio.Task | None = None
+        self._pending_checks: set[Partition] = set()
+        self._running_checks: set[asyncio.Task] = set()
+        self._check_scheduled = False
+        self._closed = False
+
+    @property
+    def durability(self) -> Durability:
+        d = getattr(self.config, "durability", None)
+        return d if isinstance(d, Durability) else ALWAYS
+
+    # -- opening --------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls, data_dir: Path, config: Any, *, now_ms: Callable[[], int] = _now_ms
+    ) -> TopicStore:
+        data_dir = Path(data_dir)
+        loop = asyncio.get_running_loop()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        catalog = await loop.run_in_executor(None, Catalog.load, data_dir)
+        store = cls(data_dir, config, catalog, now_ms=now_ms)
+        await store._load()
+        store._retention_task = asyncio.ensure_future(store._retention_loop())
+        return store
+
+    async def _load(self) -> None:
+        on_disk: dict[str, int] = {}
+        leftovers: list[Path] = []
+        for p in self.data_dir.iterdir():
+            if not p.is_dir():
+                continue
+            if p.name.endswith(DELETE_SUFFIX):
+                leftovers.append(p)
+            elif (tp := parse_partition_dir(p.name)) is not None:
+                on_disk[tp[0]] = max(on_disk.get(tp[0], 0), tp[1] + 1)
+        changed = False
+        for name, count in on_disk.items():
+            if name in self.catalog.topics or names.invalid_reason(name) is not None:
+                continue
+            if names.is_internal(name) or not self.catalog.existed:
+                # Another component's internal topic, or a data directory from before the
+                # catalog: adopt what is there.
+                self.catalog.topics[name] = TopicRecord(
+                    name, uuid.uuid4(), count, names.is_internal(name)
+                )
+                changed = True
+        offsets = self.catalog.topics.get(names.OFFSETS_TOPIC)
+        if offsets is not None:
+            changed |= self._fix_internal(offsets, self.config.get("offsets.topic.num.partitions"))
+        if changed or not self.catalog.existed:
+            await self.catalog.save()
+        for name, count in on_disk.items():
+            if name not in self.catalog.topics and names.invalid_reason(name) is None:
+                log.warning("removing %s-*: the topic is not in the catalog", name)
+                leftovers += [self.data_dir / f"{name}-{i}" for i in range(count)]
+        for rec in self.catalog.topics.values():
+            self._register(rec)
+        await asyncio.gather(
+            *(
+                self._open_partitions(rec.name, 0, rec.partitions)
+                for rec in self.catalog.topics.values()
+                if not rec.internal
+            )
+        )
+        if leftovers:
+            await self._remove_dirs(leftovers)
+
+    def _register(self, rec: TopicRecord) -> Topic:
+        topic = Topic(rec.name, rec.topic_id, rec.partitions, rec.internal)
+        self.registry.add(topic)
+        self.settings[rec.name] = TopicSettings.resolve(self.config, rec.configs)
+        return topic
+
+    async def _open_partitions(self, name: str, first: int, end: int) -> list[Partition]:
+        loop = asyncio.get_running_loop()
+        settings, durability = self.settings[name], self.durability
+        opened = await asyncio.gather(
+            *(
+                loop.run_in_executor(
+                    None,
+                    Partition.open,
+                    self.data_dir / f"{name}-{i}",
+                    name,
+                    i,
+                    settings,
+                    durability,
+                )
+                for i in range(first, end)
+            )
+        )
+        for p in opened:
+            p.on_grown = self._schedule_check
+        parts = self.partitions.setdefault(name, [])
+        parts.extend(opened)
+        return opened
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        parts = self.partitions.get(topic)
+        if parts is None or not 0 <= index < len(parts):
+            return None
+        return parts[index]
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        rec = self.catalog.topics.get(name)
+        return None if rec is None else dict(rec.configs)
+
+    # -- admin ----------------------------------------------------------------------------
+
+    def check_new_topic(self, name: str, partitions: int) -> None:
+        """Raise TopicError if a topic ``name`` with ``partitions`` cannot be created."""
+        reason = names.invalid_reason(name)
+        if reason is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if name in self.catalog.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if names.is_internal(name):
+            raise TopicError(
+                ErrorCode.INVALID_REQUEST, f"Topic '{name}' is internal and cannot be created."
+            )
+        key = names.collision_key(name)
+        for other in self.catalog.topics:
+            if names.collision_key(other) == key:
+                raise TopicError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' collides with existing topic: {other}",
+                )
+        if partitions < 1:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+
+    async def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None
+    ) -> Topic:
+        """Create a topic (configs already validated); raises TopicError."""
+        async with self._admin:
+            self.check_new_topic(name, partitions)
+            rec = TopicRecord(name, uuid.uuid4(), partitions, False, dict(configs or {}))
+            self.catalog.topics[name] = rec
+            try:
+                await self.catalog.save()
+                self.settings[name] = TopicSettings.resolve(self.config, rec.configs)
+                await self._open_partitions(name, 0, partitions)
+            except BaseException:
+                self.catalog.topics.pop(name, None)
+                await self._close_partitions(name)
+                raise
+            log.info("created topic %s with %d partitions (id %s)", name, partitions, rec.topic_id)
+            return self._register(rec)
+
+    async def register_internal(self, name: str, partitions: int) -> Topic:
+        """List an internal topic whose logs another component owns (the group runtime's
+        ``__consumer_offsets``), with a topic id that is persisted and stable."""
+        async with self._admin:
+            rec = self.catalog.topics.get(name)
+            if rec is None:
+                rec = self.catalog.topics[name] = TopicRecord(name, uuid.uuid4(), partitions)
+            if self._fix_internal(rec, partitions):
+                await self.catalog.save()
+            return self._register(rec)
+
+    def _fix_internal(self, rec: TopicRecord, partitions: int) -> bool:
+        """Make ``rec`` an internal topic of ``partitions`` partitions with the configs its
+        owner gives it; True if that changed anything."""
+        configs = dict(rec.configs)
+        if rec.name == names.OFFSETS_TOPIC:
+            # As Kafka creates it; the group runtime's log settings follow the same settings.
+            configs["cleanup.policy"] = "compact"
+            configs["segment.bytes"] = str(self.config.get("offsets.topic.segment.bytes"))
+        if (rec.partitions, rec.internal, rec.configs) == (partitions, True, configs):
+            return False
+        rec.partitions, rec.internal, rec.configs = partitions, True, configs
+        return True
+
+    async def delete_topic(self, name: str) -> Topic:
+        async with self._admin:
+            topic = self.registry.get(name)
+            if topic is None:
+                raise TopicError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                )
+            if topic.internal:
+                raise TopicError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted."
+                )
+            rec = self.catalog.topics.pop(name)
+            try:
+                await self.catalog.save()
+            except BaseException:
+                self.catalog.topics[name] = rec
+                raise
+            self.registry.remove(name)
+            self.settings.pop(name, None)
+            count = len(self.partitions.get(name, ()))
+            await self._close_partitions(name)
+            await self._remove_dirs([self.data_dir / f"{name}-{i}" for i in range(count)])
+            log.info("deleted topic %s", name)
+        for listener in self.on_topic_deleted:
+            try:
+                listener(name, topic.partitions)
+            except Exception:
+                log.exception("topic deletion listener failed")
+        return topic
+
+    async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
+        async with self._admin:
+            topic = self.registry.get(name)
+            if topic is None:
+                raise TopicError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                )
+            if topic.internal:
+                raise TopicError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Cannot change the partition count of internal topic {name}.",
+                )
+            if count < topic.partitions:
+                raise TopicError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"Topic currently has {topic.partitions} partitions, which is higher than"
+                    f" the requested {count}.",
+                )
+            if count == topic.partitions:
+                raise TopicError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"Topic already has {topic.partitions} partitions.",
+                )
+            if validate_only:
+                return topic
+            rec = self.catalog.topics[name]
+            old = rec.partitions
+            rec.partitions = count
+            try:
+                await self.catalog.save()
+                await self._open_partitions(name, old, count)
+            except BaseException:
+                rec.partitions = old
+                raise
+            log.info("topic %s now has %d partitions", name, count)
+            return self._register(rec)
+
+    async def _close_partitions(self, name: str) -> None:
+        parts = self.partitions.pop(name, [])
+        results = await asyncio.gather(*(p.close() for p in parts), return_exceptions=True)
+        for p, r in zip(parts, results, strict=True):
+            if isinstance(r, BaseException):
+                log.error("closing %s-%d failed: %s", p.topic, p.index, r)
+
+    async def _remove_dirs(self, dirs: list[Path]) -> None:
+        """Rename each directory out of the ``<topic>-<p>`` namespace, then delete it."""
+
+        def remove() -> None:
+            for d in dirs:
+                target = d
+                if not d.name.endswith(DELETE_SUFFIX):
+                    target = d.with_name(f"{d.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+                    try:
+                        d.rename(target)
+                    except FileNotFoundError:
+                        continue
+                shutil.rmtree(target, ignore_errors=True)
+
+        await asyncio.get_running_loop().run_in_executor(None, remove)
+
+    # -- producer ids ---------------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        return await self.producer_ids.allocate()
+
+    # -- retention ------------------------------------------------------------------------
+
+    def _schedule_check(self, part: Partition) -> None:
+        self._pending_checks.add(part)
+        if not self._check_scheduled and not self._closed:
+            self._check_scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_pending_checks)
+
+    def _run_pending_checks(self) -> None:
+        self._check_scheduled = False
+        parts, self._pending_checks = self._pending_checks, set()
+        for p in parts:
+            task = asyncio.ensure_future(self._apply_retention(p, self.now_ms()))
+            self._running_checks.add(task)
+            task.add_done_callback(self._running_checks.discard)
+
+    async def retention_settled(self) -> None:
+        """Wait for the retention checks that appends have triggered."""
+        while self._check_scheduled or self._running_checks:
+            if self._running_checks:
+                await asyncio.gather(*self._running_checks, return_exceptions=True)
+            else:
+                await asyncio.sleep(0)
+
+    async def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Apply retention to every partition now; returns how many segments went."""
+        now = self.now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for parts in list(self.partitions.values()):
+            for p in list(parts):
+                deleted += await self._apply_retention(p, now)
+                p.producers.expire(now, PRODUCER_EXPIRATION_MS)
+        return deleted
+
+    async def _apply_retention(self, part: Partition, now_ms: int) -> int:
+        s = part.settings
+        if part.closed or not s.deletes or (s.retention_ms < 0 and s.retention_bytes < 0):
+            return 0
+        log_ = part.log
+        n = retention.deletable_count(
+            log_.segments, now_ms, s.retention_ms, s.retention_bytes, log_.high_watermark
+        )
+        if n:
+            await retention.delete_oldest_segments(log_, n)
+            log.info(
+                "%s-%d: retention deleted %d segments, log start offset now %d",
+                part.topic,
+                part.index,
+                n,
+                log_.log_start_offset,
+            )
+        return n
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RETENTION_CHECK_MS / 1000)
+            try:
+                await self.enforce_retention()
+            except Exception:
+                log.exception("retention check failed")
+
+    # -- closing --------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            try:
+                await self._retention_task
+            except asyncio.CancelledError:
+                pass
+        await self.retention_settled()
+        for name in list(self.partitions):
+            await self._close_partitions(name)

@@ -1,0 +1,75 @@
+"""Offsets by timestamp for ListOffsets, on top of the segments' time indexes.
+
+Records are decoded only inside the one batch that holds the answer; a batch compressed with
+a codec we cannot decompress answers with its base offset and max timestamp instead (the
+client then reads a few older records, never misses one).
+"""
+
+from __future__ import annotations
+
+from protocol.records import (
+    HEADER,
+    LOG_OVERHEAD,
+    BatchHeader,
+    RecordError,
+    decode_record_tuples,
+)
+from storage.log import Log
+
+_unpack = HEADER.unpack_from
+
+
+def _first_record_at_or_after(buf: bytes, q: int, h: BatchHeader, ts: int) -> tuple[int, int]:
+    try:
+        for rec in decode_record_tuples(buf, q, h):
+            if rec[1] >= ts:
+                return rec[0], rec[1]
+    except RecordError:
+        pass
+    return h.base_offset, h.max_timestamp
+
+
+def offset_for_timestamp(log: Log, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``, among the
+    records below the high watermark; None if there is none."""
+    hw = log.high_watermark
+    for seg in log.segments:
+        if seg.max_timestamp < timestamp or seg.base_offset >= hw:
+            continue
+        before = seg.time_index.lookup_before(timestamp)
+        pos = 0 if before is None else seg.position_of(before + 1)
+        if pos is None:
+            continue
+        for buf, q, end in seg.iter_batch_windows(pos):
+            while q < end:
+                raw = _unpack(buf, q)
+                if raw[0] >= hw:
+                    return None
+                if raw[8] >= timestamp:
+                    found = _first_record_at_or_after(buf, q, BatchHeader._make(raw), timestamp)
+                    return found if found[0] < hw else None
+                q += raw[1] + LOG_OVERHEAD
+    return None
+
+
+def max_timestamp(log: Log) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record carrying the largest timestamp in the log (below
+    the high watermark); None for an empty log."""
+    hw = log.high_watermark
+    best = None
+    for seg in log.segments:
+        if seg.base_offset < hw and seg.size and (best is None or seg.max_timestamp > best[1]):
+            best = (seg, seg.max_timestamp)
+    if best is None:
+        return None
+    seg, target = best
+    found: tuple[int, int] | None = None
+    for buf, q, end in seg.iter_batch_windows(0):
+        while q < end:
+            raw = _unpack(buf, q)
+            if raw[0] >= hw:
+                return found
+            if raw[8] == target:
+                return _first_record_at_or_after(buf, q, BatchHeader._make(raw), target)
+            q += raw[1] + LOG_OVERHEAD
+    return found
