@@ -49,6 +49,7 @@ __all__ = [
     "crc32c",
     "decode_record_tuples",
     "decode_records",
+    "decode_uncompressed_into",
     "iter_batches",
     "iter_records",
     "parse_batch_header",
@@ -526,7 +527,7 @@ RecordTuple = tuple[int, int, bytes | None, bytes | None, tuple]
 """A record as a plain tuple in :class:`Record` field order; what the fast paths produce."""
 
 
-def _decode_into(
+def decode_uncompressed_into(
     out: list,
     buf: bytes,
     pos: int,
@@ -536,6 +537,10 @@ def _decode_into(
     base_ts: int,
 ) -> None:
     """Decode ``count`` records of ``buf[pos:end]`` into ``out`` as plain tuples.
+
+    Low level: ``buf[pos:end]`` must be the uncompressed records section of a batch (after
+    the 61-byte header) and timestamps are create-time; :func:`decode_record_tuples` handles
+    the general case.
 
     This is the replay hot loop, so it is written out flat: varints take inline one- and
     two-byte fast paths (the record and value lengths of offset commits need two bytes),
@@ -556,12 +561,15 @@ def _decode_into(
                 p = pos + 2
             else:
                 u, p = rd(buf, pos)
-            if u & 1:
-                raise CorruptRecordError("negative record length")
-            rec_end = p + (u >> 1)
+            # Full zig-zag decode: a negative length puts rec_end before p, which the field
+            # position check below then rejects, with no extra branch here.
+            rec_end = p + ((u >> 1) ^ -(u & 1))
             # p + 1 skips the record attributes byte, unused by magic 2.
             b = buf[p + 1]
-            if b < 0x80:
+            if b == 0:
+                ts = base_ts
+                p += 2
+            elif b < 0x80:
                 ts = base_ts + ((b >> 1) ^ -(b & 1))
                 p += 2
             else:
@@ -669,7 +677,7 @@ def decode_record_tuples(
         buf = bytes(memoryview(buf)[start:end])
         start, end = 0, len(buf)
     first = len(out)
-    _decode_into(
+    decode_uncompressed_into(
         out, buf, start, end, header.records_count, header.base_offset, header.base_timestamp
     )
     if attributes & TIMESTAMP_TYPE_MASK:
