@@ -12,6 +12,7 @@ import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import load_identity
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
+from broker.group_runtime import GroupRuntime
 from broker.state import BrokerState
 
 log = logging.getLogger("kcoord.server")
@@ -51,6 +52,8 @@ class Broker:
         self.state = state = BrokerState(identity, adv_host, adv_port, cfg)
         state.data = await TopicStore.open(self.data_dir, cfg)
         state.topics = state.data.registry
+        state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability)
+        state.groups.start()
 
         def connect() -> Connection:
             conn = Connection(state, max_frame)
@@ -75,6 +78,8 @@ class Broker:
             for conn in list(self._connections):
                 conn.abort("broker shutting down")
             await self._server.wait_closed()
+        if self.state is not None and self.state.groups is not None:
+            await self.state.groups.close()
         if self.state is not None and self.state.data is not None:
             await self.state.data.close()
 

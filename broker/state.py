@@ -10,6 +10,7 @@ from broker.topics import TopicRegistry
 
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
+    from broker.group_runtime import GroupRuntime
 
 
 @dataclass
@@ -20,6 +21,7 @@ class BrokerState:
     config: Any
     topics: TopicRegistry = field(default_factory=TopicRegistry)
     data: TopicStore | None = None  # the data plane: topic partitions (broker.dataplane)
+    groups: GroupRuntime = None  # type: ignore[assignment]  # set before serving
 
     @property
     def node_id(self) -> int:

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import asyncio
+
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import DeleteGroupsResponse
+
+DELETE_GROUPS = 42
+Result = DeleteGroupsResponse.DeletableGroupResult
+
+
+@serves(DELETE_GROUPS, 0, 2)
+def handle(ctx: RequestContext, req):
+    groups = ctx.broker.groups
+    by_partition: dict[int, list[str]] = {}
+    for g in req.groups_names:
+        by_partition.setdefault(groups.partition_of(g), []).append(g)
+    loading = [
+        Result(group_id=g, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        for p, names in by_partition.items()
+        if groups.shards[p] is None
+        for g in names
+    ]
+    writes = [
+        groups.run_on_partition(p, lambda shard, now, names=names: shard.delete_groups(names, now))
+        for p, names in by_partition.items()
+        if groups.shards[p] is not None
+    ]
+
+    async def gather() -> DeleteGroupsResponse:
+        results = list(loading)
+        for part in await asyncio.gather(*writes):
+            results.extend(part)
+        return DeleteGroupsResponse(results=results)
+
+    return gather()

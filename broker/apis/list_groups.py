@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import ListGroupsResponse
+
+LIST_GROUPS = 16
+
+
+@serves(LIST_GROUPS, 0, 5)
+def handle(ctx: RequestContext, req) -> ListGroupsResponse:
+    shards = ctx.broker.groups.all_loaded_shards()
+    if shards is None:
+        return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    # Kafka compares state names case-insensitively and type names likewise.
+    states = {s.lower() for s in req.states_filter} or None
+    types = {t.lower() for t in req.types_filter} or None
+    listed = [g for shard in shards for g in shard.list_groups(states, types)]
+    return ListGroupsResponse(groups=listed)

@@ -1,0 +1,73 @@
+"""OffsetCommit: the broker answers partitions of unknown topics itself, as Kafka's request
+handler does, and hands the rest to the group's coordinator shard."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker.apis._groups import meta
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
+
+OFFSET_COMMIT = 8
+Resp = OffsetCommitResponse
+
+
+def _error_response(req: Any, code: int) -> OffsetCommitResponse:
+    return Resp(
+        topics=[
+            Resp.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    Resp.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@serves(OFFSET_COMMIT, 0, 9)
+def handle(ctx: RequestContext, req):
+    topics = ctx.broker.topics
+    known, unknown = [], []
+    for t in req.topics:
+        topic = topics.get(t.name)
+        ok = [p for p in t.partitions if topic and 0 <= p.partition_index < topic.partitions]
+        bad = [p for p in t.partitions if not (topic and 0 <= p.partition_index < topic.partitions)]
+        if ok:
+            known.append(OffsetCommitRequest.OffsetCommitRequestTopic(name=t.name, partitions=ok))
+        if bad:
+            unknown.append(
+                OffsetCommitRequest.OffsetCommitRequestTopic(name=t.name, partitions=bad)
+            )
+    rejected = _error_response(
+        OffsetCommitRequest(topics=unknown), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    ).topics
+    if not known and req.group_id:
+        return Resp(topics=rejected)
+    req.topics = known
+    m = meta(ctx)
+    reply = ctx.broker.groups.call(
+        req.group_id,
+        lambda shard, rid, now: shard.commit_offsets(req, m, rid, now),
+        lambda code: _error_response(req, code),
+    )
+    if not rejected:
+        return reply
+    if not asyncio.isfuture(reply):
+        reply.topics.extend(rejected)
+        return reply
+
+    async def merged() -> OffsetCommitResponse:
+        resp = await reply
+        resp.topics.extend(rejected)
+        return resp
+
+    return merged()

@@ -1,0 +1,84 @@
+"""OffsetFetch: one group (v0-7) or many (v8+), each read from its own shard."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetFetchResponse
+
+OFFSET_FETCH = 9
+Resp = OffsetFetchResponse
+
+# (group error, [(topic, partition, offset, leader epoch, metadata, error)])
+Fetched = tuple[int, list[tuple[str, int, int, int, str, int]]]
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics: list | None, stable: bool) -> Any:
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    version = ctx.api_version
+    return ctx.broker.groups.read(
+        group_id,
+        lambda shard, now: shard.fetch_offsets(group_id, wanted, stable, version, now),
+        lambda code: (code, []),
+    )
+
+
+def _by_topic(rows: list, make_topic: Any, make_partition: Any) -> list:
+    topics: dict[str, list] = {}
+    for topic, partition, offset, epoch, metadata, error in rows:
+        topics.setdefault(topic, []).append(
+            make_partition(
+                partition_index=partition,
+                committed_offset=offset,
+                committed_leader_epoch=epoch,
+                metadata=metadata,
+                error_code=error,
+            )
+        )
+    return [make_topic(name=name, partitions=parts) for name, parts in topics.items()]
+
+
+def _single(version: int, fetched: Fetched) -> OffsetFetchResponse:
+    code, rows = fetched
+    topics = _by_topic(rows, Resp.OffsetFetchResponseTopic, Resp.OffsetFetchResponsePartition)
+    if version < 2 and code != ErrorCode.NONE:
+        # v0-1 have no group-level error: Kafka reports it on every partition.
+        for t in topics:
+            for p in t.partitions:
+                p.error_code = code
+    return Resp(error_code=code, topics=topics)
+
+
+def _group(group_id: str, fetched: Fetched) -> Resp.OffsetFetchResponseGroup:
+    code, rows = fetched
+    topics = _by_topic(rows, Resp.OffsetFetchResponseTopics, Resp.OffsetFetchResponsePartitions)
+    return Resp.OffsetFetchResponseGroup(group_id=group_id, topics=topics, error_code=code)
+
+
+@serves(OFFSET_FETCH, 0, 9)
+def handle(ctx: RequestContext, req):
+    version = ctx.api_version
+    if version < 8:
+        got = _fetch(ctx, req.group_id, req.topics, req.require_stable)
+        if not asyncio.isfuture(got):
+            return _single(version, got)
+
+        async def single() -> OffsetFetchResponse:
+            return _single(version, await got)
+
+        return single()
+
+    reads = [
+        (g.group_id, _fetch(ctx, g.group_id, g.topics, req.require_stable)) for g in req.groups
+    ]
+    if not any(asyncio.isfuture(r) for _, r in reads):
+        return Resp(groups=[_group(g, r) for g, r in reads])
+
+    async def many() -> OffsetFetchResponse:
+        return Resp(groups=[_group(g, await r if asyncio.isfuture(r) else r) for g, r in reads])
+
+    return many()

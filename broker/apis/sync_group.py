@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from broker.apis._groups import meta
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.messages import SyncGroupResponse
+
+SYNC_GROUP = 14
+
+
+@serves(SYNC_GROUP, 0, 5)
+def handle(ctx: RequestContext, req):
+    m = meta(ctx)
+    return ctx.broker.groups.call(
+        req.group_id,
+        lambda shard, rid, now: shard.sync_group(req, m, rid, now),
+        lambda code: SyncGroupResponse(error_code=code),
+    )

@@ -1,0 +1,289 @@
+"""Drives the coordinator shards: one per `__consumer_offsets` partition.
+
+The shards are pure (`now` in, records and replies out); this runtime owns everything else:
+the clock, the logs, timers, and the replies that wait. A reply that depends on records is
+released only once those records are durable (write-ahead); a reply without records still
+waits for earlier writes of its partition, so nobody reads state that is not yet durable.
+Requests for a partition that is still loading get COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from coordinator.config import GroupConfig
+from coordinator.partitioning import partition_for
+from coordinator.result import Result
+from coordinator.shard import Shard
+from protocol.coordinator_records import decode_record, encode_record
+from protocol.errors import ErrorCode
+from protocol.records import build_kv_batch
+from protocol.types import DecodeError
+from storage.durability import Durability
+from storage.log import Log
+from storage.logconfig import OFFSETS_TOPIC_CONFIG, LogConfig
+
+log = logging.getLogger("kcoord.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
+
+Op = Callable[[Shard, int, int], Result]
+ErrorReply = Callable[[int], Any]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def group_config(cfg: Any) -> GroupConfig:
+    """The coordinator's settings, taken from the broker's Kafka-named properties."""
+    return GroupConfig(
+        initial_rebalance_delay_ms=cfg.get("group.initial.rebalance.delay.ms"),
+        min_session_timeout_ms=cfg.get("group.min.session.timeout.ms"),
+        max_session_timeout_ms=cfg.get("group.max.session.timeout.ms"),
+        max_size=cfg.get("group.max.size"),
+        offset_metadata_max_bytes=cfg.get("offset.metadata.max.bytes"),
+        offsets_retention_ms=cfg.get("offsets.retention.minutes") * 60_000,
+    )
+
+
+class LoadInProgress(Exception):
+    pass
+
+
+class GroupRuntime:
+    def __init__(self, data_dir: Path, cfg: Any, durability: Durability) -> None:
+        self.data_dir = Path(data_dir)
+        self.partitions: int = cfg.get("offsets.topic.num.partitions")
+        self.config = group_config(cfg)
+        self.log_config = LogConfig(
+            segment_bytes=cfg.get("offsets.topic.segment.bytes"),
+            segment_ms=OFFSETS_TOPIC_CONFIG.segment_ms,
+            index_interval_bytes=cfg.get("log.index.interval.bytes"),
+            cleanup_policy="compact",
+            delete_retention_ms=cfg.get("log.cleaner.delete.retention.ms"),
+        )
+        self.retention_check_ms: int = cfg.get("offsets.retention.check.interval.ms")
+        self.durability = durability
+        self.shards: list[Shard | None] = [None] * self.partitions
+        self.logs: list[Log | None] = [None] * self.partitions
+        self._tail: list[asyncio.Future | None] = [None] * self.partitions
+        self._timers: dict[tuple[int, tuple], asyncio.TimerHandle] = {}
+        self._parked: dict[int, tuple[asyncio.Future, ErrorReply]] = {}
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task] = set()
+        self.loaded = asyncio.Event()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._spawn(self._load_all())
+
+    async def _load_all(self) -> None:
+        started = time.monotonic()
+        total = 0
+        for p in range(self.partitions):
+            total += await self._load(p)
+        self.loaded.set()
+        log.info(
+            "loaded %d partitions of %s (%d records) in %.2fs",
+            self.partitions,
+            OFFSETS_TOPIC,
+            total,
+            time.monotonic() - started,
+        )
+        self._spawn(self._retention_loop())
+
+    async def _load(self, p: int) -> int:
+        loop = asyncio.get_running_loop()
+        path = self.data_dir / f"{OFFSETS_TOPIC}-{p}"
+        plog = await loop.run_in_executor(
+            None, lambda: Log.open(path, self.log_config, self.durability)
+        )
+        shard = Shard(p, self.config)
+        count = since_yield = 0
+        for header, records in plog.replay():
+            if header.is_control:
+                continue
+            for record in records:
+                key, value = record[2], record[3]
+                if key is None:
+                    continue
+                try:
+                    decoded = decode_record(key, value)
+                except DecodeError as e:
+                    log.warning(
+                        "%s: skipping undecodable record at offset %d: %s", path.name, record[0], e
+                    )
+                    continue
+                shard.replay(decoded.key, decoded.value)
+            count += len(records)
+            since_yield += len(records)
+            if since_yield >= REPLAY_YIELD_EVERY:
+                since_yield = 0
+                await asyncio.sleep(0)
+        self.logs[p] = plog
+        self.shards[p] = shard
+        self._apply(p, shard.on_loaded(now_ms()))
+        return count
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        pending = [f for f in self._tail if f is not None and not f.done()]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for plog in self.logs:
+            if plog is not None:
+                plog.close()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def call(self, group_id: str, op: Op, on_error: ErrorReply) -> Any | Awaitable[Any]:
+        """Run `op` on the group's shard; its reply now, or an awaitable of it."""
+        p = self.partition_of(group_id)
+        shard = self.shards[p]
+        if shard is None:
+            return on_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        rid = next(self._ids)
+        result = op(shard, rid, now_ms())
+        if rid in result.replies and not result.records and self._settled(p):
+            reply = result.replies.pop(rid)
+            self._apply(p, result)
+            return reply
+        fut = asyncio.get_running_loop().create_future()
+        self._parked[rid] = (fut, on_error)
+        self._apply(p, result)
+        return fut
+
+    def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
+        """A read of the group's shard, answered once earlier writes are durable."""
+        p = self.partition_of(group_id)
+        shard = self.shards[p]
+        if shard is None:
+            return on_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if self._settled(p):
+            return fn(shard, now_ms())
+        return self._after_tail(p, lambda: fn(shard, now_ms()))
+
+    def all_loaded_shards(self) -> list[Shard] | None:
+        """Every shard, or None while any partition is still loading."""
+        if any(s is None for s in self.shards):
+            return None
+        return self.shards  # type: ignore[return-value]
+
+    def run_on_partition(self, p: int, op: Callable[[Shard, int], Result]) -> Awaitable[Any]:
+        """Apply a multi-group operation (e.g. DeleteGroups) to one shard; resolves to the
+        shard's `replies[0]` once its records are durable."""
+        shard = self.shards[p]
+        assert shard is not None
+        result = op(shard, now_ms())
+        answer = result.replies.pop(0, None)
+        self._apply(p, result)
+        return self._after_tail(p, lambda: answer)
+
+    # -- results ---------------------------------------------------------------------------
+
+    def _settled(self, p: int) -> bool:
+        tail = self._tail[p]
+        return tail is None or tail.done()
+
+    def _after_tail(self, p: int, fn: Callable[[], Any]) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        tail = self._tail[p]
+
+        def done(_: Any = None) -> None:
+            if not fut.done():
+                if tail is not None and not tail.cancelled() and tail.exception() is not None:
+                    fut.set_exception(tail.exception())  # type: ignore[arg-type]
+                else:
+                    fut.set_result(fn())
+
+        if tail is None or tail.done():
+            done()
+        else:
+            tail.add_done_callback(done)
+        return fut
+
+    def _apply(self, p: int, result: Result) -> None:
+        loop = asyncio.get_running_loop()
+        for key in result.cancel:
+            handle = self._timers.pop((p, key), None)
+            if handle is not None:
+                handle.cancel()
+        now = now_ms()
+        for timer in result.timers:
+            old = self._timers.pop((p, timer.key), None)
+            if old is not None:
+                old.cancel()
+            delay = max(0.0, (timer.deadline - now) / 1000)
+            self._timers[(p, timer.key)] = loop.call_later(delay, self._fire, p, timer.key)
+        replies = result.replies
+        if result.records:
+            pairs = [encode_record(k, v) for k, v in result.records]
+            plog = self.logs[p]
+            assert plog is not None
+            write = plog.append(build_kv_batch(pairs, timestamp=now))
+            self._tail[p] = write
+            write.add_done_callback(lambda f: self._release(replies, f))
+        elif replies:
+            tail = self._tail[p]
+            if tail is None or tail.done():
+                self._release(replies, None)
+            else:
+                tail.add_done_callback(lambda f: self._release(replies, None))
+
+    def _release(self, replies: dict[int, Any], write: asyncio.Future | None) -> None:
+        failed = write is not None and (write.cancelled() or write.exception() is not None)
+        if failed:
+            log.error(
+                "write to %s failed: %s",
+                OFFSETS_TOPIC,
+                "cancelled" if write.cancelled() else write.exception(),
+            )
+        for rid, reply in replies.items():
+            entry = self._parked.pop(rid, None)
+            if entry is None:
+                continue
+            fut, on_error = entry
+            if fut.done():
+                continue
+            # A write that did not become durable must not be acknowledged; NOT_COORDINATOR
+            # makes clients rediscover the coordinator and retry, as Kafka answers.
+            fut.set_result(on_error(ErrorCode.NOT_COORDINATOR) if failed else reply)
+
+    def _fire(self, p: int, key: tuple) -> None:
+        self._timers.pop((p, key), None)
+        shard = self.shards[p]
+        if shard is not None:
+            self._apply(p, shard.on_timer(key, now_ms()))
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_ms / 1000)
+            for p, shard in enumerate(self.shards):
+                if shard is not None:
+                    self._apply(p, shard.expire_offsets(now_ms()))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("group runtime task failed", exc_info=task.exception())
