@@ -15,20 +15,39 @@ base offset in ``[base, swap's next offset)``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from protocol.records import HEADER, LOG_OVERHEAD, MIN_BATCH_LENGTH
+from protocol.records import (
+    COMPRESSION_GZIP,
+    HEADER,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_record_tuples,
+    iter_batches,
+)
 from storage.segment import (
     INDEX_SUFFIX,
+    INT32_MAX,
     LOG_SUFFIX,
     TIMEINDEX_SUFFIX,
+    LogSegment,
     parse_segment_name,
     segment_name,
 )
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from storage.log import Log
+
+log_ = logging.getLogger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -80,9 +99,193 @@ def finish_interrupted_compaction(directory: Path) -> None:
     names = sorted(p for p in directory.iterdir() if p.is_file())
     for p in names:
         if p.name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX)):
-            log.info("%s: removing leftover %s", directory.name, p.name)
+            log_.info("%s: removing leftover %s", directory.name, p.name)
             p.unlink(missing_ok=True)
     for p in names:
         if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and p.exists():
-            log.warning("%s: finishing interrupted compaction swap %s", directory.name, p.name)
+            log_.warning("%s: finishing interrupted compaction swap %s", directory.name, p.name)
             complete_swap(directory, p)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerStats:
+    segments: int
+    records_read: int
+    records_kept: int
+    tombstones_dropped: int
+    bytes_before: int
+    bytes_after: int
+
+
+class _Counts:
+    __slots__ = ("read", "kept", "tombstones_dropped")
+
+    def __init__(self) -> None:
+        self.read = self.kept = self.tombstones_dropped = 0
+
+
+def build_offset_map(segments: list[LogSegment]) -> dict[bytes, int]:
+    """Newest offset of every key in ``segments`` (control batches carry no keys to keep)."""
+    latest: dict[bytes, int] = {}
+    for seg in segments:
+        for buf, q, end in seg.iter_batch_windows(0):
+            for pos, header in iter_batches(buf, q, end, check_crc=True):
+                if header.is_control:
+                    continue
+                for rec in decode_record_tuples(buf, pos, header):
+                    if rec[2] is not None:
+                        latest[rec[2]] = rec[0]
+    return latest
+
+
+def _clean_batch(
+    buf: bytes,
+    pos: int,
+    header: BatchHeader,
+    latest: dict[bytes, int],
+    tombstone_horizon: int,
+    keep_empty: bool,
+    counts: _Counts,
+) -> bytes | None:
+    """The batch with superseded records and expired tombstones removed; the original bytes
+    when nothing changes; None when it ends up empty (unless ``keep_empty``)."""
+    if header.is_control:
+        return buf[pos : pos + header.size]
+    records = decode_record_tuples(buf, pos, header)
+    kept = []
+    for rec in records:
+        key = rec[2]
+        if key is not None and latest.get(key, rec[0]) != rec[0]:
+            continue
+        if rec[3] is None and rec[1] < tombstone_horizon:
+            counts.tombstones_dropped += 1
+            continue
+        kept.append(rec)
+    counts.read += len(records)
+    counts.kept += len(kept)
+    if len(kept) == len(records):
+        return buf[pos : pos + header.size]
+    if not kept and not keep_empty:
+        return None
+    return build_batch(
+        [Record._make(r) for r in kept],
+        base_offset=header.base_offset,
+        # Keeping the batch's last offset keeps the segment's next offset, which is how a
+        # swap file tells which segments it replaces.
+        last_offset_delta=header.last_offset_delta,
+        compression=header.compression if header.compression == COMPRESSION_GZIP else 0,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        transactional=header.is_transactional,
+    )
+
+
+def write_cleaned(
+    group: list[LogSegment], latest: dict[bytes, int], tombstone_horizon: int, counts: _Counts
+) -> Path:
+    """Write the cleaned copy of ``group`` to ``<first base>.log.cleaned`` and fsync it."""
+    first = group[0]
+    out_path = first.directory / (segment_name(first.base_offset) + LOG_SUFFIX + CLEANED_SUFFIX)
+    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        pending: list[bytes] = []
+        for i, seg in enumerate(group):
+            last_seg = i == len(group) - 1
+            for buf, q, end in seg.iter_batch_windows(0):
+                batches = list(iter_batches(buf, q, end, check_crc=True))
+                for j, (pos, header) in enumerate(batches):
+                    keep_empty = last_seg and j == len(batches) - 1 and end == seg.size
+                    out = _clean_batch(
+                        buf, pos, header, latest, tombstone_horizon, keep_empty, counts
+                    )
+                    if out is not None:
+                        pending.append(out)
+                if pending:
+                    data = b"".join(pending)
+                    pending = []
+                    view = memoryview(data)
+                    done = 0
+                    while done < len(data):
+                        done += os.write(fd, view[done:])
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        out_path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return out_path
+
+
+def group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
+    """Consecutive runs whose total size fits one segment (and whose offsets fit the index)."""
+    groups: list[list[LogSegment]] = []
+    current: list[LogSegment] = []
+    size = 0
+    for seg in segments:
+        if current and (
+            size + seg.size > max_bytes or seg.next_offset - current[0].base_offset > INT32_MAX
+        ):
+            groups.append(current)
+            current, size = [], 0
+        current.append(seg)
+        size += seg.size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _swap_in(directory: Path, cleaned: Path, base: int, interval: int) -> LogSegment:
+    """Blocking: commit the cleaned copy (rename to .swap, fsync dir), replace the old files,
+    and open the new segment (its indexes are rebuilt from it)."""
+    swap = cleaned.with_name(cleaned.name.removesuffix(CLEANED_SUFFIX) + SWAP_SUFFIX)
+    os.replace(cleaned, swap)
+    _fsync_dir(directory)
+    complete_swap(directory, swap)
+    return LogSegment.open_existing(directory, base, interval, fresh=True)
+
+
+async def compact(
+    log: Log, *, now_ms: int | None = None, executor: Executor | None = None
+) -> CleanerStats | None:
+    """Compact the rolled, durable segments of ``log``; None if there was nothing to do.
+
+    Heavy work (reading, writing, fsync, index rebuild) runs in ``executor``; appends and
+    reads go on meanwhile. Only the in-memory segment list swap happens in the loop, after
+    which the old segments' descriptors (still pointing at the unlinked files) are closed.
+    """
+    if log._compacting:  # noqa: SLF001 - the flag is the log's, set only here
+        return None
+    cleanable = [s for s in log.segments[:-1] if s.next_offset <= log.high_watermark]
+    if not cleanable or sum(s.size for s in cleanable) < log.config.min_cleanable_bytes:
+        return None
+    loop = asyncio.get_running_loop()
+    now = log.now_ms() if now_ms is None else now_ms
+    horizon = now - log.config.delete_retention_ms
+    interval = log.config.index_interval_bytes
+    counts = _Counts()
+    log._compacting = True  # noqa: SLF001
+    try:
+        latest = await loop.run_in_executor(executor, build_offset_map, cleanable)
+        groups = group_segments(cleanable, log.config.segment_bytes)
+        before = after = 0
+        for group in groups:
+            cleaned = await loop.run_in_executor(
+                executor, write_cleaned, group, latest, horizon, counts
+            )
+            new_seg = await loop.run_in_executor(
+                executor, _swap_in, log.directory, cleaned, group[0].base_offset, interval
+            )
+            log._replace_segments(group, new_seg)  # noqa: SLF001
+            before += sum(s.size for s in group)
+            after += new_seg.size
+            for seg in group:
+                seg.close()
+    finally:
+        log._compacting = False  # noqa: SLF001
+    stats = CleanerStats(
+        len(cleanable), counts.read, counts.kept, counts.tombstones_dropped, before, after
+    )
+    log_.info("%s: compacted %s", log.name, stats)
+    return stats

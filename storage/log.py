@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from protocol.records import (
     ATTRIBUTES_OFFSET,
@@ -46,11 +47,16 @@ from storage.durability import ALWAYS, Durability
 from storage.groupcommit import GroupCommit, LogFailedError
 from storage.logconfig import LogConfig
 from storage.segment import (
+    INDEX_SUFFIX,
     INT32_MAX,
     LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
     LogSegment,
     parse_segment_name,
 )
+
+if TYPE_CHECKING:
+    from storage.compaction import CleanerStats
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +121,17 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _remove_orphan_indexes(path: Path) -> None:
+    """Index files whose segment is gone (a crash while deleting a segment)."""
+    logs = {p.name.split(".", 1)[0] for p in path.iterdir() if p.name.endswith(LOG_SUFFIX)}
+    for p in path.iterdir():
+        if (
+            p.name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX))
+            and p.name.split(".", 1)[0] not in logs
+        ):
+            p.unlink(missing_ok=True)
+
+
 class Log:
     """Use :meth:`Log.open`; all methods must be called from one event-loop thread."""
 
@@ -149,6 +166,8 @@ class Log:
         self._hw_pos = (active.base_offset, active.size)
         self._dir_dirty = False
         self._closed = False
+        self._compacting = False
+        self._executor = executor
         self._committer = GroupCommit(
             durability, self._write_pending, self._prepare_sync, self._set_durable, executor
         )
@@ -175,6 +194,7 @@ class Log:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         finish_interrupted_compaction(path)
+        _remove_orphan_indexes(path)
         bases = sorted(
             b
             for p in path.iterdir()
@@ -485,7 +505,31 @@ class Log:
                     q += h[1] + LOG_OVERHEAD
         return None
 
-    # -- compaction support -------------------------------------------------------------------
+    # -- maintenance --------------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        """The log's clock (injected for tests), in milliseconds."""
+        return self._now_ms()
+
+    async def compact(self, now_ms: int | None = None) -> CleanerStats | None:
+        """Compact the rolled segments now (see :mod:`storage.compaction`)."""
+        from storage.compaction import compact
+
+        return await compact(self, now_ms=now_ms, executor=self._executor)
+
+    async def delete_oldest_segments(self, count: int) -> int:
+        """Delete up to ``count`` of the oldest segments, never the active one, moving the log
+        start offset to the next segment's base. Returns how many went (0 while compacting:
+        retry later). Oldest first, so a crash midway leaves a consistent prefix deleted."""
+        count = min(count, len(self._segments) - 1)
+        if count <= 0 or self._compacting:
+            return 0
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        self._bases = [s.base_offset for s in self._segments]
+        for seg in doomed:
+            seg.delete_files()
+        return count
 
     def _replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
         """Swap ``old`` (consecutive, not the active) for ``new`` in the in-memory list."""

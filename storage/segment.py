@@ -128,7 +128,12 @@ class LogSegment:
 
     @classmethod
     def open_existing(
-        cls, directory: Path, base_offset: int, index_interval_bytes: int
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        *,
+        fresh: bool = False,
     ) -> LogSegment:
         """Open a rolled segment, trusting its data (it was fsynced before the next segment
         was created) but checking its indexes, which are rebuilt if missing or stale."""
@@ -140,7 +145,8 @@ class LogSegment:
             seg._scan_tail()
             seg.time_index = TimeIndex.load(seg.time_index.path, base_offset, seg.next_offset)
         except (FileNotFoundError, StaleIndexError) as e:
-            log.warning("rebuilding indexes of %s: %s", seg.log_path, e)
+            # ``fresh``: a segment just written by the cleaner, which has no index yet.
+            (log.debug if fresh else log.warning)("rebuilding indexes of %s: %s", seg.log_path, e)
             seg.recover()
             return seg
         seg.index.open_for_append()
@@ -348,6 +354,8 @@ class LogSegment:
             self._fd = -1
 
     def delete_files(self) -> None:
+        """Close and delete the segment, the data file first so that a crash midway leaves
+        only orphan index files (removed at the next open), never a log without index."""
         self.close()
         for p in (self.log_path, self.index.path, self.time_index.path):
             p.unlink(missing_ok=True)
