@@ -1,8 +1,16 @@
-"""Metadata: this node is the whole cluster, leader of every partition."""
+"""Metadata: this node is the whole cluster, leader of every partition.
+
+Topics asked for by name that do not exist are created first when `auto.create.topics.enable`
+is on and the request allows it (v4+ has a flag; older versions always allow), with
+`num.partitions` partitions; an illegal name gets INVALID_TOPIC_EXCEPTION.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.context import RequestContext
+from broker.dataplane.store import TopicError
 from broker.registry import serves
 from broker.topics import Topic
 from protocol.errors import ErrorCode
@@ -30,13 +38,50 @@ def _topic(ctx: RequestContext, t: Topic) -> Resp.MetadataResponseTopic:
     )
 
 
-def _missing(name: str | None, by_id: bool, topic_id=ZERO_UUID) -> Resp.MetadataResponseTopic:
-    code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+def _missing(
+    name: str | None, by_id: bool, topic_id=ZERO_UUID, code: int | None = None
+) -> Resp.MetadataResponseTopic:
+    if code is None:
+        code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return Resp.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id)
 
 
+def _to_create(ctx: RequestContext, req) -> list[str]:
+    """Names asked for that do not exist and that this request may auto-create."""
+    b = ctx.broker
+    if b.data is None or not req.topics or not b.config.get("auto.create.topics.enable"):
+        return []
+    if ctx.api_version >= 4 and not req.allow_auto_topic_creation:
+        return []
+    wanted = (t.name for t in req.topics if t.name is not None)
+    return list(dict.fromkeys(n for n in wanted if b.topics.get(n) is None))
+
+
+async def _create_then_answer(ctx: RequestContext, req, names: list[str]) -> MetadataResponse:
+    store = ctx.broker.data
+    assert store is not None
+    count = ctx.broker.config.get("num.partitions")
+    errors: dict[str, int] = {}
+    for name in names:
+        if ctx.broker.topics.get(name) is not None:
+            continue  # created meanwhile by another request
+        try:
+            await store.create_topic(name, count)
+        except TopicError as e:
+            if e.code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+                errors[name] = e.code
+    return _answer(ctx, req, errors)
+
+
 @serves(METADATA, 0, 12)
-def handle(ctx: RequestContext, req) -> MetadataResponse:
+def handle(ctx: RequestContext, req) -> MetadataResponse | Awaitable[MetadataResponse]:
+    missing = _to_create(ctx, req)
+    if missing:
+        return _create_then_answer(ctx, req, missing)
+    return _answer(ctx, req, {})
+
+
+def _answer(ctx: RequestContext, req, errors: dict[str, int]) -> MetadataResponse:
     b = ctx.broker
     registry = b.topics
     # v0: an empty list means every topic; v1+: null means every topic, empty means none.
@@ -51,7 +96,10 @@ def handle(ctx: RequestContext, req) -> MetadataResponse:
                 topics.append(_topic(ctx, t) if t else _missing(None, True, wanted.topic_id))
             else:
                 t = registry.get(wanted.name)
-                topics.append(_topic(ctx, t) if t else _missing(wanted.name, False))
+                if t is not None:
+                    topics.append(_topic(ctx, t))
+                else:
+                    topics.append(_missing(wanted.name, False, code=errors.get(wanted.name)))
     return MetadataResponse(
         brokers=[
             Resp.MetadataResponseBroker(

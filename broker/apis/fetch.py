@@ -1,0 +1,185 @@
+"""Fetch v4-16: segment bytes as stored, by topic name (v4-12) or topic id (v13+).
+
+* Size limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` for the
+  response, except that the first partition with data returns at least one whole batch.
+  A read may end inside a batch (clients drop the partial tail), as Kafka's does.
+* Long polling: with fewer than `min_bytes` the request waits up to `max_wait_ms` on the
+  partitions it reads, woken as soon as an append to one of them is durable.
+* High watermark = last stable offset = what is durable; no transactions, so read_committed
+  reads like read_uncommitted. OFFSET_OUT_OF_RANGE below the log start or past the log end.
+* Fetch sessions (KIP-227) are declined: every answer carries session id 0, so clients send
+  full requests. An incremental request for a session we never created gets
+  FETCH_SESSION_ID_NOT_FOUND, a bad epoch INVALID_FETCH_SESSION_EPOCH.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+
+from broker.context import RequestContext
+from broker.dataplane.partition import Partition
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import FetchResponse
+
+FETCH = 1
+READ_COMMITTED = 1
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+Resp = FetchResponse
+TopicResp = Resp.FetchableTopicResponse
+PartData = Resp.PartitionData
+
+
+@dataclass(slots=True)
+class _Wanted:
+    index: int
+    part: Partition | None
+    error: int
+    offset: int
+    max_bytes: int
+
+
+@dataclass(slots=True)
+class _Topic:
+    name: str
+    topic_id: object
+    partitions: list[_Wanted]
+
+
+def _session_error(req) -> int:
+    """Error for a request's session id and epoch, given that we never create sessions."""
+    if req.session_id == 0:
+        ok = req.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+        return ErrorCode.NONE if ok else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    if req.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        return ErrorCode.NONE  # close that session (and open none): a full fetch
+    return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def _resolve(ctx: RequestContext, req) -> list[_Topic]:
+    store = ctx.broker.data
+    registry = ctx.broker.topics
+    by_id = ctx.api_version >= 13
+    out = []
+    for t in req.topics:
+        topic = registry.by_id(t.topic_id) if by_id else registry.get(t.topic)
+        missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        name = topic.name if topic is not None else (None if by_id else t.topic)
+        wanted = []
+        for p in t.partitions:
+            part = store.partition(name, p.partition) if store and name is not None else None
+            if topic is None:
+                error = missing
+            elif part is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                error = ErrorCode.NONE
+            wanted.append(_Wanted(p.partition, part, error, p.fetch_offset, p.partition_max_bytes))
+        out.append(_Topic(t.topic if not by_id else "", t.topic_id, wanted))
+    return out
+
+
+def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp, int, bool]:
+    """The response as of now: (response, bytes of records, whether any partition failed)."""
+    remaining = max_bytes
+    min_one = True
+    total = 0
+    failed = False
+    responses = []
+    aborted = [] if committed else None
+    for t in topics:
+        parts = []
+        for w in t.partitions:
+            part = w.part
+            error = w.error
+            if error == ErrorCode.NONE and (part is None or part.closed):
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if error != ErrorCode.NONE:
+                failed = True
+                parts.append(_error(w.index, error))
+                continue
+            log = part.log
+            hw, start = log.high_watermark, log.log_start_offset
+            if w.offset < start or w.offset > log.log_end_offset:
+                failed = True
+                parts.append(_error(w.index, ErrorCode.OFFSET_OUT_OF_RANGE))
+                continue
+            data = b""
+            if w.offset < hw and (remaining > 0 or min_one):
+                limit = max(min(w.max_bytes, remaining), 0)
+                data = log.read(w.offset, limit).data
+                if len(data) > limit and not min_one:
+                    data = b""
+                if data:
+                    min_one = False
+                    remaining -= len(data)
+                    total += len(data)
+            parts.append(
+                PartData(
+                    partition_index=w.index,
+                    high_watermark=hw,
+                    last_stable_offset=hw,
+                    log_start_offset=start,
+                    aborted_transactions=aborted,
+                    records=data,
+                )
+            )
+        responses.append(TopicResp(topic=t.name, topic_id=t.topic_id, partitions=parts))
+    return Resp(responses=responses), total, failed
+
+
+def _error(index: int, code: int) -> PartData:
+    return PartData(
+        partition_index=index,
+        error_code=code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        records=b"",
+    )
+
+
+@serves(FETCH, 4, 16)
+def handle(ctx: RequestContext, req) -> FetchResponse | Awaitable[FetchResponse]:
+    if ctx.api_version >= 7:
+        error = _session_error(req)
+        if error != ErrorCode.NONE:
+            return FetchResponse(error_code=error, responses=[])
+    topics = _resolve(ctx, req)
+    committed = req.isolation_level == READ_COMMITTED
+    resp, total, failed = _build(topics, req.max_bytes, committed)
+    if req.max_wait_ms <= 0 or total >= req.min_bytes or failed or not topics:
+        return resp
+    return _long_poll(topics, req, committed)
+
+
+async def _long_poll(topics: list[_Topic], req, committed: bool) -> FetchResponse:
+    loop = asyncio.get_running_loop()
+    parts = [w.part for t in topics for w in t.partitions if w.part is not None]
+    timed_out = False
+
+    def time_up(waiter: asyncio.Future) -> None:
+        nonlocal timed_out
+        timed_out = True
+        if not waiter.done():
+            waiter.set_result(None)
+
+    deadline = loop.time() + req.max_wait_ms / 1000
+    while True:
+        # Build and register in one step: no append can slip in between unnoticed.
+        resp, total, failed = _build(topics, req.max_bytes, committed)
+        if total >= req.min_bytes or failed or timed_out:
+            return resp
+        waiter: asyncio.Future[None] = loop.create_future()
+        for p in parts:
+            p.waiters.add(waiter)
+        timer = loop.call_at(deadline, time_up, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            for p in parts:
+                p.waiters.discard(waiter)

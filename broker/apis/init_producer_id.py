@@ -1,0 +1,32 @@
+"""InitProducerId v0-5 for idempotent producers.
+
+Every request without a transactional id gets a fresh producer id with epoch 0, as Kafka
+answers non-transactional requests (even v3+ ones naming their current id and epoch). Ids
+are reserved in persisted blocks, so none is handed out twice across restarts. Transactions
+are not served: a transactional id gets INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import InitProducerIdResponse
+
+INIT_PRODUCER_ID = 22
+
+
+@serves(INIT_PRODUCER_ID, 0, 5)
+async def handle(ctx: RequestContext, req) -> InitProducerIdResponse:
+    store = ctx.broker.data
+    if req.transactional_id is not None or store is None:
+        return InitProducerIdResponse(
+            error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+        )
+    try:
+        pid = await store.allocate_producer_id()
+    except OSError:
+        return InitProducerIdResponse(
+            error_code=ErrorCode.KAFKA_STORAGE_ERROR, producer_id=-1, producer_epoch=-1
+        )
+    return InitProducerIdResponse(producer_id=pid, producer_epoch=0)

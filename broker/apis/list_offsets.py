@@ -1,0 +1,74 @@
+"""ListOffsets v1-9: earliest, latest, by timestamp, max timestamp (v7+).
+
+Without transactions the last stable offset is the high watermark, so read_committed and
+read_uncommitted answer alike. There is no tiered storage: earliest-local (-4) is the log
+start and latest-tiered (-5) is -1, as Kafka answers with remote storage off.
+"""
+
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.dataplane import timestamps
+from broker.dataplane.partition import LEADER_EPOCH
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import ListOffsetsResponse
+
+LIST_OFFSETS = 2
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+Resp = ListOffsetsResponse
+PartResp = Resp.ListOffsetsPartitionResponse
+
+
+def _lookup(log, ts: int) -> tuple[int, int]:
+    """(offset, timestamp) for a request timestamp; (-1, -1) when there is no such offset."""
+    if ts == LATEST:
+        return log.high_watermark, -1
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return log.log_start_offset, -1
+    if ts == LATEST_TIERED:
+        return -1, -1
+    found = timestamps.max_timestamp(log) if ts == MAX_TIMESTAMP else None
+    if ts >= 0:
+        found = timestamps.offset_for_timestamp(log, ts)
+    if found is None:
+        return -1, -1
+    return found
+
+
+@serves(LIST_OFFSETS, 1, 9)
+def handle(ctx: RequestContext, req) -> ListOffsetsResponse:
+    store = ctx.broker.data
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            part = store.partition(t.name, p.partition_index) if store is not None else None
+            if part is None or part.closed:
+                parts.append(
+                    PartResp(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    )
+                )
+                continue
+            if p.timestamp < LATEST_TIERED or (p.timestamp < 0 and _too_new(ctx, p.timestamp)):
+                offset, ts = -1, -1
+            else:
+                offset, ts = _lookup(part.log, p.timestamp)
+            parts.append(
+                PartResp(
+                    partition_index=p.partition_index,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=LEADER_EPOCH if offset >= 0 else -1,
+                )
+            )
+        topics.append(Resp.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(topics=topics)
+
+
+def _too_new(ctx: RequestContext, ts: int) -> bool:
+    """Special timestamps a request version does not know yet."""
+    need = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}.get(ts, 0)
+    return ctx.api_version < need

@@ -1,0 +1,159 @@
+"""Produce v3-11: client record batches appended as they are.
+
+Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+). It is
+checked (length, magic, CRC, offset count, no control or transactional batches, size against
+`max.message.bytes`) and appended without touching the CRC-covered bytes; storage rewrites
+the base offset and we stamp the partition leader epoch, both outside the CRC. Idempotent
+batches go through the partition's producer state (duplicates answered with their original
+offsets). Offsets are assigned while the request is handled, so pipelined requests append in
+order; the reply waits until every batch is durable (acks 1 and -1 alike), and acks=0 gets
+none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+from broker.context import RequestContext
+from broker.dataplane.partition import Partition
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import ProduceResponse
+from protocol.records import (
+    CONTROL_MASK,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    crc32c,
+)
+from storage.log import LogFailedError
+
+PRODUCE = 0
+Resp = ProduceResponse
+PartResp = Resp.PartitionProduceResponse
+
+
+def check_batch(
+    records: bytes | None, max_bytes: int
+) -> tuple[int, str | None, BatchHeader | None]:
+    """(error code, message, header) of a partition's records in a produce request."""
+    if not records:
+        return ErrorCode.INVALID_RECORD, "Produce request has no record batch", None
+    n = len(records)
+    if n > max_bytes:
+        return (
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"The record batch size {n} exceeds the maximum allowed size {max_bytes}",
+            None,
+        )
+    if n > MAGIC_OFFSET and records[MAGIC_OFFSET] != 2:
+        return (
+            ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+            f"Record batch magic {records[MAGIC_OFFSET]} is not supported, only magic 2",
+            None,
+        )
+    if n < HEADER.size:
+        return ErrorCode.CORRUPT_MESSAGE, f"Record batch of {n} bytes is truncated", None
+    h = BatchHeader._make(HEADER.unpack_from(records))
+    size = h.batch_length + LOG_OVERHEAD
+    if h.batch_length < MIN_BATCH_LENGTH or size > n:
+        return ErrorCode.CORRUPT_MESSAGE, f"Record batch length {h.batch_length} is invalid", None
+    if size < n:
+        return (
+            ErrorCode.INVALID_RECORD,
+            "Produce requests with version 3+ may contain exactly one record batch",
+            None,
+        )
+    if crc32c(memoryview(records)[21:]) != h.crc:
+        return ErrorCode.CORRUPT_MESSAGE, "Record batch CRC mismatch", None
+    if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+        return (
+            ErrorCode.INVALID_RECORD,
+            f"Record batch has {h.records_count} records but last offset delta"
+            f" {h.last_offset_delta}",
+            None,
+        )
+    if h.attributes & CONTROL_MASK:
+        return ErrorCode.INVALID_RECORD, "Clients may not write control batches", None
+    if h.attributes & TRANSACTIONAL_MASK:
+        return ErrorCode.INVALID_TXN_STATE, "Transactions are not supported", None
+    if h.producer_id >= 0 and h.base_sequence < 0:
+        return ErrorCode.INVALID_RECORD, "Idempotent batch without a base sequence", None
+    return ErrorCode.NONE, None, h
+
+
+def _part(index: int, code: int, offset: int = -1, start: int = -1, msg: str | None = None):
+    return PartResp(
+        index=index, error_code=code, base_offset=offset, log_start_offset=start, error_message=msg
+    )
+
+
+@serves(PRODUCE, 3, 11)
+def handle(ctx: RequestContext, req) -> ProduceResponse | Awaitable[ProduceResponse] | None:
+    acks = req.acks
+    store = ctx.broker.data
+    responses = []
+    waits: list[tuple[PartResp, Partition, Awaitable]] = []
+    if acks not in (0, 1, -1):
+        for t in req.topic_data:
+            parts = [_part(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in t.partition_data]
+            responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=parts))
+        return ProduceResponse(responses=responses)
+    for t in req.topic_data:
+        parts = []
+        settings = store.settings.get(t.name) if store is not None else None
+        for p in t.partition_data:
+            part = store.partition(t.name, p.index) if store is not None else None
+            if part is None or settings is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if store is not None and (topic := ctx.broker.topics.get(t.name)) is not None:
+                    if topic.internal:
+                        code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                parts.append(_part(p.index, code))
+                continue
+            code, msg, header = check_batch(p.records, settings.max_message_bytes)
+            if header is None:
+                parts.append(_part(p.index, code, msg=msg))
+                continue
+            code, base, wait = part.append(p.records, header)
+            r = _part(
+                p.index, code, base if code == ErrorCode.NONE else -1, part.log.log_start_offset
+            )
+            parts.append(r)
+            if wait is not None:
+                waits.append((r, part, wait))
+        responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=parts))
+    resp = ProduceResponse(responses=responses)
+    if acks == 0:
+        for _, _, w in waits:
+            if asyncio.iscoroutine(w):
+                w.close()  # a duplicate's wait for durability: nobody is owed a reply
+        return None
+    if not waits:
+        return resp
+    return _when_durable(resp, waits, req.timeout_ms)
+
+
+async def _when_durable(
+    resp: ProduceResponse, waits: list[tuple[PartResp, Partition, Awaitable]], timeout_ms: int
+) -> ProduceResponse:
+    futs = [asyncio.ensure_future(w) for _, _, w in waits]
+    done, _ = await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000 or None)
+    for (r, part, _), fut in zip(waits, futs, strict=True):
+        if fut not in done:
+            r.error_code, r.base_offset = ErrorCode.REQUEST_TIMED_OUT, -1
+        elif fut.exception() is not None:
+            err = fut.exception()
+            r.error_code = (
+                ErrorCode.KAFKA_STORAGE_ERROR
+                if isinstance(err, LogFailedError | OSError)
+                else ErrorCode.UNKNOWN_SERVER_ERROR
+            )
+            r.base_offset = -1
+        else:
+            r.log_start_offset = part.log.log_start_offset
+    return resp
