@@ -1,0 +1,101 @@
+"""DescribeConfigs v0-4 for topics and for this broker.
+
+Topics: every topic config we support (`broker.dataplane.topicconfig`), with Kafka's sources
+(topic override, broker setting, default) and synonyms. Broker: every setting of
+`broker.config`, read-only (kcoord has no dynamic broker configs).
+"""
+
+from __future__ import annotations
+
+from broker.config import SETTINGS
+from broker.context import RequestContext
+from broker.dataplane import topicconfig as tc
+from broker.registry import serves
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeConfigsResponse
+
+DESCRIBE_CONFIGS = 32
+TOPIC, BROKER = 2, 4
+Resp = DescribeConfigsResponse
+_BROKER_TYPES = {
+    "int": tc.TYPE_INT,
+    "long": tc.TYPE_LONG,
+    "bool": tc.TYPE_BOOLEAN,
+    "list": tc.TYPE_LIST,
+}
+
+
+def _row(ctx: RequestContext, req, name, value, source, type_, doc, synonyms, read_only):
+    v = ctx.api_version
+    return Resp.DescribeConfigsResourceResult(
+        name=name,
+        value=value,
+        read_only=read_only,
+        is_default=source == tc.SOURCE_DEFAULT,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=[
+            Resp.DescribeConfigsSynonym(name=n, value=val, source=s) for n, val, s in synonyms
+        ]
+        if v >= 1 and req.include_synonyms
+        else [],
+        config_type=type_,
+        documentation=doc if v >= 3 and req.include_documentation else None,
+    )
+
+
+def _topic_rows(ctx: RequestContext, req, name: str) -> list:
+    store = ctx.broker.data
+    overrides = store.topic_configs(name) if store is not None else None
+    if overrides is None:
+        raise LookupError
+    return [
+        _row(ctx, req, e.name, e.value, e.source, e.type, e.doc, e.synonyms, e.read_only)
+        for e in tc.describe(ctx.broker.config, overrides)
+    ]
+
+
+def _broker_rows(ctx: RequestContext, req) -> list:
+    cfg = ctx.broker.config
+    rows = []
+    for name, value in cfg.items():
+        s = SETTINGS[name]
+        source = tc.SOURCE_DEFAULT if cfg.source(name) == "default" else tc.SOURCE_STATIC_BROKER
+        text = None if value is None else tc.text(value)
+        synonyms = [(name, text, source)]
+        type_ = _BROKER_TYPES.get(s.type, tc.TYPE_STRING)
+        rows.append(_row(ctx, req, name, text, source, type_, s.doc, synonyms, True))
+    return rows
+
+
+def _describe(ctx: RequestContext, req, r) -> Resp.DescribeConfigsResult:
+    result = Resp.DescribeConfigsResult(
+        resource_type=r.resource_type, resource_name=r.resource_name, error_message=None
+    )
+    try:
+        if r.resource_type == TOPIC:
+            rows = _topic_rows(ctx, req, r.resource_name)
+        elif r.resource_type == BROKER:
+            if r.resource_name not in ("", str(ctx.broker.node_id)):
+                result.error_code = ErrorCode.INVALID_REQUEST
+                result.error_message = f"Unexpected broker id {r.resource_name}"
+                return result
+            rows = _broker_rows(ctx, req) if r.resource_name else []
+        else:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = f"Unsupported resource type {r.resource_type}"
+            return result
+    except LookupError:
+        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result.error_message = f"Topic {r.resource_name} does not exist"
+        return result
+    if r.configuration_keys is not None:
+        keys = set(r.configuration_keys)
+        rows = [row for row in rows if row.name in keys]
+    result.configs = rows
+    return result
+
+
+@serves(DESCRIBE_CONFIGS, 0, 4)
+def handle(ctx: RequestContext, req) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(results=[_describe(ctx, req, r) for r in req.resources])
