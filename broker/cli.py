@@ -116,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LEVEL",
         help=f"one of {', '.join(LOG_LEVELS)} (default: INFO)",
     )
+    dump = commands.add_parser(
+        "dump-log", help="print the batches and decoded records of a segment or partition dir"
+    )
+    dump.add_argument("path", type=Path, metavar="PATH", help="a .log segment or a <topic>-<p> dir")
+    dump.add_argument("--json", action="store_true", help="one JSON object per batch")
     return parser
 
 
@@ -190,7 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # usage errors (2) and --help (0)
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    if args.command == "dump-log":
+        from storage.dump import dump
 
+        return dump(args.path, args.json)
+    return _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
     listen: tuple[str, int] = args.listen
     advertised: tuple[str, int] | None = args.advertised
     if advertised is None:
