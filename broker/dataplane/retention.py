@@ -62,21 +62,12 @@ def _mtime_ms(seg: SegmentInfo) -> int:
         return 0
 
 
-async def delete_oldest_segments(log: Log, count: int) -> None:
-    """Remove the ``count`` oldest segments (never the active one) from ``log`` and delete
-    their files; the log start offset becomes the next segment's base offset.
+async def delete_oldest_segments(log: Log, count: int) -> int:
+    """Delete the ``count`` oldest segments (never the active one); returns how many went.
 
-    storage's Log has no public call for this yet, so this reaches into its segment list
-    (``_segments``/``_bases``, as its own compaction does). The files are closed only after a
-    flush: an fsync already running in the executor may hold one of their descriptors.
+    Flushes first: an fsync already running in the executor may hold the descriptor of a
+    segment that was active when it started and has rolled since; the flush completes only
+    after that fsync, and later ones target newer segments.
     """
-    segments = log._segments  # noqa: SLF001 - see the docstring
-    count = min(count, len(segments) - 1)
-    if count <= 0:
-        return
-    doomed = segments[:count]
-    del segments[:count]
-    log._bases = [s.base_offset for s in segments]  # noqa: SLF001
     await log.flush()
-    for seg in doomed:
-        seg.delete_files()
+    return await log.delete_oldest_segments(count)

@@ -386,7 +386,8 @@ class TopicStore:
             log_.segments, now_ms, s.retention_ms, s.retention_bytes, log_.high_watermark
         )
         if n:
-            await retention.delete_oldest_segments(log_, n)
+            n = await retention.delete_oldest_segments(log_, n)
+        if n:
             log.info(
                 "%s-%d: retention deleted %d segments, log start offset now %d",
                 part.topic,
