@@ -18,8 +18,9 @@ class LogConfig:
     min_cleanable_bytes: int = 0
 
     def __post_init__(self) -> None:
-        if self.segment_bytes < 128:
-            raise ValueError("segment_bytes is too small")
+        # Kafka's bounds (segment.bytes >= 14); index positions are int32, so at most 2 GiB.
+        if not 14 <= self.segment_bytes <= (1 << 31) - 1:
+            raise ValueError(f"segment_bytes {self.segment_bytes} outside [14, 2**31 - 1]")
         if self.index_interval_bytes < 0 or self.segment_ms <= 0:
             raise ValueError("index_interval_bytes and segment_ms must be positive")
         if self.cleanup_policy not in ("delete", "compact", "compact,delete", "delete,compact"):
