@@ -98,8 +98,8 @@ def main() -> None:
         mt = TYPES[name]
         data = mt.encode(obj, v)
         n = max(200, rounds // max(1, len(data) // 64))
-        dec = per_call_us(lambda: mt.decode(data, v), n)
-        enc = per_call_us(lambda: mt.encode(obj, v), n)
+        dec = per_call_us(lambda mt=mt, data=data, v=v: mt.decode(data, v), n)
+        enc = per_call_us(lambda mt=mt, obj=obj, v=v: mt.encode(obj, v), n)
         print(f"{label:45} {dec:10.2f} {enc:10.2f}")
 
     # The full per-request cost of a heartbeat: header + body decode, header + body encode.
