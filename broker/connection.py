@@ -51,7 +51,9 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self._write_paused = False
         self._read_paused = False
+        self.closed_for_reading = False
         self.on_close: Callable[[Connection], None] | None = None
+        self._drained: asyncio.Future | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -71,6 +73,8 @@ class Connection(asyncio.Protocol):
             if isinstance(p.response, asyncio.Future):
                 p.response.cancel()
         self.pending.clear()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         if self.on_close is not None:
             self.on_close(self)
 
@@ -170,7 +174,21 @@ class Connection(asyncio.Protocol):
         while self.pending and self.pending[0].done:
             e = self.pending.popleft()
             self.write_response(e.correlation_id, e.api_key, e.version, e.response)
+        if not self.pending and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         self._update_reading()
+
+    async def finish(self) -> None:
+        """Stop reading new requests, send the replies still owed, then close."""
+        if self.transport is None or self.closed:
+            return
+        self.transport.pause_reading()
+        self._read_paused = True
+        self.closed_for_reading = True
+        if self.pending:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+        self.transport.close()
 
     def write_response(self, correlation_id: int, key: int, version: int, response: Any) -> None:
         if response is None or self.closed or self.transport is None:
@@ -182,7 +200,7 @@ class Connection(asyncio.Protocol):
         self.transport.write(out)
 
     def _update_reading(self) -> None:
-        if self.transport is None or self.closed:
+        if self.transport is None or self.closed or self.closed_for_reading:
             return
         should_pause = self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
         if should_pause and not self._read_paused:

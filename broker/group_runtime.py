@@ -33,6 +33,7 @@ log = logging.getLogger("kcoord.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
+COMPACTION_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms
 
 Op = Callable[[Shard, int, int], Result]
 ErrorReply = Callable[[int], Any]
@@ -100,6 +101,7 @@ class GroupRuntime:
             time.monotonic() - started,
         )
         self._spawn(self._retention_loop())
+        self._spawn(self._compaction_loop())
 
     async def _load(self, p: int) -> int:
         loop = asyncio.get_running_loop()
@@ -145,7 +147,7 @@ class GroupRuntime:
             await asyncio.gather(*pending, return_exceptions=True)
         for plog in self.logs:
             if plog is not None:
-                plog.close()
+                await plog.close()
 
     # -- requests --------------------------------------------------------------------------
 
@@ -277,6 +279,22 @@ class GroupRuntime:
             for p, shard in enumerate(self.shards):
                 if shard is not None:
                     self._apply(p, shard.expire_offsets(now_ms()))
+
+    async def _compaction_loop(self) -> None:
+        """Compact rolled segments of each partition in the background (the active segment
+        is never touched, so appends go on meanwhile)."""
+        while True:
+            await asyncio.sleep(COMPACTION_BACKOFF_S)
+            for p, plog in enumerate(self.logs):
+                if plog is None or len(plog.segments) < 2:
+                    continue
+                try:
+                    stats = await plog.compact(now_ms())
+                except Exception:
+                    log.exception("compaction of %s-%d failed", OFFSETS_TOPIC, p)
+                    continue
+                if stats is not None:
+                    log.info("compacted %s-%d: %s", OFFSETS_TOPIC, p, stats)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

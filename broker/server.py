@@ -17,9 +17,12 @@ from broker.state import BrokerState
 
 log = logging.getLogger("kcoord.server")
 
+SHUTDOWN_GRACE_S = 5.0  # how long in-flight requests may take to finish on shutdown
+
 
 class Broker:
-    """A running broker; `start()` binds, `close()` stops accepting and drops connections."""
+    """A running broker; `start()` binds, `close()` stops accepting, lets in-flight requests
+    finish, and flushes the logs."""
 
     def __init__(
         self,
@@ -75,13 +78,22 @@ class Broker:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-            for conn in list(self._connections):
-                conn.abort("broker shutting down")
+            await self._finish_connections()
             await self._server.wait_closed()
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:
             await self.state.data.close()
+
+    async def _finish_connections(self) -> None:
+        """Let in-flight requests complete (up to a grace period), then drop the rest."""
+        conns = list(self._connections)
+        if conns:
+            await asyncio.wait(
+                [asyncio.ensure_future(c.finish()) for c in conns], timeout=SHUTDOWN_GRACE_S
+            )
+        for conn in list(self._connections):
+            conn.abort("broker shutting down")
 
 
 def _bind(host: str, port: int) -> socket.socket:

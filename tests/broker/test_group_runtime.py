@@ -28,7 +28,7 @@ class HeldLog:
         self.appends.append(fut)
         return fut
 
-    def close(self) -> None:
+    async def close(self) -> None:
         pass
 
 
@@ -114,8 +114,9 @@ async def test_offsets_survive_reload(tmp_path: Path) -> None:
 
 @pytest.fixture(autouse=True)
 def _quiet_retention(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The retention loop is irrelevant here; keep it from outliving a test's event loop.
+    # The background loops are irrelevant here; keep them from outliving a test's event loop.
     monkeypatch.setattr(GroupRuntime, "_retention_loop", _noop)
+    monkeypatch.setattr(GroupRuntime, "_compaction_loop", _noop)
 
 
 async def _noop(self: GroupRuntime) -> None:
