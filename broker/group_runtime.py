@@ -52,6 +52,11 @@ def group_config(cfg: Any) -> GroupConfig:
         max_size=cfg.get("group.max.size"),
         offset_metadata_max_bytes=cfg.get("offset.metadata.max.bytes"),
         offsets_retention_ms=cfg.get("offsets.retention.minutes") * 60_000,
+        consumer_heartbeat_interval_ms=cfg.get("group.consumer.heartbeat.interval.ms"),
+        consumer_session_timeout_ms=cfg.get("group.consumer.session.timeout.ms"),
+        consumer_max_size=cfg.get("group.consumer.max.size"),
+        consumer_assignors=tuple(cfg.get("group.consumer.assignors")),
+        consumer_migration_policy=cfg.get("group.consumer.migration.policy"),
     )
 
 

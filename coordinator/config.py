@@ -27,3 +27,10 @@ class GroupConfig:
     # Kafka's fixed CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS: a new member whose JoinGroup is
     # parked is dropped after this long (its socket is muted, so disconnects go unnoticed).
     new_member_join_timeout_ms: int = 5 * 60 * 1000
+    # KIP-848 consumer groups: group.consumer.heartbeat.interval.ms, .session.timeout.ms,
+    # .max.size, .assignors (the first is the default) and .migration.policy
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_session_timeout_ms: int = 45000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_migration_policy: str = "bidirectional"

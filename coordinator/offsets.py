@@ -17,6 +17,8 @@ from coordinator.classic.group import (
 from coordinator.classic.rebalance import reschedule_heartbeat
 from coordinator.context import Ctx
 from coordinator.keys import group_record_key, offset_record_key
+from coordinator.modern.commit import validate_commit as validate_consumer_commit
+from coordinator.modern.membership import delete_group_and_offsets
 from protocol.coordinator_records import OffsetCommitValue
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetCommitResponse, OffsetDeleteResponse
@@ -87,7 +89,16 @@ def _utf16_len(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-def _validate_commit(ctx: Ctx, req: Any, version: int) -> ErrorCode:
+def _validate_commit(ctx: Ctx, req: Any, version: int) -> tuple[ErrorCode, Any]:
+    """(group-level error, per-partition check (topic, partition) -> error, or None)."""
+    generation = req.generation_id_or_member_epoch
+    consumer = ctx.shard.consumer_groups.get(req.group_id)
+    if consumer is not None:
+        return validate_consumer_commit(consumer, req.member_id, generation, version)
+    return _validate_classic_commit(ctx, req, version), None
+
+
+def _validate_classic_commit(ctx: Ctx, req: Any, version: int) -> ErrorCode:
     group = ctx.shard.groups.get(req.group_id)
     generation = req.generation_id_or_member_epoch
     if group is None:
@@ -130,7 +141,7 @@ def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     version = meta.api_version
     Topic = OffsetCommitResponse.OffsetCommitResponseTopic
     Partition = OffsetCommitResponse.OffsetCommitResponsePartition
-    error = _validate_commit(ctx, req, version)
+    error, check = _validate_commit(ctx, req, version)
     if error != ErrorCode.NONE:
         code = int(error)
         ctx.reply(
@@ -162,6 +173,11 @@ def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     for t in req.topics:
         partitions = []
         for p in t.partitions:
+            if check is not None:
+                code = check(t.name, p.partition_index)
+                if code != ErrorCode.NONE:
+                    partitions.append(Partition(partition_index=p.partition_index, error_code=code))
+                    continue
             metadata = p.committed_metadata if p.committed_metadata is not None else ""
             if len(metadata) > max_len // 2 and _utf16_len(metadata) > max_len:
                 partitions.append(
@@ -200,7 +216,7 @@ def fetch_offsets(
     group that does not exist has no partitions when all are asked for.
     """
     group = shard.groups.get(group_id)
-    known = group is not None and group.state is not DEAD
+    known = (group is not None and group.state is not DEAD) or group_id in shard.consumer_groups
     committed = shard.offsets.of_group(group_id) if known else {}
     rows: list[OffsetRow] = []
     if topics is None:
@@ -220,21 +236,27 @@ def fetch_offsets(
 
 
 def delete_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
-    Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
-    Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
-
     def fail(error: ErrorCode) -> None:
         ctx.reply(req_id, OffsetDeleteResponse(error_code=int(error)))
 
     if not req.group_id:
         return fail(ErrorCode.INVALID_GROUP_ID)
+    consumer = ctx.shard.consumer_groups.get(req.group_id)
+    if consumer is not None:
+        # A consumer group knows its subscriptions: offsets of other topics may go.
+        return _delete_offsets(ctx, req, req_id, consumer)
     group = ctx.shard.groups.get(req.group_id)
     if group is None or group.state is DEAD:
         return fail(ErrorCode.GROUP_ID_NOT_FOUND)
     if group.state is not EMPTY and not group.uses_consumer_protocol():
         # Without the consumer protocol we cannot tell which topics the members read.
         return fail(ErrorCode.NON_EMPTY_GROUP)
+    return _delete_offsets(ctx, req, req_id, group)
 
+
+def _delete_offsets(ctx: Ctx, req: Any, req_id: int, group: Any) -> None:
+    Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
     store = ctx.shard.offsets
     topics = []
     for t in req.topics:
@@ -278,30 +300,49 @@ def _expiration_base(group: ClassicGroup, om: OffsetAndMetadata) -> int | None:
 def expire_offsets(ctx: Ctx) -> None:
     """Tombstones for expired offsets, and for empty groups left without offsets."""
     shard = ctx.shard
-    retention = ctx.config.offsets_retention_ms
     for group_id in list(shard.groups):
         group = shard.groups[group_id]
-        committed = shard.offsets.of_group(group_id)
-        all_expired = True
-        expired: list[tuple[str, int]] = []
-        for topic, partitions in committed.items():
-            if group.is_subscribed_to_topic(topic):
-                all_expired = False
-                continue
-            for partition, om in partitions.items():
-                if om.expire_timestamp != -1:
-                    # Written by an old broker with an explicit expiry (OffsetCommit v2-4).
-                    is_expired = ctx.now >= om.expire_timestamp
-                else:
-                    base = _expiration_base(group, om)
-                    is_expired = base is not None and ctx.now - base >= retention
-                if is_expired:
-                    expired.append((topic, partition))
-                else:
-                    all_expired = False
-        for topic, partition in expired:
-            ctx.append(offset_record_key(group_id, topic, partition), None)
+        all_expired = _expire_group_offsets(
+            ctx, group_id, group.is_subscribed_to_topic, lambda om, g=group: _expiration_base(g, om)
+        )
         # A group with nothing left to keep is deleted, as Kafka does. A group with ids handed
         # out by MEMBER_ID_REQUIRED is mid-join and is kept.
         if all_expired and group.state is EMPTY and not group.pending_join:
             ctx.append(group_record_key(group_id), None)
+    for group_id in list(shard.consumer_groups):
+        consumer = shard.consumer_groups[group_id]
+        # A consumer group's offsets count from their commit (Kafka's ConsumerGroup), and
+        # those of topics it subscribes to do not expire.
+        all_expired = _expire_group_offsets(
+            ctx, group_id, consumer.is_subscribed_to_topic, lambda om: om.commit_timestamp
+        )
+        if all_expired and consumer.is_empty():
+            delete_group_and_offsets(ctx, consumer)
+
+
+def _expire_group_offsets(
+    ctx: Ctx, group_id: str, is_subscribed: Any, expiration_base: Any
+) -> bool:
+    """Tombstones for the group's expired offsets; whether none is left."""
+    retention = ctx.config.offsets_retention_ms
+    committed = ctx.shard.offsets.of_group(group_id)
+    all_expired = True
+    expired: list[tuple[str, int]] = []
+    for topic, partitions in committed.items():
+        if is_subscribed(topic):
+            all_expired = False
+            continue
+        for partition, om in partitions.items():
+            if om.expire_timestamp != -1:
+                # Written by an old broker with an explicit expiry (OffsetCommit v2-4).
+                is_expired = ctx.now >= om.expire_timestamp
+            else:
+                base = expiration_base(om)
+                is_expired = base is not None and ctx.now - base >= retention
+            if is_expired:
+                expired.append((topic, partition))
+            else:
+                all_expired = False
+    for topic, partition in expired:
+        ctx.append(offset_record_key(group_id, topic, partition), None)
+    return all_expired

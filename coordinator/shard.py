@@ -1,4 +1,5 @@
-"""One shard per `__consumer_offsets` partition: its classic groups and committed offsets.
+"""One shard per `__consumer_offsets` partition: its classic and consumer groups and committed
+offsets.
 
 Pure and deterministic apart from the member-id UUIDs: time comes in as `now` (ms), and every
 call returns a Result (records to append, replies to send once they are durable, timers).
@@ -26,6 +27,14 @@ from coordinator.classic.responses import join_response, sync_response
 from coordinator.classic.sync import expire_pending_sync, sync_group
 from coordinator.config import GroupConfig
 from coordinator.context import Ctx
+from coordinator.modern import describe as _modern_describe
+from coordinator.modern import keys as _modern_keys
+from coordinator.modern import membership as _membership
+from coordinator.modern import replay as _modern_replay
+from coordinator.modern.group import ConsumerGroup
+from coordinator.modern.heartbeat import consumer_group_heartbeat
+from coordinator.modern.member import MemberState
+from coordinator.modern.topics import EMPTY_IMAGE, TopicsImage
 from coordinator.offsets import OffsetStore
 from coordinator.result import Result, Timer
 from protocol.coordinator_records import GroupMetadataKey, OffsetCommitKey
@@ -51,6 +60,10 @@ class Shard:
         # Member ids end in a random UUID, as Kafka's; tests pass a counter instead.
         self.new_uuid: Callable[[], str] = new_uuid or (lambda: str(uuid.uuid4()))
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 consumer groups; a group id is in at most one of the two maps.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # The latest topic metadata handed in (for describing consumer groups).
+        self.topics: TopicsImage = EMPTY_IMAGE
         self.offsets = OffsetStore()
         # Deadline of every timer this shard has asked for and not cancelled; a timer that
         # fires for a key not here (or too early) is stale and ignored.
@@ -60,7 +73,32 @@ class Shard:
 
     def join_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
         ctx = Ctx(self, now)
+        consumer = self.consumer_groups.get(req.group_id)
+        if consumer is not None:
+            policy = self.config.consumer_migration_policy
+            if not consumer.is_empty() or policy not in _membership.DOWNGRADE_POLICIES:
+                # Classic members cannot join a consumer group that has members.
+                ctx.reply(
+                    req_id,
+                    join_response(
+                        meta.api_version,
+                        error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                        member_id=req.member_id,
+                    ),
+                )
+                return ctx.result()
+            # An empty consumer group becomes a classic group.
+            _membership.delete_empty_group(ctx, consumer)
         join_group(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def consumer_group_heartbeat(
+        self, req: Any, meta: RequestMeta, topics: TopicsImage, req_id: int, now: int
+    ) -> Result:
+        """ConsumerGroupHeartbeat; `topics` is the current topic metadata snapshot."""
+        self.topics = topics
+        ctx = Ctx(self, now)
+        consumer_group_heartbeat(ctx, req, meta, topics, req_id)
         return ctx.result()
 
     def sync_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
@@ -103,6 +141,12 @@ class Shard:
         del self.deadlines[key]
         ctx = Ctx(self, now)
         kind, group_id = key[0], key[1]
+        if kind == _modern_keys.SESSION:
+            _membership.on_session_timeout(ctx, group_id, key[2])
+            return ctx.result()
+        if kind == _modern_keys.REBALANCE:
+            _membership.on_rebalance_timeout(ctx, group_id, key[2])
+            return ctx.result()
         group = self.groups.get(group_id)
         if group is not None:
             if kind == "heartbeat":
@@ -133,17 +177,37 @@ class Shard:
         return _offsets.fetch_offsets(self, group_id, topics)
 
     def describe_group(self, group_id: str, api_version: int) -> Any:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            return _modern_describe.describe_groups_view(consumer, self.topics)
         return _describe.describe(group_id, self.groups.get(group_id))
 
+    def consumer_group_describe(self, group_ids: list[str], topics: TopicsImage) -> list[Any]:
+        default = self.config.consumer_assignors[0]
+        return [
+            _modern_describe.consumer_group_describe(
+                g, self.consumer_groups.get(g), default, topics
+            )
+            for g in group_ids
+        ]
+
     def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[Any]:
-        return _describe.list_groups(self.groups, states, types)
+        return _describe.list_groups(self.groups, states, types) + _modern_describe.list_groups(
+            self.consumer_groups, states, types
+        )
 
     # -- persistence ------------------------------------------------------------------------
 
     def replay(self, key: Any, value: Any | None) -> None:
         """Apply one record: from the log at load time, or just written by a handler."""
-        if isinstance(key, OffsetCommitKey):
-            if value is not None and key.group not in self.groups:
+        if isinstance(key, _modern_replay.KEY_TYPES):
+            _modern_replay.apply(self, key, value)
+        elif isinstance(key, OffsetCommitKey):
+            if (
+                value is not None
+                and key.group not in self.groups
+                and key.group not in self.consumer_groups
+            ):
                 # Offsets without a group: a "simple" group (no protocol type) holds them.
                 self.groups[key.group] = ClassicGroup(key.group, None)
             self.offsets.replay(key, value)
@@ -155,7 +219,10 @@ class Shard:
             if group is None:
                 group = self.groups[key.group] = ClassicGroup(key.group, None)
             group.apply_metadata(value)
-        # KIP-848 (ConsumerGroup*) records belong to the consumer protocol, not served here.
+
+    def new_simple_group(self, group_id: str) -> None:
+        """A group that only holds committed offsets."""
+        self.groups[group_id] = ClassicGroup(group_id, None)
 
     def on_loaded(self, now: int) -> Result:
         """After the whole partition is replayed: members get fresh session timers, as Kafka
@@ -166,6 +233,15 @@ class Shard:
                 reschedule_heartbeat(ctx, group, member)
             if len(group.members) > self.config.max_size:
                 prepare_rebalance(ctx, group, "loaded group is over group.max.size")
+        session = self.config.consumer_session_timeout_ms
+        for consumer in self.consumer_groups.values():
+            gid = consumer.group_id
+            for member in consumer.members.values():
+                ctx.schedule(_modern_keys.session_key(gid, member.member_id), session)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    key = _modern_keys.rebalance_key(gid, member.member_id)
+                    ctx.schedule(key, member.rebalance_timeout_ms)
+                    consumer.rebalance_timer_epochs[member.member_id] = member.member_epoch
         return ctx.result()
 
     def on_unloaded(self) -> Result:

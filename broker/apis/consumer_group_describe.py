@@ -1,0 +1,34 @@
+"""ConsumerGroupDescribe 0: each group read from its own shard once its writes are durable."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.apis._consumer_groups import topics_image
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.messages import ConsumerGroupDescribeResponse
+
+CONSUMER_GROUP_DESCRIBE = 69
+Resp = ConsumerGroupDescribeResponse
+
+
+@serves(CONSUMER_GROUP_DESCRIBE, 0, 0)
+def handle(ctx: RequestContext, req):
+    groups = ctx.broker.groups
+    image = topics_image(ctx)
+    reads = [
+        groups.read(
+            g,
+            lambda shard, now, g=g: shard.consumer_group_describe([g], image)[0],
+            lambda code, g=g: Resp.DescribedGroup(error_code=code, group_id=g),
+        )
+        for g in req.group_ids
+    ]
+    if not any(asyncio.isfuture(r) for r in reads):
+        return Resp(groups=reads)
+
+    async def gather() -> ConsumerGroupDescribeResponse:
+        return Resp(groups=[await r if asyncio.isfuture(r) else r for r in reads])
+
+    return gather()

@@ -1,0 +1,22 @@
+"""ConsumerGroupHeartbeat 0-1 (KIP-848): the coordinator shard of the group does the work."""
+
+from __future__ import annotations
+
+from broker.apis._consumer_groups import topics_image
+from broker.apis._groups import meta
+from broker.context import RequestContext
+from broker.registry import serves
+from protocol.messages import ConsumerGroupHeartbeatResponse
+
+CONSUMER_GROUP_HEARTBEAT = 68
+
+
+@serves(CONSUMER_GROUP_HEARTBEAT, 0, 1)
+def handle(ctx: RequestContext, req):
+    m = meta(ctx)
+    image = topics_image(ctx)
+    return ctx.broker.groups.call(
+        req.group_id,
+        lambda shard, rid, now: shard.consumer_group_heartbeat(req, m, image, rid, now),
+        lambda code: ConsumerGroupHeartbeatResponse(error_code=code),
+    )

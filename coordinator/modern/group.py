@@ -1,0 +1,248 @@
+"""A KIP-848 consumer group, as Kafka's ConsumerGroup / ModernGroup: the hard state that the
+ConsumerGroup* records fold into, plus indexes kept in step with it (static members, topic
+subscription counts, the epoch at which each partition is owned, assignor preferences).
+
+Everything here changes only through the `apply_*` methods that replay calls; handlers read
+it and build records.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from coordinator.modern.assignment import EMPTY, Assignment
+from coordinator.modern.member import ConsumerGroupMember, MemberState
+from coordinator.modern.topics import TopicMeta
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class RegexResolution:
+    """ConsumerGroupRegularExpression: the topics a regex matched, at which image version."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp: int
+
+
+class OwnershipConflict(AssertionError):
+    """Two members would own one partition: the records contradict each other."""
+
+
+def _count(counts: dict, keys: Iterable, delta: int) -> None:
+    for k in keys:
+        n = counts.get(k, 0) + delta
+        if n > 0:
+            counts[k] = n
+        else:
+            counts.pop(k, None)
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0  # the epoch of the target assignment (-1 after its tombstone)
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.subscribed_names: dict[str, int] = {}  # explicit topic names -> member count
+        self.regex_counts: dict[str, int] = {}  # regular expression -> member count
+        self.regexes: dict[str, RegexResolution] = {}
+        self.subscription_metadata: dict[str, TopicMeta] = {}
+        self.target: dict[str, Assignment] = {}
+        self.partition_epochs: dict[uuid.UUID, dict[int, int]] = {}
+        self.partition_owners: dict[tuple[uuid.UUID, int], str] = {}
+        self.assignor_counts: dict[str, int] = {}
+        # Transient: the topics image version the subscription metadata was last checked
+        # against, and the epoch each running rebalance timer was armed at.
+        self.metadata_version = -1
+        self.rebalance_timer_epochs: dict[str, int] = {}
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for m in self.members.values():
+            if not m.is_reconciled_to(self.assignment_epoch):
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
+        if instance_id is None:
+            return None
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
+
+    def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        parts = self.partition_epochs.get(topic_id)
+        return -1 if parts is None else parts.get(partition, -1)
+
+    def target_of(self, member_id: str, instance_id: str | None = None) -> Assignment:
+        if instance_id is not None:
+            previous = self.static_members.get(instance_id)
+            if previous is not None:
+                return self.target.get(previous, EMPTY)
+            return EMPTY
+        return self.target.get(member_id, EMPTY)
+
+    def member_topic_names(
+        self, member: ConsumerGroupMember, regexes: dict[str, RegexResolution] | None = None
+    ) -> frozenset[str]:
+        regex = member.subscribed_topic_regex
+        if regex is None:
+            return member.subscribed_topic_names
+        resolved = (self.regexes if regexes is None else regexes).get(regex)
+        if resolved is None:
+            return member.subscribed_topic_names
+        return member.subscribed_topic_names | resolved.topics
+
+    def subscribed_topic_names(
+        self,
+        old: ConsumerGroupMember | None = None,
+        new: ConsumerGroupMember | None = None,
+        regexes: dict[str, RegexResolution] | None = None,
+    ) -> set[str]:
+        """Every topic the members subscribe to, with `old` replaced by `new` (either may be
+        None) and `regexes` in place of the stored resolutions."""
+        names = dict(self.subscribed_names)
+        counts = dict(self.regex_counts)
+        if old is not None:
+            _count(names, old.subscribed_topic_names, -1)
+            if old.subscribed_topic_regex is not None:
+                _count(counts, (old.subscribed_topic_regex,), -1)
+        if new is not None:
+            _count(names, new.subscribed_topic_names, 1)
+            if new.subscribed_topic_regex is not None:
+                _count(counts, (new.subscribed_topic_regex,), 1)
+        out = set(names)
+        resolved = self.regexes if regexes is None else regexes
+        for regex in counts:
+            r = resolved.get(regex)
+            if r is not None:
+                out |= r.topics
+        return out
+
+    def regexes_in_use(
+        self, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None
+    ) -> set[str]:
+        counts = dict(self.regex_counts)
+        if old is not None and old.subscribed_topic_regex is not None:
+            _count(counts, (old.subscribed_topic_regex,), -1)
+        if new is not None and new.subscribed_topic_regex is not None:
+            _count(counts, (new.subscribed_topic_regex,), 1)
+        return set(counts)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        if topic in self.subscribed_names:
+            return True
+        return any(topic in r.topics for rx, r in self.regexes.items() if rx in self.regex_counts)
+
+    def preferred_assignor(
+        self, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None
+    ) -> str | None:
+        counts = dict(self.assignor_counts)
+        if old is not None and old.server_assignor is not None:
+            _count(counts, (old.server_assignor,), -1)
+        if new is not None and new.server_assignor is not None:
+            _count(counts, (new.server_assignor,), 1)
+        if not counts:
+            return None
+        # The most popular; ties go to the name first in alphabetical order (deterministic).
+        return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+    # -- replay -------------------------------------------------------------------------------
+
+    def put_member(self, new: ConsumerGroupMember) -> None:
+        old = self.members.get(new.member_id)
+        self.members[new.member_id] = new
+        if old is not None:
+            self._unindex(old)
+        self._index(new)
+
+    def remove_member(self, member_id: str) -> None:
+        old = self.members.pop(member_id, None)
+        if old is not None:
+            self._unindex(old)
+            self.rebalance_timer_epochs.pop(member_id, None)
+
+    def set_target(self, member_id: str, assignment: Assignment) -> None:
+        self.target[member_id] = assignment
+
+    def remove_target(self, member_id: str) -> None:
+        self.target.pop(member_id, None)
+
+    def _index(self, m: ConsumerGroupMember) -> None:
+        _count(self.subscribed_names, m.subscribed_topic_names, 1)
+        if m.subscribed_topic_regex is not None:
+            _count(self.regex_counts, (m.subscribed_topic_regex,), 1)
+        if m.server_assignor is not None:
+            _count(self.assignor_counts, (m.server_assignor,), 1)
+        if m.instance_id is not None:
+            self.static_members[m.instance_id] = m.member_id
+        self._own(m, m.assigned)
+        self._own(m, m.pending_revocation)
+
+    def _unindex(self, m: ConsumerGroupMember) -> None:
+        _count(self.subscribed_names, m.subscribed_topic_names, -1)
+        if m.subscribed_topic_regex is not None:
+            _count(self.regex_counts, (m.subscribed_topic_regex,), -1)
+        if m.server_assignor is not None:
+            _count(self.assignor_counts, (m.server_assignor,), -1)
+        if m.instance_id is not None and self.static_members.get(m.instance_id) == m.member_id:
+            del self.static_members[m.instance_id]
+        self._disown(m, m.assigned)
+        self._disown(m, m.pending_revocation)
+
+    def _own(self, m: ConsumerGroupMember, assignment: Assignment) -> None:
+        for t, ps in assignment.items():
+            epochs = self.partition_epochs.setdefault(t, {})
+            for p in ps:
+                owner = self.partition_owners.get((t, p))
+                if owner is not None:
+                    raise OwnershipConflict(
+                        f"group {self.group_id}: {t}-{p} is owned by {owner} at epoch "
+                        f"{epochs.get(p)}, cannot give it to {m.member_id}"
+                    )
+                epochs[p] = m.member_epoch
+                self.partition_owners[(t, p)] = m.member_id
+
+    def _disown(self, m: ConsumerGroupMember, assignment: Assignment) -> None:
+        for t, ps in assignment.items():
+            epochs = self.partition_epochs.get(t)
+            for p in ps:
+                if self.partition_owners.get((t, p)) == m.member_id:
+                    del self.partition_owners[(t, p)]
+                    if epochs is not None:
+                        epochs.pop(p, None)
+            if epochs is not None and not epochs:
+                del self.partition_epochs[t]
+
+    def waiting_on_unreleased(self, member: ConsumerGroupMember) -> bool:
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for t, ps in self.target.get(member.member_id, EMPTY).items():
+            held = member.assigned.get(t, frozenset())
+            for p in ps:
+                if p not in held and self.current_partition_epoch(t, p) != -1:
+                    return True
+        return False
