@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.dataplane import names, retention
+from broker.dataplane import memory, names, retention
 from broker.dataplane.catalog import Catalog, ProducerIdAllocator, TopicRecord
 from broker.dataplane.partition import Partition
 from broker.dataplane.topicconfig import TopicSettings
@@ -87,6 +87,7 @@ class TopicStore:
         cls, data_dir: Path, config: Any, *, now_ms: Callable[[], int] = _now_ms
     ) -> TopicStore:
         data_dir = Path(data_dir)
+        memory.keep_large_buffers_in_heap()
         loop = asyncio.get_running_loop()
         data_dir.mkdir(parents=True, exist_ok=True)
         catalog = await loop.run_in_executor(None, Catalog.load, data_dir)
