@@ -49,6 +49,7 @@ class Partition:
         self.bytes_since_check = 0
         self.on_grown: Callable[[Partition], None] | None = None
         self._failed = False
+        self._snapshot_changes = producers.changes  # the state as of the last snapshot
 
     @classmethod
     def open(
@@ -147,6 +148,26 @@ class Partition:
             for w in waiters:
                 if not w.done():
                     w.set_result(None)
+
+    # -- producer state snapshots -------------------------------------------------------------
+
+    async def snapshot_producers(self) -> bool:
+        """Write a snapshot if the state changed since the last one and nothing is in flight
+        (so the state holds exactly the batches below the log end, all durable). Bounds the
+        log a restart after a crash must read back. True if one was written."""
+        log_ = self.log
+        if (
+            self.closed
+            or self.producers.changes == self._snapshot_changes
+            or log_.log_end_offset != log_.high_watermark
+        ):
+            return False
+        changes = self.producers.changes
+        data = self.producers.encode_snapshot(log_.log_end_offset)
+        path = log_.directory / SNAPSHOT_FILE
+        await asyncio.get_running_loop().run_in_executor(None, write_atomically, path, data)
+        self._snapshot_changes = changes
+        return True
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ class ProducerEntry:
 class ProducerStateTable:
     def __init__(self) -> None:
         self.entries: dict[int, ProducerEntry] = {}
+        self.changes = 0  # bumped by every update and expiry: "is a new snapshot needed?"
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -105,6 +106,7 @@ class ProducerStateTable:
         timestamp: int,
     ) -> None:
         """Record an appended batch (no checks: the caller checked, or it is being replayed)."""
+        self.changes += 1
         entry = self.entries.get(producer_id)
         if entry is None or entry.epoch != epoch:
             entry = self.entries[producer_id] = ProducerEntry(epoch, timestamp)
@@ -126,6 +128,8 @@ class ProducerStateTable:
         old = [p for p, e in self.entries.items() if now_ms - e.last_timestamp > max_age_ms]
         for p in old:
             del self.entries[p]
+        if old:
+            self.changes += 1
         return len(old)
 
     # -- snapshots ------------------------------------------------------------------------

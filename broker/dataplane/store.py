@@ -398,13 +398,22 @@ class TopicStore:
             )
         return n
 
+    async def snapshot_producers(self) -> int:
+        """Snapshot the producer state of partitions where it changed; returns how many."""
+        written = 0
+        for parts in list(self.partitions.values()):
+            for p in list(parts):
+                written += await p.snapshot_producers()
+        return written
+
     async def _retention_loop(self) -> None:
         while True:
             await asyncio.sleep(RETENTION_CHECK_MS / 1000)
             try:
                 await self.enforce_retention()
+                await self.snapshot_producers()
             except Exception:
-                log.exception("retention check failed")
+                log.exception("retention check or producer snapshot failed")
 
     # -- closing --------------------------------------------------------------------------
 

@@ -205,3 +205,25 @@ async def test_snapshot_is_extended_by_batches_written_after_it(open_store, data
         part.closed = True
     third = await open_store()
     assert await append(third, "idem", 0, b) == (ErrorCode.NONE, 1)
+
+
+async def test_periodic_snapshots_bound_what_a_crash_rereads(open_store, data_dir: Path) -> None:
+    from broker.dataplane.producers import read_snapshot
+
+    store = await open_store()
+    await store.create_topic("idem", 1)
+    assert await store.snapshot_producers() == 0  # no producer state yet
+    await append(store, "idem", 0, kv_batch(2, producer_id=5, base_sequence=0))
+    assert await store.snapshot_producers() == 1
+    assert await store.snapshot_producers() == 0  # unchanged since
+    state, end = read_snapshot(data_dir / "idem-0")
+    assert end == 2 and list(state.entries) == [5]
+    late = kv_batch(1, producer_id=5, base_sequence=2)
+    await append(store, "idem", 0, late)
+    for part in store.partitions["idem"]:  # a crash: no snapshot on close
+        await part.log.close()
+        part.closed = True
+    again = await open_store()
+    assert await append(again, "idem", 0, late) == (ErrorCode.NONE, 2)
+    nxt = kv_batch(1, producer_id=5, base_sequence=3)
+    assert await append(again, "idem", 0, nxt) == (ErrorCode.NONE, 3)
