@@ -1,0 +1,73 @@
+"""A confluent-kafka consumer in the KIP-848 protocol (group.protocol=consumer), run as its own
+process by the tests. It prints one JSON line per event on stdout:
+
+  {"ev": "assigned"|"revoked"|"lost", "tps": [[topic, partition], ...]}
+  {"ev": "msg", "t": topic, "p": partition, "o": offset, "v": value}   (committed before printed)
+  {"ev": "error", "code": ..., "msg": ...}
+
+and exits cleanly (leaving the group) when its stdin says "stop".
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+
+from confluent_kafka import Consumer, KafkaException
+
+
+def emit(**kw: object) -> None:
+    sys.stdout.write(json.dumps(kw) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    bootstrap, group, topics = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "client.id": sys.argv[4] if len(sys.argv) > 4 else "kip848-member",
+    }
+    consumer = Consumer(conf)
+    stop = threading.Event()
+
+    def watch_stdin() -> None:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+
+    def tps(parts: list) -> list:
+        return sorted([p.topic, p.partition] for p in parts)
+
+    consumer.subscribe(
+        topics,
+        on_assign=lambda c, parts: emit(ev="assigned", tps=tps(parts)),
+        on_revoke=lambda c, parts: emit(ev="revoked", tps=tps(parts)),
+        on_lost=lambda c, parts: emit(ev="lost", tps=tps(parts)),
+    )
+    while not stop.is_set():
+        msg = consumer.poll(0.1)
+        if msg is None:
+            continue
+        if msg.error():
+            emit(ev="error", code=msg.error().code(), msg=str(msg.error()))
+            continue
+        try:
+            consumer.commit(message=msg, asynchronous=False)
+        except KafkaException as e:
+            emit(ev="error", code=e.args[0].code(), msg=str(e))
+            continue
+        emit(ev="msg", t=msg.topic(), p=msg.partition(), o=msg.offset(), v=msg.value().decode())
+    consumer.close()
+    emit(ev="closed")
+
+
+if __name__ == "__main__":
+    main()
