@@ -158,3 +158,14 @@ def test_members_keep_their_epochs_across_a_broker_restart(broker, spawn, tmp_pa
         assert (a.assignment(), b.assignment()) == owned
     finally:
         restarted.stop()
+
+
+def test_regex_subscription_picks_up_new_topics(broker, spawn) -> None:
+    bs = broker.bootstrap
+    create_topic(bs, "re-a", 2)
+    create_topic(bs, "other", 2)
+    a = spawn("a", group="rg", topics="^re-.*")
+    wait_until(lambda: a.assignment() == {("re-a", 0), ("re-a", 1)}, 30, "re-a assigned")
+    create_topic(bs, "re-b", 3)
+    want = {("re-a", 0), ("re-a", 1), ("re-b", 0), ("re-b", 1), ("re-b", 2)}
+    wait_until(lambda: a.assignment() == want, 30, "re-b assigned too")
