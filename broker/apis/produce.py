@@ -106,14 +106,15 @@ def handle(ctx: RequestContext, req) -> ProduceResponse | Awaitable[ProduceRespo
     for t in req.topic_data:
         parts = []
         settings = store.settings.get(t.name) if store is not None else None
+        topic = ctx.broker.topics.get(t.name)
         for p in t.partition_data:
             part = store.partition(t.name, p.index) if store is not None else None
+            if topic is not None and topic.internal:
+                # Clients may not write to internal topics (Kafka's rule).
+                parts.append(_part(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
             if part is None or settings is None:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if store is not None and (topic := ctx.broker.topics.get(t.name)) is not None:
-                    if topic.internal:
-                        code = ErrorCode.INVALID_TOPIC_EXCEPTION
-                parts.append(_part(p.index, code))
+                parts.append(_part(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             code, msg, header = check_batch(p.records, settings.max_message_bytes)
             if header is None:

@@ -36,6 +36,8 @@ class Partition:
         log_: Log,
         settings: TopicSettings,
         producers: ProducerStateTable,
+        *,
+        owned: bool = True,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -44,6 +46,9 @@ class Partition:
         self.producers = producers
         self.waiters: set[asyncio.Future[None]] = set()
         self.closed = False
+        # False for an internal topic's log that another component owns and appends to: read
+        # here (Fetch, ListOffsets), never written, retained, snapshotted or closed.
+        self.owned = owned
         # Bytes appended since the last retention check; the store checks again once this
         # reaches a segment's size (a roll may have made a segment deletable).
         self.bytes_since_check = 0
@@ -80,6 +85,8 @@ class Partition:
         completes when the batch is durable, or None if it already is)."""
         if self.closed:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, None
+        if not self.owned:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, -1, None
         pid = h.producer_id
         if pid >= 0:
             last_seq = last_sequence(h.base_sequence, h.last_offset_delta)
@@ -158,6 +165,7 @@ class Partition:
         log_ = self.log
         if (
             self.closed
+            or not self.owned
             or self.producers.changes == self._snapshot_changes
             or log_.log_end_offset != log_.high_watermark
         ):
@@ -177,6 +185,8 @@ class Partition:
             return
         self.closed = True
         self.wake()
+        if not self.owned:
+            return
         await self.log.close()
         path = self.log.directory / SNAPSHOT_FILE
         if self.producers.entries or path.exists():

@@ -22,11 +22,12 @@ from typing import Any
 from broker.dataplane import memory, names, retention
 from broker.dataplane.catalog import Catalog, ProducerIdAllocator, TopicRecord
 from broker.dataplane.partition import Partition
+from broker.dataplane.producers import ProducerStateTable
 from broker.dataplane.topicconfig import TopicSettings
 from broker.topics import Topic, TopicRegistry
 from protocol.errors import ErrorCode
 from storage.durability import ALWAYS, Durability
-from storage.log import parse_partition_dir
+from storage.log import Log, parse_partition_dir
 
 log = logging.getLogger("kcoord.data")
 
@@ -234,6 +235,25 @@ class TopicStore:
                 await self.catalog.save()
             return self._register(rec)
 
+    def attach(self, name: str, logs: list[Log]) -> list[Partition]:
+        """Serve Fetch and ListOffsets for an internal topic registered with
+        :meth:`register_internal` from logs its owner opened (``logs[p]`` is partition p).
+        The owner keeps appending, retaining and closing them; it calls ``wake()`` on
+        ``partition(name, p)`` after its appends are durable so that long polls see them."""
+        topic = self.registry.get(name)
+        if topic is None or not topic.internal or len(logs) != topic.partitions:
+            raise ValueError(f"{name} is not a registered internal topic of {len(logs)} partitions")
+        settings = self.settings[name]
+        parts = [
+            Partition(name, i, log_, settings, ProducerStateTable(), owned=False)
+            for i, log_ in enumerate(logs)
+        ]
+        for old in self.partitions.get(name, []):
+            old.closed = True
+            old.wake()
+        self.partitions[name] = parts
+        return parts
+
     def _fix_internal(self, rec: TopicRecord, partitions: int) -> bool:
         """Make ``rec`` an internal topic of ``partitions`` partitions with the configs its
         owner gives it; True if that changed anything."""
@@ -380,7 +400,12 @@ class TopicStore:
 
     async def _apply_retention(self, part: Partition, now_ms: int) -> int:
         s = part.settings
-        if part.closed or not s.deletes or (s.retention_ms < 0 and s.retention_bytes < 0):
+        if (
+            part.closed
+            or not part.owned
+            or not s.deletes
+            or (s.retention_ms < 0 and s.retention_bytes < 0)
+        ):
             return 0
         log_ = part.log
         n = retention.deletable_count(
