@@ -151,8 +151,10 @@ def handle(ctx: RequestContext, req) -> FetchResponse | Awaitable[FetchResponse]
     topics = _resolve(ctx, req)
     committed = req.isolation_level == READ_COMMITTED
     resp, total, failed = _build(topics, req.max_bytes, committed)
-    if req.max_wait_ms <= 0 or total >= req.min_bytes or failed or not topics:
+    if req.max_wait_ms <= 0 or total >= req.min_bytes or failed:
         return resp
+    if not any(t.partitions for t in topics):
+        return resp  # nothing to wait for (Kafka answers at once too)
     return _long_poll(topics, req, committed)
 
 

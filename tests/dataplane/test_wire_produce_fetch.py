@@ -207,6 +207,15 @@ def test_fetch_waits_for_min_bytes_until_max_wait(kcoord: KcoordProcess) -> None
         assert time.monotonic() - started >= 0.28
 
 
+def test_fetch_of_no_partitions_does_not_wait(kcoord: KcoordProcess) -> None:
+    with client(kcoord) as c:
+        create_topic(c, "t")
+        started = time.monotonic()
+        resp = c.request(FETCH, 12, fetch_request("t", {}, max_wait_ms=10_000))
+        assert time.monotonic() - started < 5
+        assert [t.partitions for t in resp.responses] == [[]]
+
+
 def test_fetch_by_topic_id(kcoord: KcoordProcess) -> None:
     with client(kcoord) as c:
         topic_id = create_topic(c, "t").topic_id
