@@ -337,3 +337,43 @@ def read_all(bootstrap: str, topic: str) -> Seen:
         )
     c.close()
     return out
+
+
+# -- admin clients ------------------------------------------------------------------------
+
+
+def test_admin_clients(broker: KcoordProcess) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType
+    from kafka.admin import NewPartitions as KNewPartitions
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("x", 2, 1, config={"retention.ms": "1000"})])["x"].result(10)
+    topic_cfg = admin.describe_configs([ConfigResource("topic", "x")])
+    [cfg] = [f.result(10) for f in topic_cfg.values()]
+    assert cfg["retention.ms"].value == "1000" and not cfg["retention.ms"].is_default
+    assert cfg["cleanup.policy"].value == "delete" and cfg["cleanup.policy"].is_default
+    [broker_cfg] = [
+        f.result(10) for f in admin.describe_configs([ConfigResource("broker", "0")]).values()
+    ]
+    assert broker_cfg["num.partitions"].value == "1"
+    admin.create_partitions([NewPartitions("x", 4)])["x"].result(10)
+    assert len(admin.list_topics(timeout=10).topics["x"].partitions) == 4
+    admin.delete_topics(["x"])["x"].result(10)
+    assert "x" not in admin.list_topics(timeout=10).topics
+
+    kadmin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        from kafka.admin import NewTopic as KNewTopic
+
+        kadmin.create_topics([KNewTopic("y", 1, 1, topic_configs={"segment.bytes": "1048576"})])
+        described = kadmin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "y")])
+        assert described["topic"]["y"]["segment.bytes"]["value"] == "1048576"  # overrides only
+        kadmin.create_partitions({"y": KNewPartitions(3)})
+        assert len(kadmin.describe_topics(["y"])[0]["partitions"]) == 3
+        kadmin.delete_topics(["y"])
+        assert kadmin.list_topics() == []
+    finally:
+        kadmin.close()
