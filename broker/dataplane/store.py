@@ -1,5 +1,5 @@
-"""The topic store: every topic's partitions, the persisted catalog, admin operations,
-producer id allocation and the retention task.
+"""The topic store: every topic's partitions, the persisted catalog, admin operations and
+producer id allocation (upkeep such as retention is in `maintenance`).
 
 Directory layout, as Kafka's: one ``<topic>-<partition>`` directory per partition in the data
 directory, next to the group runtime's ``__consumer_offsets-<p>``. The catalog
@@ -19,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.dataplane import memory, names, retention
+from broker.dataplane import memory, names
 from broker.dataplane.catalog import Catalog, ProducerIdAllocator, TopicRecord
+from broker.dataplane.maintenance import Maintenance
 from broker.dataplane.partition import Partition
 from broker.dataplane.producers import ProducerStateTable
 from broker.dataplane.topicconfig import TopicSettings
@@ -32,8 +33,6 @@ from storage.log import Log, parse_partition_dir
 log = logging.getLogger("kcoord.data")
 
 DELETE_SUFFIX = "-delete"
-RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
-PRODUCER_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
 
 
 class TopicError(Exception):
@@ -70,10 +69,7 @@ class TopicStore:
         # runtime can drop committed offsets of it.
         self.on_topic_deleted: list[Callable[[str, int], None]] = []
         self._admin = asyncio.Lock()
-        self._retention_task: asyncio.Task | None = None
-        self._pending_checks: set[Partition] = set()
-        self._running_checks: set[asyncio.Task] = set()
-        self._check_scheduled = False
+        self.maintenance = Maintenance(self.all_partitions, now_ms)
         self._closed = False
 
     @property
@@ -94,7 +90,7 @@ class TopicStore:
         catalog = await loop.run_in_executor(None, Catalog.load, data_dir)
         store = cls(data_dir, config, catalog, now_ms=now_ms)
         await store._load()
-        store._retention_task = asyncio.ensure_future(store._retention_loop())
+        store.maintenance.start()
         return store
 
     async def _load(self) -> None:
@@ -163,7 +159,7 @@ class TopicStore:
             )
         )
         for p in opened:
-            p.on_grown = self._schedule_check
+            p.on_grown = self.maintenance.schedule_check
         parts = self.partitions.setdefault(name, [])
         parts.extend(opened)
         return opened
@@ -364,81 +360,21 @@ class TopicStore:
     async def allocate_producer_id(self) -> int:
         return await self.producer_ids.allocate()
 
-    # -- retention ------------------------------------------------------------------------
+    # -- upkeep -------------------------------------------------------------------------
 
-    def _schedule_check(self, part: Partition) -> None:
-        self._pending_checks.add(part)
-        if not self._check_scheduled and not self._closed:
-            self._check_scheduled = True
-            asyncio.get_running_loop().call_soon(self._run_pending_checks)
-
-    def _run_pending_checks(self) -> None:
-        self._check_scheduled = False
-        parts, self._pending_checks = self._pending_checks, set()
-        for p in parts:
-            task = asyncio.ensure_future(self._apply_retention(p, self.now_ms()))
-            self._running_checks.add(task)
-            task.add_done_callback(self._running_checks.discard)
-
-    async def retention_settled(self) -> None:
-        """Wait for the retention checks that appends have triggered."""
-        while self._check_scheduled or self._running_checks:
-            if self._running_checks:
-                await asyncio.gather(*self._running_checks, return_exceptions=True)
-            else:
-                await asyncio.sleep(0)
+    def all_partitions(self) -> list[Partition]:
+        return [p for parts in self.partitions.values() for p in parts]
 
     async def enforce_retention(self, now_ms: int | None = None) -> int:
         """Apply retention to every partition now; returns how many segments went."""
-        now = self.now_ms() if now_ms is None else now_ms
-        deleted = 0
-        for parts in list(self.partitions.values()):
-            for p in list(parts):
-                deleted += await self._apply_retention(p, now)
-                p.producers.expire(now, PRODUCER_EXPIRATION_MS)
-        return deleted
+        return await self.maintenance.enforce_retention(now_ms)
 
-    async def _apply_retention(self, part: Partition, now_ms: int) -> int:
-        s = part.settings
-        if (
-            part.closed
-            or not part.owned
-            or not s.deletes
-            or (s.retention_ms < 0 and s.retention_bytes < 0)
-        ):
-            return 0
-        log_ = part.log
-        n = retention.deletable_count(
-            log_.segments, now_ms, s.retention_ms, s.retention_bytes, log_.high_watermark
-        )
-        if n:
-            n = await retention.delete_oldest_segments(log_, n)
-        if n:
-            log.info(
-                "%s-%d: retention deleted %d segments, log start offset now %d",
-                part.topic,
-                part.index,
-                n,
-                log_.log_start_offset,
-            )
-        return n
+    async def retention_settled(self) -> None:
+        """Wait for the retention checks that appends have triggered."""
+        await self.maintenance.settled()
 
     async def snapshot_producers(self) -> int:
-        """Snapshot the producer state of partitions where it changed; returns how many."""
-        written = 0
-        for parts in list(self.partitions.values()):
-            for p in list(parts):
-                written += await p.snapshot_producers()
-        return written
-
-    async def _retention_loop(self) -> None:
-        while True:
-            await asyncio.sleep(RETENTION_CHECK_MS / 1000)
-            try:
-                await self.enforce_retention()
-                await self.snapshot_producers()
-            except Exception:
-                log.exception("retention check or producer snapshot failed")
+        return await self.maintenance.snapshot_producers()
 
     # -- closing --------------------------------------------------------------------------
 
@@ -446,12 +382,6 @@ class TopicStore:
         if self._closed:
             return
         self._closed = True
-        if self._retention_task is not None:
-            self._retention_task.cancel()
-            try:
-                await self._retention_task
-            except asyncio.CancelledError:
-                pass
-        await self.retention_settled()
+        await self.maintenance.stop()
         for name in list(self.partitions):
             await self._close_partitions(name)
