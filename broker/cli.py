@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dump.add_argument("path", type=Path, metavar="PATH", help="a .log segment or a <topic>-<p> dir")
     dump.add_argument("--json", action="store_true", help="one JSON object per batch")
+    from exporter.cli import add_parser as add_report_parser  # no Spark import until it runs
+
+    add_report_parser(commands)
     return parser
 
 
@@ -199,6 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from storage.dump import dump
 
         return dump(args.path, args.json)
+    if args.command == "report":
+        from exporter.cli import run as run_report
+
+        return run_report(args)
     return _serve(args)
 
 

@@ -1,0 +1,704 @@
+"""Offset-lag analytics as DataFrame operations (no Python loops over rows).
+
+Times are epoch milliseconds (``*_ts``/``timestamp`` columns) and durations milliseconds
+(``*_ms``) unless a name says otherwise. ``at`` is the report time: only records written at
+or before it count, and topic end offsets are taken as of it.
+
+The inputs, built by :mod:`exporter.report`:
+
+* ``records``: the ``kcoord`` source (coordinator records);
+* ``ends``: a time series of log end offsets per topic partition, (topic, partition,
+  timestamp, end_offset): one point per batch from kcoord's topic logs (exact), or the samples
+  of an end-offsets snapshot of an external cluster;
+* ``parts``: one row per topic partition, (topic, partition, log_start_offset,
+  log_end_offset) as of ``at``.
+
+Burrow's evaluation (linkedin/Burrow ``core/internal/evaluator/caching.go``) is reproduced
+rule for rule on the last ``window`` commits of each partition (Burrow's ``intervals``):
+if the current lag is above ``allowed_lag``: STOP when the partition has not committed for
+longer than its window spans (unless the broker end offset was at or below the last commit
+within the last ``window`` offset refreshes), else REWIND when an offset went back and has not
+come back, else, only when the lag was never zero in the window, STALL when every commit was
+the same offset and WARN when the lag never decreased; OK otherwise. A group takes its worst
+partition, STOP/STALL/REWIND counting as ERR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+STATUS_CODES = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+STATUS_NAMES = {v: k for k, v in STATUS_CODES.items()}
+GROUP_STATUSES = ("OK", "WARN", "ERR")
+
+KEY = ["group", "topic", "partition"]
+TP = ["topic", "partition"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    at: int  # report time, ms
+    window: int = 10  # Burrow's intervals: commits per partition evaluated
+    allowed_lag: int = 0  # Burrow's allowed-lag
+    minimum_complete: float = 0.0  # Burrow's minimum-complete
+    offset_refresh_ms: int = 10_000  # Burrow's cluster offset-refresh (broker offset samples)
+    retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (Kafka's 7 days)
+    expiry_warning_ms: int = 24 * 3600 * 1000  # "close to expiry" when it is nearer than this
+    gap_ms: int = 5 * 60 * 1000  # a commit gap worth listing in the history
+
+
+# ---------------------------------------------------------------------------------------------
+# Commits and the end-offset series
+
+
+def commits(records: DataFrame, s: Settings) -> DataFrame:
+    """OffsetCommit records (types 0/1) up to ``at``, tombstones included."""
+    return records.where((F.col("record_type").isin(0, 1)) & (F.col("timestamp") <= s.at)).select(
+        "group",
+        "topic",
+        "partition",
+        "log_partition",
+        F.col("offset").alias("log_offset"),
+        "timestamp",
+        "tombstone",
+        "committed_offset",
+        "leader_epoch",
+        "metadata",
+        "commit_timestamp",
+        "expire_timestamp",
+    )
+
+
+def live_commits(cm: DataFrame) -> DataFrame:
+    """Commits after the last tombstone of their key (a tombstone ends a key's history: the
+    offset was deleted, expired, or the group was deleted)."""
+    w = Window.partitionBy(*KEY)
+    last_tomb = F.max(F.when(F.col("tombstone"), F.struct("timestamp", "log_offset"))).over(w)
+    return (
+        cm.withColumn("_lt", last_tomb)
+        .where(
+            ~F.col("tombstone")
+            & (F.col("_lt").isNull() | (F.struct("timestamp", "log_offset") > F.col("_lt")))
+        )
+        .drop("_lt")
+    )
+
+
+def latest_offsets(cm: DataFrame) -> DataFrame:
+    """The committed offset in force per (group, topic, partition): the newest record of each
+    key, dropped if it is a tombstone."""
+    latest = cm.groupBy(*KEY).agg(
+        F.max_by(
+            F.struct(
+                "tombstone",
+                "committed_offset",
+                "timestamp",
+                "log_offset",
+                "log_partition",
+                "leader_epoch",
+                "metadata",
+                "commit_timestamp",
+                "expire_timestamp",
+            ),
+            F.struct("timestamp", "log_offset"),
+        ).alias("l")
+    )
+    return latest.where(~F.col("l.tombstone")).select(
+        *KEY,
+        F.col("l.committed_offset").alias("committed_offset"),
+        F.col("l.timestamp").alias("last_commit_ts"),
+        F.col("l.log_partition").alias("log_partition"),
+        F.col("l.leader_epoch").alias("leader_epoch"),
+        F.col("l.metadata").alias("metadata"),
+        F.col("l.commit_timestamp").alias("commit_timestamp"),
+        F.col("l.expire_timestamp").alias("expire_timestamp"),
+    )
+
+
+def end_offsets_asof(ends: DataFrame, points: DataFrame, ts_col: str, out: str) -> DataFrame:
+    """``points`` (with topic, partition and a time column) plus ``out``: the log end offset
+    as of that time (the largest end offset of the series at or before it; null before the
+    first point). An as-of join done as a union and a running max over each partition."""
+    cols = points.columns
+    tagged = points.withColumn("_t", F.col(ts_col)).withColumn("_kind", F.lit(1))
+    series = ends.select(
+        *TP,
+        F.col("timestamp").alias("_t"),
+        F.col("end_offset").alias("_e"),
+        F.lit(0).alias("_kind"),
+    )
+    u = tagged.withColumn("_e", F.lit(None).cast("bigint")).unionByName(
+        series, allowMissingColumns=True
+    )
+    w = (
+        Window.partitionBy(*TP)
+        .orderBy("_t", "_kind")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    return u.withColumn(out, F.max("_e").over(w)).where(F.col("_kind") == 1).select(*cols, out)
+
+
+def end_at(ends: DataFrame, t: int, out: str) -> DataFrame:
+    """(topic, partition, out): the end offset as of time ``t`` per partition."""
+    return ends.where(F.col("timestamp") <= t).groupBy(*TP).agg(F.max("end_offset").alias(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# History
+
+
+def commit_history(cm: DataFrame, ends: DataFrame, s: Settings) -> DataFrame:
+    """Every live commit with the previous one of its key: gap, delta, rewinds, and the lag
+    at commit time (end offset as of the commit - committed offset, floored at 0)."""
+    lc = live_commits(cm)
+    w = Window.partitionBy(*KEY).orderBy("timestamp", "log_offset")
+    h = (
+        lc.withColumn("prev_offset", F.lag("committed_offset").over(w))
+        .withColumn("prev_ts", F.lag("timestamp").over(w))
+        .withColumn("gap_ms", F.col("timestamp") - F.col("prev_ts"))
+        .withColumn("delta", F.col("committed_offset") - F.col("prev_offset"))
+        .withColumn("rewind", F.coalesce(F.col("delta") < 0, F.lit(False)))
+        .withColumn("seq", F.row_number().over(w))
+    )
+    h = end_offsets_asof(ends, h, "timestamp", "end_offset_at_commit")
+    return h.withColumn(
+        "lag_at_commit",
+        F.greatest(F.col("end_offset_at_commit") - F.col("committed_offset"), F.lit(0)),
+    )
+
+
+def commits_per_minute(history: DataFrame) -> DataFrame:
+    return (
+        history.withColumn("minute_ts", F.floor(F.col("timestamp") / 60000) * 60000)
+        .groupBy("group", "minute_ts")
+        .agg(
+            F.count("*").alias("commits"),
+            F.countDistinct("topic", "partition").alias("partitions"),
+            F.sum(F.col("rewind").cast("int")).alias("rewinds"),
+            F.max("gap_ms").alias("max_gap_ms"),
+        )
+    )
+
+
+def commit_gaps(history: DataFrame, s: Settings) -> DataFrame:
+    """Commit gaps longer than ``s.gap_ms`` and every offset that went backwards."""
+    return history.where((F.col("gap_ms") > s.gap_ms) | F.col("rewind")).select(
+        *KEY,
+        "timestamp",
+        "prev_ts",
+        "gap_ms",
+        "prev_offset",
+        "committed_offset",
+        "delta",
+        "rewind",
+    )
+
+
+def lag_over_time(history: DataFrame) -> DataFrame:
+    """Total lag of each group after each commit (the sum over its partitions of each one's
+    latest lag at commit), sampled at the end of each minute."""
+    wk = Window.partitionBy(*KEY).orderBy("timestamp", "log_offset")
+    lag = F.coalesce(F.col("lag_at_commit"), F.lit(0))
+    d = history.withColumn("_d", lag - F.coalesce(F.lag(lag).over(wk), F.lit(0)))
+    wg = (
+        Window.partitionBy("group")
+        .orderBy("timestamp", "log_partition", "log_offset")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    d = d.withColumn("total_lag", F.sum("_d").over(wg)).withColumn(
+        "minute_ts", F.floor(F.col("timestamp") / 60000) * 60000
+    )
+    return d.groupBy("group", "minute_ts").agg(
+        F.max_by("total_lag", F.struct("timestamp", "log_partition", "log_offset")).alias(
+            "total_lag"
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Burrow
+
+
+def _sql(expr: str) -> Column:
+    return F.expr(expr)
+
+
+def burrow_windows(history: DataFrame, s: Settings) -> DataFrame:
+    """Per key, the last ``window`` commits as arrays ordered oldest first, plus trend
+    numbers over the same window."""
+    w = Window.partitionBy(*KEY).orderBy(F.desc("timestamp"), F.desc("log_offset"))
+    last = history.withColumn("_r", F.row_number().over(w)).where(F.col("_r") <= s.window)
+    agg = last.groupBy(*KEY).agg(
+        F.array_sort(
+            F.collect_list(
+                F.struct(
+                    F.col("timestamp").alias("t"),
+                    F.col("log_offset").alias("o"),
+                    F.col("committed_offset").alias("c"),
+                    F.col("lag_at_commit").alias("l"),
+                    F.col("end_offset_at_commit").alias("e"),
+                )
+            )
+        ).alias("_w"),
+        F.regr_slope(
+            F.col("lag_at_commit").cast("double"), F.col("timestamp").cast("double")
+        ).alias("_slope"),
+    )
+    return agg.select(
+        *KEY,
+        F.expr("transform(_w, x -> x.c)").alias("window_offsets"),
+        F.expr("transform(_w, x -> x.t)").alias("window_ts"),
+        F.expr("transform(_w, x -> x.l)").alias("window_lags"),
+        F.expr("transform(_w, x -> x.e)").alias("window_ends"),
+        (F.col("_slope") * 1000).alias("lag_slope_per_s"),
+    )
+
+
+def burrow_status(df: DataFrame, s: Settings) -> DataFrame:
+    """Adds ``status`` (and the rule flags) to rows having ``window_offsets``, ``window_ts``,
+    ``window_lags``, ``current_lag`` and ``recent_end`` (the end offset ``window`` offset
+    refreshes ago: Burrow's oldest stored broker offset)."""
+    at, allowed = s.at, s.allowed_lag
+    d = (
+        df.withColumn("_n", F.size("window_offsets"))
+        .withColumn("complete", F.least(F.col("_n") / F.lit(float(s.window)), F.lit(1.0)))
+        .withColumn(
+            "rule_stopped",
+            _sql(
+                f"({at} - element_at(window_ts, -1)) >"
+                " (element_at(window_ts, -1) - element_at(window_ts, 1))"
+            ),
+        )
+        .withColumn(
+            "rule_recent_lag_zero",
+            F.coalesce(F.col("recent_end") <= _sql("element_at(window_offsets, -1)"), F.lit(False)),
+        )
+        .withColumn(
+            "_rewind_idx",
+            _sql(
+                "array_min(filter(transform(window_offsets, (x, i) ->"
+                " IF(i > 0 AND x < window_offsets[i - 1], i, NULL)), x -> x IS NOT NULL))"
+            ),
+        )
+        .withColumn(
+            "rule_rewind",
+            _sql(
+                "_rewind_idx IS NOT NULL AND NOT exists(transform(window_offsets, (x, i) ->"
+                " i >= _rewind_idx AND x >= window_offsets[_rewind_idx - 1]), b -> b)"
+            ),
+        )
+        .withColumn(
+            "rule_lag_never_zero",
+            _sql(f"NOT exists(window_lags, l -> l IS NOT NULL AND l <= {allowed})"),
+        )
+        .withColumn(
+            "rule_stalled",
+            _sql(
+                "NOT exists(transform(window_offsets, (x, i) ->"
+                " IF(i > 0, x != window_offsets[i - 1], false)), b -> b)"
+            ),
+        )
+        .withColumn("_nl", _sql("filter(window_lags, l -> l IS NOT NULL)"))
+        .withColumn(
+            "rule_lag_not_decreasing",
+            _sql("NOT exists(transform(_nl, (x, i) -> IF(i > 0, x < _nl[i - 1], false)), b -> b)"),
+        )
+    )
+    status = (
+        F.when((F.col("_n") == 0) | (F.col("complete") < s.minimum_complete), "OK")
+        .when(F.coalesce(F.col("current_lag"), F.lit(0)) <= allowed, "OK")
+        .when(F.col("rule_stopped") & ~F.col("rule_recent_lag_zero"), "STOP")
+        .when(F.col("rule_rewind"), "REWIND")
+        .when(F.col("rule_lag_never_zero") & F.col("rule_stalled"), "STALL")
+        .when(F.col("rule_lag_never_zero") & F.col("rule_lag_not_decreasing"), "WARN")
+        .otherwise("OK")
+    )
+    return d.withColumn("status", status).drop("_n", "_rewind_idx", "_nl")
+
+
+def status_code(col: str = "status") -> Column:
+    expr = F.lit(None).cast("int")
+    for name, code in STATUS_CODES.items():
+        expr = F.when(F.col(col) == name, code).otherwise(expr)
+    return expr
+
+
+def group_status(code_col: Column) -> Column:
+    """Burrow's group status from the worst partition code: above ERR counts as ERR."""
+    c = F.least(code_col, F.lit(STATUS_CODES["ERR"]))
+    return F.when(c == 1, "OK").when(c == 2, "WARN").when(c == 3, "ERR").otherwise("OK")
+
+
+# ---------------------------------------------------------------------------------------------
+# Group metadata: rebalances and current members
+
+
+def rebalances(records: DataFrame, s: Settings) -> DataFrame:
+    """One row per generation (classic groups, GroupMetadata records) or group epoch (KIP-848
+    consumer groups, ConsumerGroupMetadata records), with the member count then; and one row
+    per group deletion (a GroupMetadata/ConsumerGroupMetadata tombstone)."""
+    r = records.where(F.col("timestamp") <= s.at)
+    classic = r.where(F.col("record_type") == 2).select(
+        "group",
+        "timestamp",
+        "log_partition",
+        F.col("offset").alias("log_offset"),
+        "tombstone",
+        F.lit("classic").alias("group_protocol"),
+        "generation",
+        F.when(F.col("members").isNull(), F.lit(0)).otherwise(F.size("members")).alias("members"),
+        "protocol",
+        "leader",
+    )
+    # KIP-848: live member count from member metadata records (type 5) as of each epoch record.
+    wm = Window.partitionBy("group", "member_id").orderBy("timestamp", "offset")
+    prev_tomb = F.lag("tombstone").over(wm)
+    m = r.where(F.col("record_type") == 5).select(
+        "group",
+        "timestamp",
+        "log_partition",
+        "offset",
+        F.when(~F.col("tombstone") & (prev_tomb.isNull() | prev_tomb), 1)
+        .when(F.col("tombstone") & (prev_tomb == F.lit(False)), -1)
+        .otherwise(0)
+        .alias("_d"),
+        F.lit(0).alias("_kind"),
+    )
+    e = r.where(F.col("record_type") == 3).select(
+        "group",
+        "timestamp",
+        "log_partition",
+        "offset",
+        "tombstone",
+        "generation",
+        F.lit(1).alias("_kind"),
+    )
+    wg = (
+        Window.partitionBy("group")
+        .orderBy("timestamp", "offset", "_kind")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    consumer = (
+        e.unionByName(m, allowMissingColumns=True)
+        .withColumn("members", F.sum(F.coalesce("_d", F.lit(0))).over(wg))
+        .where(F.col("_kind") == 1)
+        .select(
+            "group",
+            "timestamp",
+            "log_partition",
+            F.col("offset").alias("log_offset"),
+            "tombstone",
+            F.lit("consumer").alias("group_protocol"),
+            "generation",
+            F.col("members").cast("int").alias("members"),
+            F.lit(None).cast("string").alias("protocol"),
+            F.lit(None).cast("string").alias("leader"),
+        )
+    )
+    both = classic.unionByName(consumer)
+    w = Window.partitionBy("group").orderBy("timestamp", "log_offset")
+    prev_gen = F.lag("generation").over(w)
+    prev_tomb2 = F.lag("tombstone").over(w)
+    return (
+        both.withColumn(
+            "event",
+            F.when(F.col("tombstone"), "deleted")
+            .when(prev_gen.isNull() | prev_tomb2, "rebalance")
+            .when(F.col("generation") != prev_gen, "rebalance")
+            .otherwise("update"),
+        )
+        .withColumn("prev_generation", prev_gen)
+        .withColumn("prev_members", F.lag("members").over(w))
+    )
+
+
+def rebalance_summary(rb: DataFrame) -> DataFrame:
+    last = F.max_by(
+        F.struct("generation", "members", "group_protocol", "tombstone", "protocol", "leader"),
+        F.struct("timestamp", "log_offset"),
+    )
+    return (
+        rb.groupBy("group")
+        .agg(
+            F.sum(F.when(F.col("event") == "rebalance", 1).otherwise(0)).alias("rebalances"),
+            F.max(F.when(F.col("event") == "rebalance", F.col("timestamp"))).alias(
+                "last_rebalance_ts"
+            ),
+            F.min("timestamp").alias("first_metadata_ts"),
+            last.alias("_last"),
+        )
+        .select(
+            "group",
+            "rebalances",
+            "last_rebalance_ts",
+            "first_metadata_ts",
+            F.col("_last.generation").alias("generation"),
+            F.when(F.col("_last.tombstone"), F.lit(0))
+            .otherwise(F.col("_last.members"))
+            .alias("members"),
+            F.col("_last.group_protocol").alias("group_protocol"),
+            F.when(F.col("_last.tombstone"), "Dead")
+            .when(F.col("_last.members") > 0, "Stable")
+            .otherwise("Empty")
+            .alias("state"),
+            F.col("_last.protocol").alias("assignor"),
+        )
+    )
+
+
+def owners(records: DataFrame, s: Settings) -> DataFrame:
+    """(group, topic, partition, consumer_id, host, client_id) from each classic group's
+    latest GroupMetadata assignment."""
+    gm = records.where((F.col("record_type") == 2) & (F.col("timestamp") <= s.at))
+    latest = gm.groupBy("group").agg(
+        F.max_by(F.struct("tombstone", "members"), F.struct("timestamp", "offset")).alias("l")
+    )
+    mem = latest.where(~F.col("l.tombstone")).select(
+        "group", F.explode_outer("l.members").alias("m")
+    )
+    return (
+        mem.select(
+            "group",
+            F.col("m.member_id").alias("consumer_id"),
+            F.col("m.client_host").alias("host"),
+            F.col("m.client_id").alias("client_id"),
+            F.explode_outer("m.assignment").alias("a"),
+        )
+        .where(F.col("a").isNotNull())
+        .select(
+            "group",
+            F.col("a.topic").alias("topic"),
+            F.col("a.partition").alias("partition"),
+            "consumer_id",
+            "host",
+            "client_id",
+        )
+        .dropDuplicates(KEY)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Putting it together
+
+
+@dataclass
+class Tables:
+    partition_lag: DataFrame
+    group_summary: DataFrame
+    commit_history: DataFrame
+    commits_per_minute: DataFrame
+    commit_gaps: DataFrame
+    rebalances: DataFrame
+    lag_over_time: DataFrame
+
+
+def time_lag_exact(latest: DataFrame, timestamps_at) -> DataFrame:
+    """latest + first_unconsumed_ts, from the topic log (``timestamps_at``: a function from a
+    (topic, partition, offset) DataFrame to the same plus record_offset, record_timestamp)."""
+    lookups = latest.select(*TP, F.col("committed_offset").alias("offset")).distinct()
+    found = timestamps_at(lookups)
+    return latest.join(
+        found.select(
+            *TP,
+            F.col("offset").alias("committed_offset"),
+            F.col("record_timestamp").alias("first_unconsumed_ts"),
+        ),
+        on=[*TP, "committed_offset"],
+        how="left",
+    ).withColumn("time_lag_exact", F.col("first_unconsumed_ts").isNotNull())
+
+
+def time_lag_interpolated(latest: DataFrame, ends: DataFrame) -> DataFrame:
+    """latest + first_unconsumed_ts estimated from end-offset samples: the time the end
+    offset passed the committed offset, interpolated linearly between the two samples around
+    it (the first sample's time if it was already past at the first sample)."""
+    lk = latest.select(*TP, "committed_offset").distinct()
+    j = lk.join(ends.select(*TP, "timestamp", "end_offset"), on=TP)
+    c = F.col("committed_offset")
+    agg = j.groupBy(*TP, "committed_offset").agg(
+        F.min_by(
+            F.struct("timestamp", "end_offset"), F.when(F.col("end_offset") > c, F.col("timestamp"))
+        ).alias("nx"),
+        F.max_by(
+            F.struct("timestamp", "end_offset"),
+            F.when(F.col("end_offset") <= c, F.col("timestamp")),
+        ).alias("pv"),
+    )
+    frac = (c + 1 - F.col("pv.end_offset")) / (F.col("nx.end_offset") - F.col("pv.end_offset"))
+    est = (
+        F.when(F.col("nx").isNull(), F.lit(None))
+        .when(F.col("pv").isNull(), F.col("nx.timestamp"))
+        .otherwise(
+            (F.col("pv.timestamp") + frac * (F.col("nx.timestamp") - F.col("pv.timestamp"))).cast(
+                "bigint"
+            )
+        )
+    )
+    return latest.join(
+        agg.select(*TP, "committed_offset", est.alias("first_unconsumed_ts")),
+        on=[*TP, "committed_offset"],
+        how="left",
+    ).withColumn("time_lag_exact", F.lit(False))
+
+
+def build(
+    records: DataFrame,
+    ends: DataFrame,
+    parts: DataFrame,
+    s: Settings,
+    timestamps_at=None,
+    meta: DataFrame | None = None,
+) -> Tables:
+    """All report tables. ``records`` must hold the OffsetCommit records, ``meta`` (default
+    ``records``) the group metadata ones; ``timestamps_at`` gives exact time lags (see
+    :func:`time_lag_exact`), else they are interpolated from ``ends``."""
+    meta = records if meta is None else meta
+    cm = commits(records, s).cache()
+    history = commit_history(cm, ends, s).cache()
+    latest = latest_offsets(cm)
+    latest = (
+        time_lag_exact(latest, timestamps_at)
+        if timestamps_at is not None
+        else time_lag_interpolated(latest, ends)
+    )
+    rb = rebalances(meta, s).cache()
+    rsum = rebalance_summary(rb)
+    own = owners(meta, s)
+
+    pl = latest.join(parts.select(*TP, "log_start_offset", "log_end_offset"), on=TP, how="left")
+    lag = F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0))
+    pl = (
+        pl.withColumn("lag", lag)
+        .withColumn(
+            "time_lag_ms",
+            F.when(F.col("lag") == 0, F.lit(0)).otherwise(
+                F.greatest(F.lit(s.at) - F.col("first_unconsumed_ts"), F.lit(0))
+            ),
+        )
+        .withColumn("below_log_start", F.col("committed_offset") < F.col("log_start_offset"))
+        .withColumn(
+            "lost_messages",
+            F.when(
+                F.col("below_log_start"), F.col("log_start_offset") - F.col("committed_offset")
+            ).otherwise(0),
+        )
+        .withColumn("last_commit_age_ms", F.lit(s.at) - F.col("last_commit_ts"))
+    )
+    # Burrow windows and trend.
+    bw = burrow_windows(history, s)
+    recent = end_at(ends, s.at - (s.window - 1) * s.offset_refresh_ms, "recent_end")
+    pl = pl.join(bw, on=KEY, how="left").join(recent, on=TP, how="left")
+    pl = burrow_status(pl.withColumn("current_lag", F.col("lag")), s)
+    span_s = (F.element_at("window_ts", -1) - F.element_at("window_ts", 1)) / 1000.0
+    pl = (
+        pl.withColumn(
+            "consume_rate",
+            F.when(
+                span_s > 0,
+                (F.element_at("window_offsets", -1) - F.element_at("window_offsets", 1)) / span_s,
+            ),
+        )
+        .withColumn(
+            "produce_rate",
+            F.when(
+                span_s > 0,
+                (F.element_at("window_ends", -1) - F.element_at("window_ends", 1)) / span_s,
+            ),
+        )
+        .withColumn(
+            "catch_up_s",
+            F.when(F.col("lag") == 0, F.lit(0.0)).when(
+                F.col("consume_rate") > F.col("produce_rate"),
+                F.col("lag") / (F.col("consume_rate") - F.col("produce_rate")),
+            ),
+        )
+    )
+    # Expiry: an explicit expire timestamp (v1 records) or commit time + retention, and only
+    # while the group has no members (Kafka keeps the offsets of a non-empty group).
+    pl = pl.join(rsum.select("group", F.col("members").alias("_members")), on="group", how="left")
+    expires = F.when(F.col("expire_timestamp") > 0, F.col("expire_timestamp")).otherwise(
+        F.col("commit_timestamp") + s.retention_ms
+    )
+    pl = pl.withColumn(
+        "expires_at", F.when(F.coalesce(F.col("_members"), F.lit(0)) == 0, expires)
+    ).withColumn(
+        "near_expiry",
+        F.coalesce(F.col("expires_at") - s.at < s.expiry_warning_ms, F.lit(False)),
+    )
+    pl = pl.join(own, on=KEY, how="left").withColumn("committed", F.lit(True)).drop("_members")
+
+    # Never-committed partitions of the topics a group consumes (commits or assignment).
+    consumed = latest.select("group", "topic").unionByName(own.select("group", "topic")).distinct()
+    uncommitted = (
+        consumed.join(parts.select(*TP, "log_start_offset", "log_end_offset"), on="topic")
+        .join(latest.select(*KEY), on=KEY, how="left_anti")
+        .join(own, on=KEY, how="left")
+        .withColumn("committed", F.lit(False))
+        .withColumn("status", F.lit("NO_COMMIT"))
+    )
+    partition_lag = pl.unionByName(uncommitted, allowMissingColumns=True).withColumn(
+        "status_code", status_code()
+    )
+    partition_lag = partition_lag.cache()
+
+    c = F.col("committed")
+    grp = partition_lag.groupBy("group").agg(
+        F.sum(F.when(c, F.col("lag"))).alias("total_lag"),
+        F.max(F.when(c, F.col("lag"))).alias("max_lag"),
+        F.max(F.when(c, F.col("time_lag_ms"))).alias("max_time_lag_ms"),
+        F.max_by(F.struct("topic", "partition"), F.when(c, F.col("lag"))).alias(
+            "max_lag_partition"
+        ),
+        F.sum(c.cast("int")).alias("partitions"),
+        F.sum((~c).cast("int")).alias("uncommitted_partitions"),
+        F.max(F.when(c, F.col("status_code"))).alias("worst_code"),
+        F.sum(F.when(c & (F.col("status") != "OK"), 1).otherwise(0)).alias("partitions_not_ok"),
+        F.min(F.when(c, F.col("last_commit_age_ms"))).alias("last_commit_age_ms"),
+        F.sum(F.when(c, F.col("lag_slope_per_s"))).alias("lag_slope_per_s"),
+        F.sum(F.when(c, F.col("consume_rate"))).alias("consume_rate"),
+        F.sum(F.when(c, F.col("produce_rate"))).alias("produce_rate"),
+        F.max(F.when(c, F.col("catch_up_s"))).alias("catch_up_s"),
+        F.sum(F.when(c & F.col("below_log_start"), 1).otherwise(0)).alias(
+            "partitions_below_log_start"
+        ),
+        F.sum(F.when(c, F.col("lost_messages"))).alias("lost_messages"),
+        F.sum(F.when(c & F.col("near_expiry"), 1).otherwise(0)).alias("partitions_near_expiry"),
+        F.avg(F.when(c, F.col("complete"))).alias("complete"),
+    )
+    grp = (
+        grp.withColumn("status", group_status(F.col("worst_code")))
+        .withColumn(
+            "worst_partition_status",
+            F.element_at(
+                F.create_map(*[x for k, v in STATUS_CODES.items() for x in (F.lit(v), F.lit(k))]),
+                F.col("worst_code"),
+            ),
+        )
+        .drop("worst_code")
+        .join(rsum, on="group", how="full")
+        .withColumn("rebalances", F.coalesce(F.col("rebalances"), F.lit(0)))
+        .withColumn("partitions", F.coalesce(F.col("partitions"), F.lit(0)))
+        .withColumn("status", F.coalesce(F.col("status"), F.lit("OK")))
+    )
+    span_h = (F.lit(s.at) - F.col("first_metadata_ts")) / 3_600_000.0
+    grp = grp.withColumn(
+        "rebalances_per_hour", F.when(span_h > 0, F.col("rebalances") / span_h)
+    ).withColumn(
+        "catch_up_s",
+        F.when(F.col("total_lag") == 0, F.lit(0.0)).when(
+            F.col("consume_rate") > F.col("produce_rate"),
+            F.col("total_lag") / (F.col("consume_rate") - F.col("produce_rate")),
+        ),
+    )
+    return Tables(
+        partition_lag=partition_lag,
+        group_summary=grp,
+        commit_history=history,
+        commits_per_minute=commits_per_minute(history),
+        commit_gaps=commit_gaps(history, s),
+        rebalances=rb,
+        lag_over_time=lag_over_time(history),
+    )

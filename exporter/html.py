@@ -1,0 +1,401 @@
+"""A self-contained HTML report: inline CSS and SVG charts, no script, no external files, so it
+opens from disk in any browser without a server or a network."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from collections.abc import Sequence
+from typing import Any
+
+PALETTE = [
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#7f7f7f",
+    "#bcbd22",
+]
+STATUS_COLORS = {
+    "OK": "#2e7d32",
+    "WARN": "#f9a825",
+    "ERR": "#c62828",
+    "STOP": "#c62828",
+    "STALL": "#ad1457",
+    "REWIND": "#6a1b9a",
+    "NO_COMMIT": "#757575",
+}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
+h1{margin:0 0 4px 0;font-size:22px}h2{font-size:17px;margin:28px 0 8px 0}
+.meta{color:#666;font-size:13px}
+.cards{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
+.card{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:110px}
+.card b{display:block;font-size:20px}
+table{border-collapse:collapse;font-size:12.5px}
+th,td{border-bottom:1px solid #e5e5e5;padding:3px 8px;text-align:right;white-space:nowrap}
+th{background:#f5f5f5;position:sticky;top:0}
+td.l,th.l{text-align:left}
+.st{color:#fff;border-radius:3px;padding:1px 6px;font-weight:600;font-size:11.5px}
+.warn{background:#fff8e1;border:1px solid #f9a825;padding:6px 10px;font-size:13px}
+svg text{font-size:11px;fill:#333}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:12px;height:3px;margin-right:4px;vertical-align:middle}
+"""
+
+
+def esc(x: Any) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def fmt_ts(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_duration(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{s / 60:.1f}m"
+    if s < 86400:
+        return f"{s / 3600:.1f}h"
+    return f"{s / 86400:.1f}d"
+
+
+def fmt_num(x: Any, digits: int = 0) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:,.{digits}f}"
+    return f"{x:,}"
+
+
+def badge(status: str | None) -> str:
+    if not status:
+        return "-"
+    color = STATUS_COLORS.get(status, "#555")
+    return f'<span class="st" style="background:{color}">{esc(status)}</span>'
+
+
+def _nice_max(v: float) -> float:
+    if v <= 0:
+        return 1.0
+    import math
+
+    exp = 10 ** math.floor(math.log10(v))
+    for m in (1, 2, 2.5, 5, 10):
+        if v <= m * exp:
+            return m * exp
+    return 10 * exp
+
+
+def line_chart(
+    series: dict[str, Sequence[tuple[int, float]]],
+    *,
+    width: int = 900,
+    height: int = 280,
+    y_label: str = "",
+) -> str:
+    """Lines of (time ms, value) per name, shared axes, with a legend."""
+    pts = [p for s in series.values() for p in s]
+    if not pts:
+        return '<p class="meta">no data</p>'
+    left, right, top, bottom = 70, 20, 10, 30
+    t0 = min(p[0] for p in pts)
+    t1 = max(p[0] for p in pts)
+    if t1 == t0:
+        t1 = t0 + 60_000
+    ymax = _nice_max(max(p[1] for p in pts))
+    pw, ph = width - left - right, height - top - bottom
+
+    def x(t: float) -> float:
+        return left + (t - t0) / (t1 - t0) * pw
+
+    def y(v: float) -> float:
+        return top + ph - v / ymax * ph
+
+    out = [f'<svg width="{width}" height="{height}" role="img" xmlns="http://www.w3.org/2000/svg">']
+    for i in range(5):
+        v = ymax * i / 4
+        yy = y(v)
+        out.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>'
+        )
+        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{fmt_num(v)}</text>')
+    for i in range(5):
+        t = t0 + (t1 - t0) * i / 4
+        out.append(
+            f'<text x="{x(t):.1f}" y="{height - 8}" text-anchor="middle">{esc(fmt_ts(int(t))[5:16])}</text>'  # noqa: E501
+        )
+    out.append(
+        f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="#999"/>'
+        f'<line x1="{left}" x2="{width - right}" y1="{top + ph}" y2="{top + ph}" stroke="#999"/>'
+    )
+    if y_label:
+        out.append(
+            f'<text transform="translate(12,{top + ph / 2}) rotate(-90)" text-anchor="middle">{esc(y_label)}</text>'  # noqa: E501
+        )
+    legend = []
+    for i, (name, s) in enumerate(series.items()):
+        color = PALETTE[i % len(PALETTE)]
+        s = sorted(s)
+        path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in s)
+        out.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{path}">'
+            f"<title>{esc(name)}</title></polyline>"
+        )
+        if len(s) == 1:
+            out.append(
+                f'<circle cx="{x(s[0][0]):.1f}" cy="{y(s[0][1]):.1f}" r="3" fill="{color}"/>'
+            )
+        legend.append(f'<span><i style="background:{color}"></i>{esc(name)}</span>')
+    out.append("</svg>")
+    return "".join(out) + f'<div class="legend">{"".join(legend)}</div>'
+
+
+def bar_chart(items: Sequence[tuple[str, float, str]], *, width: int = 900) -> str:
+    """Horizontal bars: (label, value, color)."""
+    if not items:
+        return '<p class="meta">no lag</p>'
+    row = 18
+    label_w = 330
+    height = row * len(items) + 10
+    vmax = max(v for _, v, _ in items) or 1
+    out = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    for i, (label, v, color) in enumerate(items):
+        yy = 5 + i * row
+        w = (width - label_w - 90) * v / vmax
+        out.append(
+            f'<text x="{label_w - 6}" y="{yy + 12}" text-anchor="end">{esc(label)}</text>'
+            f'<rect x="{label_w}" y="{yy + 2}" width="{max(w, 1):.1f}" height="{row - 5}" fill="{color}">'  # noqa: E501
+            f"<title>{esc(label)}: {fmt_num(v)}</title></rect>"
+            f'<text x="{label_w + w + 4:.1f}" y="{yy + 12}">{fmt_num(v)}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def timeline(events: dict[str, Sequence[tuple[int, int, str]]], *, width: int = 900) -> str:
+    """Per group a row of markers at (time, members, event) - rebalances and deletions."""
+    pts = [e for s in events.values() for e in s]
+    if not pts:
+        return '<p class="meta">no group metadata records</p>'
+    label_w, right, row = 200, 20, 24
+    t0 = min(p[0] for p in pts)
+    t1 = max(p[0] for p in pts)
+    if t1 == t0:
+        t1 = t0 + 60_000
+    height = row * len(events) + 30
+    pw = width - label_w - right
+
+    def x(t: float) -> float:
+        return label_w + (t - t0) / (t1 - t0) * pw
+
+    out = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    for i, (group, evs) in enumerate(events.items()):
+        yy = 10 + i * row + row / 2
+        out.append(
+            f'<text x="{label_w - 8}" y="{yy + 4}" text-anchor="end">{esc(group)}</text>'
+            f'<line x1="{label_w}" x2="{width - right}" y1="{yy}" y2="{yy}" stroke="#eee"/>'
+        )
+        for t, members, kind in evs:
+            color = "#c62828" if kind == "deleted" else "#1f77b4"
+            r = 3 + min(members, 12) * 0.5
+            out.append(
+                f'<circle cx="{x(t):.1f}" cy="{yy}" r="{r:.1f}" fill="{color}" fill-opacity="0.7">'
+                f"<title>{esc(group)} {esc(kind)} at {esc(fmt_ts(t))}: {members} members</title></circle>"  # noqa: E501
+            )
+    for i in range(5):
+        t = t0 + (t1 - t0) * i / 4
+        out.append(
+            f'<text x="{x(t):.1f}" y="{height - 6}" text-anchor="middle">{esc(fmt_ts(int(t))[5:16])}</text>'  # noqa: E501
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = ()) -> str:
+    th = "".join(
+        f'<th class="{"l" if i in left else ""}">{esc(h)}</th>' for i, h in enumerate(headers)
+    )
+    body = []
+    for r in rows:
+        body.append(
+            "<tr>"
+            + "".join(f'<td class="{"l" if i in left else ""}">{c}</td>' for i, c in enumerate(r))
+            + "</tr>"
+        )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def render(
+    *,
+    title: str,
+    meta: dict[str, str],
+    groups: list[dict],
+    partitions: list[dict],
+    lag_series: dict[str, list[tuple[int, float]]],
+    rebalance_events: dict[str, list[tuple[int, int, str]]],
+    warnings: list[str],
+    max_partition_rows: int = 500,
+) -> str:
+    total_lag = sum(g.get("total_lag") or 0 for g in groups)
+    counts: dict[str, int] = {}
+    for g in groups:
+        counts[g.get("status") or "OK"] = counts.get(g.get("status") or "OK", 0) + 1
+    cards = [("groups", fmt_num(len(groups))), ("total lag", fmt_num(total_lag))]
+    cards += [(k, fmt_num(v)) for k, v in sorted(counts.items())]
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{esc(title)}</h1>",
+        '<div class="meta">'
+        + " &middot; ".join(f"{esc(k)}: {esc(v)}" for k, v in meta.items())
+        + "</div>",
+        '<div class="cards">'
+        + "".join(f'<div class="card">{esc(k)}<b>{v}</b></div>' for k, v in cards)
+        + "</div>",
+    ]
+    if warnings:
+        parts.append(
+            '<div class="warn"><b>Skipped data</b><br>'
+            + "<br>".join(esc(w) for w in warnings)
+            + "</div>"
+        )
+    parts.append("<h2>Groups</h2>")
+    parts.append(
+        table(
+            [
+                "group",
+                "status",
+                "worst partition",
+                "state",
+                "members",
+                "partitions",
+                "not committed",
+                "total lag",
+                "max time lag",
+                "lag trend /s",
+                "catch-up",
+                "last commit",
+                "rebalances",
+                "rebalances/h",
+                "below log start",
+                "near expiry",
+            ],
+            [
+                [
+                    esc(g["group"]),
+                    badge(g.get("status")),
+                    badge(g.get("worst_partition_status")),
+                    esc(g.get("state") or "-"),
+                    fmt_num(g.get("members")),
+                    fmt_num(g.get("partitions")),
+                    fmt_num(g.get("uncommitted_partitions")),
+                    fmt_num(g.get("total_lag")),
+                    fmt_duration(g.get("max_time_lag_ms")),
+                    fmt_num(g.get("lag_slope_per_s"), 2),
+                    fmt_duration(None if g.get("catch_up_s") is None else g["catch_up_s"] * 1000),
+                    fmt_duration(g.get("last_commit_age_ms")) + " ago"
+                    if g.get("last_commit_age_ms") is not None
+                    else "-",
+                    fmt_num(g.get("rebalances")),
+                    fmt_num(g.get("rebalances_per_hour"), 2),
+                    fmt_num(g.get("partitions_below_log_start")),
+                    fmt_num(g.get("partitions_near_expiry")),
+                ]
+                for g in groups
+            ],
+            left=(0, 3),
+        )
+    )
+    parts.append("<h2>Lag over time</h2>")
+    parts.append(line_chart(lag_series, y_label="messages behind"))
+    top = sorted(
+        (p for p in partitions if p.get("committed") and (p.get("lag") or 0) > 0),
+        key=lambda p: -(p.get("lag") or 0),
+    )[:25]
+    parts.append("<h2>Top lagging partitions</h2>")
+    parts.append(
+        bar_chart(
+            [
+                (
+                    f"{p['group']} {p['topic']}-{p['partition']}",
+                    float(p["lag"]),
+                    STATUS_COLORS.get(p.get("status") or "OK", "#555"),
+                )
+                for p in top
+            ]
+        )
+    )
+    parts.append("<h2>Rebalance timeline</h2>")
+    parts.append(timeline(rebalance_events))
+    parts.append("<h2>Partitions</h2>")
+    shown = sorted(
+        partitions,
+        key=lambda p: (
+            -(p.get("status_code") or 0),
+            -(p.get("lag") or 0),
+            p["group"],
+            p["topic"],
+            p["partition"],
+        ),
+    )[:max_partition_rows]
+    if len(partitions) > len(shown):
+        parts.append(
+            f'<p class="meta">the {len(shown)} worst of {len(partitions)} partitions; all are in partition_lag.parquet</p>'  # noqa: E501
+        )
+    parts.append(
+        table(
+            [
+                "group",
+                "topic",
+                "partition",
+                "status",
+                "committed",
+                "log start",
+                "log end",
+                "lag",
+                "time lag",
+                "last commit",
+                "consume/s",
+                "produce/s",
+                "catch-up",
+                "consumer",
+                "host",
+            ],
+            [
+                [
+                    esc(p["group"]),
+                    esc(p["topic"]),
+                    fmt_num(p["partition"]),
+                    badge(p.get("status")),
+                    fmt_num(p.get("committed_offset")),
+                    fmt_num(p.get("log_start_offset")),
+                    fmt_num(p.get("log_end_offset")),
+                    fmt_num(p.get("lag")),
+                    fmt_duration(p.get("time_lag_ms")),
+                    esc(fmt_ts(p.get("last_commit_ts"))),
+                    fmt_num(p.get("consume_rate"), 1),
+                    fmt_num(p.get("produce_rate"), 1),
+                    fmt_duration(None if p.get("catch_up_s") is None else p["catch_up_s"] * 1000),
+                    esc(p.get("consumer_id") or "-"),
+                    esc(p.get("host") or "-"),
+                ]
+                for p in shown
+            ],
+            left=(0, 1, 13, 14),
+        )
+    )
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,820 @@
+"""Reading segment files without Spark: batch scanning and vectorised record decoding.
+
+Everything here is numpy + pyarrow so it runs the same in a Spark worker and in a test.
+Files are only read, never modified (recovery would truncate a torn tail; we just stop there).
+
+Decoding is done a chunk of batches at a time:
+
+1. A tight Python loop walks the batch chain (``batchLength`` gives the next position) and
+   validates each batch (magic, length, CRC32C, offsets increasing). The first bad batch ends
+   the segment: a torn or corrupt tail is reported in :class:`SegmentScan` and skipped.
+2. Batch header fields are gathered with numpy from the batch start positions.
+3. Record positions are found with a "wavefront": the first record of every batch at once,
+   then the second record of every batch with two or more records, and so on, each step a
+   vectorised varint decode.
+4. Record fields, OffsetCommit keys (types 0/1) and values (versions 0-3) are decoded with
+   numpy; their strings become Arrow arrays via a ``take`` over a zero-copy binary view of the
+   file, so no Python object is made per record.
+5. Every other record (group metadata, KIP-848 records, flexible v4+ values, batches with
+   compression, headers or anything unexpected) goes through the Python decoder of
+   ``protocol.coordinator_records``; there are few of them in a real log.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from protocol.codec import DecodeError
+from protocol.coordinator_records import decode_record
+from protocol.records import (
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    RecordError,
+    crc32c,
+    decode_record_tuples,
+)
+
+log = logging.getLogger("kcoord.exporter")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOG_SUFFIX = ".log"
+ATTR_COMPRESSION = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+# Records decoded per chunk: bounds worker memory and the size of each Arrow batch.
+CHUNK_RECORDS = 262_144
+_PAD = 16  # zero bytes after the file so vectorised varint reads never run off the end
+
+_LEN = struct.Struct(">qi")
+_unpack_header = HEADER.unpack_from
+
+# ---------------------------------------------------------------------------------------------
+# Arrow schema of the coordinator records (the "kcoord" data source)
+
+ASSIGNMENT_TYPE = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))
+MEMBER_TYPE = pa.struct(
+    [
+        ("member_id", pa.string()),
+        ("group_instance_id", pa.string()),
+        ("client_id", pa.string()),
+        ("client_host", pa.string()),
+        ("rebalance_timeout", pa.int32()),
+        ("session_timeout", pa.int32()),
+        ("assignment", ASSIGNMENT_TYPE),
+    ]
+)
+RECORD_SCHEMA = pa.schema(
+    [
+        ("log_partition", pa.int32()),
+        ("segment", pa.int64()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("record_type", pa.int16()),
+        ("tombstone", pa.bool_()),
+        ("group", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("member_id", pa.string()),
+        ("committed_offset", pa.int64()),
+        ("leader_epoch", pa.int32()),
+        ("metadata", pa.string()),
+        ("commit_timestamp", pa.int64()),
+        ("expire_timestamp", pa.int64()),
+        ("value_version", pa.int16()),
+        ("protocol_type", pa.string()),
+        ("generation", pa.int32()),
+        ("protocol", pa.string()),
+        ("leader", pa.string()),
+        ("state_timestamp", pa.int64()),
+        ("members", pa.list_(MEMBER_TYPE)),
+    ]
+)
+
+_MEMBERS_DDL = (
+    "ARRAY<STRUCT<member_id: STRING, group_instance_id: STRING, client_id: STRING,"
+    " client_host: STRING, rebalance_timeout: INT, session_timeout: INT,"
+    " assignment: ARRAY<STRUCT<topic: STRING, partition: INT>>>>"
+)
+_DDL_TYPES = {
+    "int32": "INT",
+    "int64": "BIGINT",
+    "int16": "SMALLINT",
+    "bool": "BOOLEAN",
+    "string": "STRING",
+}
+FIELD_DDL = {
+    f.name: _MEMBERS_DDL if f.name == "members" else _DDL_TYPES[str(f.type)] for f in RECORD_SCHEMA
+}
+
+
+def record_ddl(columns: list[str] | None = None) -> str:
+    """Spark DDL of the records schema, or of the subset ``columns`` in that order."""
+    names = columns or RECORD_SCHEMA.names
+    return ", ".join(f"`{n}` {FIELD_DDL[n]}" for n in names)
+
+
+def record_schema(columns: list[str] | None = None) -> pa.Schema:
+    if not columns:
+        return RECORD_SCHEMA
+    return pa.schema([RECORD_SCHEMA.field(n) for n in columns])
+
+
+def parse_columns(text: str | None) -> list[str] | None:
+    """The ``columns`` option: a comma-separated subset of the record columns."""
+    if not text:
+        return None
+    names = [c.strip().strip("`") for c in text.split(",") if c.strip()]
+    unknown = [n for n in names if n not in FIELD_DDL]
+    if unknown:
+        raise ValueError(f"unknown kcoord columns {unknown}; known: {list(FIELD_DDL)}")
+    return names
+
+
+RECORD_DDL = record_ddl()
+
+SEGMENT_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("log_partition", pa.int32()),
+        ("segment", pa.int64()),
+        ("path", pa.string()),
+        ("file_bytes", pa.int64()),
+        ("valid_bytes", pa.int64()),
+        ("batches", pa.int64()),
+        ("records", pa.int64()),
+        ("first_offset", pa.int64()),
+        ("next_offset", pa.int64()),
+        ("min_timestamp", pa.int64()),
+        ("max_timestamp", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+SEGMENT_DDL = (
+    "topic STRING, log_partition INT, segment BIGINT, path STRING, file_bytes BIGINT,"
+    " valid_bytes BIGINT, batches BIGINT, records BIGINT, first_offset BIGINT,"
+    " next_offset BIGINT, min_timestamp BIGINT, max_timestamp BIGINT, error STRING"
+)
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+def segment_base(name: str) -> int | None:
+    stem, _, suffix = name.partition(".")
+    if suffix != "log" or len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def list_segments(partition_dir: Path) -> list[tuple[int, Path]]:
+    """(base offset, path) of each ``.log`` segment, oldest first."""
+    out = []
+    for p in partition_dir.iterdir():
+        base = segment_base(p.name)
+        if base is not None and p.is_file():
+            out.append((base, p))
+    out.sort()
+    return out
+
+
+def list_partition_dirs(
+    data_dir: Path, topic: str | None = OFFSETS_TOPIC
+) -> list[tuple[str, int, Path]]:
+    """(topic, partition, dir) under ``data_dir``; ``topic`` None means every topic except
+    ``__consumer_offsets``."""
+    out = []
+    for p in Path(data_dir).iterdir():
+        parsed = parse_partition_dir(p.name)
+        if parsed is None or not p.is_dir():
+            continue
+        if topic is None and parsed[0] == OFFSETS_TOPIC:
+            continue
+        if topic is not None and parsed[0] != topic:
+            continue
+        out.append((parsed[0], parsed[1], p))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch scanning
+
+
+@dataclass
+class SegmentScan:
+    """The valid batches of one segment file: their start positions, and why the scan stopped
+    early if it did (``error``; the bytes from ``valid_bytes`` on were skipped)."""
+
+    path: Path
+    base_offset: int
+    data: bytes
+    starts: np.ndarray
+    valid_bytes: int
+    error: str | None = None
+    header: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def file_bytes(self) -> int:
+        return len(self.data)
+
+
+def scan_batches(
+    data: bytes, base_offset: int = 0, *, check_crc: bool = True
+) -> tuple[list[int], int, str | None]:
+    """Walk the batch chain of a segment's bytes: (start positions, valid bytes, error)."""
+    n = len(data)
+    starts: list[int] = []
+    append = starts.append
+    pos = 0
+    expected = base_offset
+    unpack = _LEN.unpack_from
+    mv = memoryview(data)
+    error = None
+    min_len = MIN_BATCH_LENGTH
+    while pos < n:
+        if n - pos < HEADER_SIZE:
+            error = f"torn batch header at position {pos} ({n - pos} of {HEADER_SIZE} bytes)"
+            break
+        base, length = unpack(data, pos)
+        end = pos + LOG_OVERHEAD + length
+        if length < min_len or data[pos + 16] != 2:
+            error = f"bad batch length {length} or magic {data[pos + 16]} at position {pos}"
+            break
+        if end > n:
+            error = f"torn batch at position {pos} ({n - pos} of {end - pos} bytes)"
+            break
+        if base < expected:
+            error = f"offset {base} at position {pos} goes back (expected >= {expected})"
+            break
+        if check_crc:
+            stored = int.from_bytes(data[pos + 17 : pos + 21], "big")
+            if crc32c(mv[pos + 21 : end]) != stored:
+                error = f"CRC mismatch in the batch at position {pos} (base offset {base})"
+                break
+        append(pos)
+        expected = base + 1
+        pos = end
+    return starts, pos, error
+
+
+def read_segment(
+    path: Path, base_offset: int | None = None, *, check_crc: bool = True
+) -> SegmentScan:
+    data = Path(path).read_bytes()
+    if base_offset is None:
+        base_offset = segment_base(Path(path).name) or 0
+    starts, valid, error = scan_batches(data, base_offset, check_crc=check_crc)
+    scan = SegmentScan(Path(path), base_offset, data, np.asarray(starts, np.int64), valid, error)
+    if error is not None:
+        log.warning(
+            "%s: skipping %d bytes after position %d: %s", path, len(data) - valid, valid, error
+        )
+    return scan
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectorised helpers
+
+
+_VIEWS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _view(u8: np.ndarray, width: int) -> np.ndarray:
+    """``u8`` as overlapping big-endian integers of ``width`` bytes: element i is bytes
+    i..i+width-1, so one gather reads an unaligned field at any position."""
+    key = (id(u8), width)
+    hit = _VIEWS.get(key)
+    if hit is not None and hit[0] is u8:
+        return hit[1]
+    if len(_VIEWS) > 32:
+        _VIEWS.clear()
+    view = np.ndarray((u8.size - width + 1,), f">i{width}", u8, 0, (1,))
+    _VIEWS[key] = (u8, view)
+    return view
+
+
+def _be(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """Big-endian signed integers of ``width`` bytes at each position, as int64."""
+    view = _view(u8, width)
+    return view[np.clip(pos, 0, view.size - 1)].astype(np.int64)
+
+
+def _uvarint(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unsigned varint at each position: (value, byte count, ok). ``ok`` is False for a varint
+    longer than 10 bytes."""
+    limit = u8.size - 1
+    p = np.minimum(pos, limit)
+    b = u8[p].astype(np.int64)
+    val = b & 0x7F
+    nbytes = np.ones(pos.size, np.int64)
+    ok = np.ones(pos.size, bool)
+    idx = np.nonzero(b & 0x80)[0]
+    shift = 7
+    while idx.size:
+        if shift > 63:
+            ok[idx] = False
+            break
+        b = u8[np.minimum(p[idx] + nbytes[idx], limit)].astype(np.int64)
+        val[idx] |= (b & 0x7F) << shift
+        nbytes[idx] += 1
+        idx = idx[(b & 0x80) != 0]
+        shift += 7
+    return val, nbytes, ok
+
+
+def _zz(u: np.ndarray) -> np.ndarray:
+    return (u >> 1) ^ -(u & 1)
+
+
+def _varint(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    u, n, ok = _uvarint(u8, pos)
+    return _zz(u), n, ok
+
+
+def take_strings(buf: pa.Buffer, pos: np.ndarray, length: np.ndarray) -> pa.Array:
+    """``buf[pos[i]:pos[i]+length[i]]`` as a string array, built in C++ by a ``take`` over a
+    binary array whose offsets alternate string starts and ends (positions must increase and
+    not overlap)."""
+    n = pos.size
+    if n == 0:
+        return pa.array([], pa.string())
+    offs = np.empty(2 * n, np.int64)
+    offs[0::2] = pos
+    offs[1::2] = pos + length
+    view = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(offs), buf]
+    )
+    taken = view.take(pa.array(np.arange(0, 2 * n - 1, 2, dtype=np.int64)))
+    try:
+        return taken.cast(pa.large_string()).cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8: decode with replacement, rare
+        return pa.array(
+            [None if b is None else b.decode("utf-8", "replace") for b in taken.to_pylist()],
+            pa.string(),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Python fallback decoding
+
+
+def consumer_assignment(data: bytes | None) -> list[dict] | None:
+    """Topic partitions of a classic consumer protocol Assignment (ConsumerProtocolAssignment
+    v0-3: int16 version, [topic string, [int32]], user data); None if it is not one."""
+    if not data or len(data) < 6:
+        return None
+    try:
+        pos = 2
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if count < 0 or count > 100_000:
+            return None
+        out = []
+        for _ in range(count):
+            (tl,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            topic = data[pos : pos + tl].decode()
+            pos += tl
+            (pc,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            if pc < 0 or pc > 1_000_000:
+                return None
+            parts = struct.unpack_from(f">{pc}i", data, pos)
+            pos += 4 * pc
+            out.extend({"topic": topic, "partition": p} for p in parts)
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def _topic_partitions(items: Iterable[Any], id_attr: str = "topic_id") -> list[dict]:
+    out = []
+    for tp in items or ():
+        tid = str(getattr(tp, id_attr))
+        out.extend({"topic": tid, "partition": p} for p in tp.partitions)
+    return out
+
+
+def record_row(key: bytes | None, value: bytes | None) -> dict[str, Any] | None:
+    """Column values of one coordinator record decoded in Python; None if it is not one."""
+    if key is None:
+        return None
+    try:
+        rec = decode_record(key, value)
+    except (DecodeError, RecordError, ValueError, struct.error, IndexError, UnicodeDecodeError):
+        return None
+    k, v, t = rec.key, rec.value, rec.type
+    row: dict[str, Any] = {"record_type": t, "tombstone": v is None}
+    if v is not None:
+        row["value_version"] = rec.value_version
+    if t in (0, 1):
+        row.update(group=k.group, topic=k.topic, partition=k.partition)
+        if v is not None:
+            row.update(
+                committed_offset=v.offset,
+                leader_epoch=v.leader_epoch,
+                metadata=v.metadata,
+                commit_timestamp=v.commit_timestamp,
+                expire_timestamp=v.expire_timestamp,
+            )
+        return row
+    if t == 2:
+        row["group"] = k.group
+        if v is not None:
+            row.update(
+                protocol_type=v.protocol_type,
+                generation=v.generation,
+                protocol=v.protocol,
+                leader=v.leader,
+                state_timestamp=v.current_state_timestamp,
+                members=[
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "rebalance_timeout": m.rebalance_timeout,
+                        "session_timeout": m.session_timeout,
+                        "assignment": consumer_assignment(m.assignment),
+                    }
+                    for m in v.members
+                ],
+            )
+        return row
+    row["group"] = k.group_id
+    if hasattr(k, "member_id"):
+        row["member_id"] = k.member_id
+    if v is None:
+        return row
+    if t == 3:
+        row.update(generation=v.epoch, protocol_type="consumer")
+    elif t == 5:
+        classic = v.classic_member_metadata
+        row["members"] = [
+            {
+                "member_id": k.member_id,
+                "group_instance_id": v.instance_id,
+                "client_id": v.client_id,
+                "client_host": v.client_host,
+                "rebalance_timeout": v.rebalance_timeout_ms,
+                "session_timeout": classic.session_timeout_ms if classic is not None else None,
+                "assignment": None,
+            }
+        ]
+    elif t == 6:
+        row["generation"] = v.assignment_epoch
+    elif t == 7:
+        row["members"] = [
+            {"member_id": k.member_id, "assignment": _topic_partitions(v.topic_partitions)}
+        ]
+    elif t == 8:
+        row["generation"] = v.member_epoch
+        row["members"] = [
+            {"member_id": k.member_id, "assignment": _topic_partitions(v.assigned_partitions)}
+        ]
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding a segment into Arrow batches
+
+
+@dataclass
+class Filters:
+    """What a reader may skip: record types, groups, offsets, timestamps. Every field None
+    means no restriction. Applied exactly (rows outside are never produced)."""
+
+    record_types: frozenset[int] | None = None
+    groups: frozenset[str] | None = None
+    min_offset: int | None = None
+    max_offset: int | None = None  # inclusive
+    max_timestamp: int | None = None  # inclusive
+    min_timestamp: int | None = None  # inclusive
+
+
+def _empty_table() -> pa.Table:
+    return RECORD_SCHEMA.empty_table()
+
+
+def decode_segment(
+    scan: SegmentScan,
+    log_partition: int,
+    filters: Filters | None = None,
+    chunk_records: int = CHUNK_RECORDS,
+    columns: list[str] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (:data:`RECORD_SCHEMA`, or only ``columns`` in that order) of the
+    coordinator records of a scanned segment."""
+    filters = filters or Filters()
+    starts = scan.starts
+    if starts.size == 0:
+        return
+    data = scan.data
+    u8 = np.frombuffer(data + bytes(_PAD), np.uint8) if _PAD else np.frombuffer(data, np.uint8)
+    buf = pa.py_buffer(u8)
+    counts = _be(u8, starts + 57, 4)
+    base_offsets = _be(u8, starts, 8)
+    last_offsets = base_offsets + _be(u8, starts + 23, 4)
+    # Segment-level pruning by offset.
+    keep = np.ones(starts.size, bool)
+    if filters.min_offset is not None:
+        keep &= last_offsets >= filters.min_offset
+    if filters.max_offset is not None:
+        keep &= base_offsets <= filters.max_offset
+    if filters.max_timestamp is not None or filters.min_timestamp is not None:
+        base_ts = _be(u8, starts + 27, 8)
+        max_ts = _be(u8, starts + 35, 8)
+        if filters.max_timestamp is not None:
+            keep &= np.minimum(base_ts, max_ts) <= filters.max_timestamp
+        if filters.min_timestamp is not None:
+            keep &= max_ts >= filters.min_timestamp
+    idx = np.nonzero(keep)[0]
+    if idx.size == 0:
+        return
+    # Chunks of about chunk_records records.
+    cum = np.cumsum(counts[idx])
+    bounds = np.searchsorted(cum, np.arange(chunk_records, cum[-1], chunk_records), "left")
+    for part in np.split(idx, bounds + 1 if bounds.size else []):
+        if part.size == 0:
+            continue
+        table = _decode_batches(scan, u8, buf, starts[part], log_partition, filters, columns)
+        if table.num_rows:
+            if columns:
+                table = table.select(columns)
+            yield from table.combine_chunks().to_batches()
+
+
+def _decode_batches(
+    scan: SegmentScan,
+    u8: np.ndarray,
+    buf: pa.Buffer,
+    starts: np.ndarray,
+    log_partition: int,
+    filters: Filters,
+    columns: list[str] | None = None,
+) -> pa.Table:
+    attrs = _be(u8, starts + 21, 2)
+    counts = _be(u8, starts + 57, 4)
+    lengths = _be(u8, starts + 8, 4)
+    ends = starts + LOG_OVERHEAD + lengths
+    base_off = _be(u8, starts, 8)
+    base_ts = _be(u8, starts + 27, 8)
+    max_ts = _be(u8, starts + 35, 8)
+    control = (attrs & ATTR_CONTROL) != 0
+    slow_batch = ((attrs & ATTR_COMPRESSION) != 0) & ~control
+    counts = np.where(control | slow_batch, 0, counts)  # slow batches are decoded in Python
+    nb = starts.size
+    first = np.cumsum(counts) - counts
+    total = int(counts.sum())
+    rec_pos = np.empty(total, np.int64)
+    rec_batch = np.repeat(np.arange(nb), counts)
+    bad_batch = np.zeros(nb, bool)
+    cur = starts + HEADER_SIZE
+    active = np.nonzero(counts > 0)[0]
+    k = 0
+    while active.size:
+        p = cur[active]
+        rec_pos[first[active] + k] = p
+        ln, n, ok = _varint(u8, p)
+        nxt = p + n + ln
+        over = (nxt > ends[active]) | (ln < 0) | ~ok
+        if over.any():
+            bad_batch[active[over]] = True
+            nxt = np.where(over, ends[active], nxt)
+        cur[active] = nxt
+        k += 1
+        active = active[counts[active] > k]
+    bad_batch |= (cur != ends) & (counts > 0)
+
+    # Record fields.
+    p = rec_pos
+    ln, n, ok_all = _varint(u8, p)
+    body = p + n
+    rec_end = body + ln
+    p = body + 1  # attributes
+    tsd, n, ok = _varint(u8, p)
+    ok_all &= ok
+    p = p + n
+    od, n, ok = _varint(u8, p)
+    ok_all &= ok
+    p = p + n
+    klen, n, ok = _varint(u8, p)
+    ok_all &= ok
+    p = p + n
+    kpos = p
+    p = p + np.maximum(klen, 0)
+    vlen, n, ok = _varint(u8, p)
+    ok_all &= ok
+    p = p + n
+    vpos = p
+    p = p + np.maximum(vlen, 0)
+    hcount = u8[np.minimum(p, u8.size - 1)]
+    p = p + 1
+    ok_all &= (p == rec_end) & (hcount == 0) & (klen >= 2)
+    b_of = rec_batch
+    offsets = base_off[b_of] + od
+    lat = (attrs[b_of] & ATTR_LOG_APPEND_TIME) != 0
+    timestamps = np.where(lat, max_ts[b_of], base_ts[b_of] + tsd)
+
+    ktype = _be(u8, kpos, 2)
+    is_commit = ok_all & ((ktype == 0) | (ktype == 1))
+    # OffsetCommit key: group, topic (int16 length strings), partition int32.
+    glen = _be(u8, kpos + 2, 2)
+    gpos = kpos + 4
+    tlen = _be(u8, gpos + glen, 2)
+    tpos = gpos + glen + 2
+    part = _be(u8, tpos + tlen, 4)
+    is_commit &= (glen >= 0) & (tlen >= 0) & (tpos + tlen + 4 == kpos + klen)
+    # OffsetCommit value v0-3.
+    tomb = vlen < 0
+    ver = np.where(tomb, -1, _be(u8, vpos, 2))
+    coff = _be(u8, vpos + 2, 8)
+    q = vpos + 10
+    has_le = ver >= 3
+    lepoch = np.where(has_le, _be(u8, q, 4), -1)
+    q = q + np.where(has_le, 4, 0)
+    mlen = _be(u8, q, 2)
+    mpos = q + 2
+    q = mpos + np.maximum(mlen, 0)
+    cts = _be(u8, q, 8)
+    q = q + 8
+    has_exp = ver == 1
+    ets = np.where(has_exp, _be(u8, q, 8), -1)
+    q = q + np.where(has_exp, 8, 0)
+    value_ok = tomb | ((ver >= 0) & (ver <= 3) & (mlen >= 0) & (q == vpos + vlen))
+    fast = is_commit & value_ok
+    # A record that failed structural checks spoils its batch (decoded in Python below).
+    bad_batch[rec_batch[~ok_all]] = True
+    fast &= ~bad_batch[rec_batch]
+
+    # Row filters on the fast rows.
+    if filters.record_types is not None:
+        fast &= np.isin(ktype, np.fromiter(filters.record_types, np.int64))
+    if filters.min_offset is not None:
+        fast &= offsets >= filters.min_offset
+    if filters.max_offset is not None:
+        fast &= offsets <= filters.max_offset
+    if filters.max_timestamp is not None:
+        fast &= timestamps <= filters.max_timestamp
+    if filters.min_timestamp is not None:
+        fast &= timestamps >= filters.min_timestamp
+
+    fi = np.nonzero(fast)[0]
+    tables = []
+    if fi.size:
+        tomb_f = tomb[fi]
+        notomb = ~tomb_f
+        want = set(columns or RECORD_SCHEMA.names) | {"group"}
+
+        def strings(name: str, pos: np.ndarray, length: np.ndarray) -> pa.Array:
+            if name not in want:
+                return pa.nulls(pos.size, pa.string())
+            return take_strings(buf, pos, length)
+
+        meta = strings("metadata", mpos[fi], np.where(notomb, mlen[fi], 0))
+        if tomb_f.any() and "metadata" in want:
+            meta = pc.if_else(pa.array(notomb), meta, pa.scalar(None, pa.string()))
+        n_f = fi.size
+        nulls_i64 = pa.nulls(n_f, pa.int64())
+        cols = {
+            "log_partition": pa.array(np.full(n_f, log_partition, np.int32)),
+            "segment": pa.array(np.full(n_f, scan.base_offset, np.int64)),
+            "offset": pa.array(offsets[fi]),
+            "timestamp": pa.array(timestamps[fi]),
+            "record_type": pa.array(ktype[fi].astype(np.int16)),
+            "tombstone": pa.array(tomb_f),
+            "group": strings("group", gpos[fi], glen[fi]),
+            "topic": strings("topic", tpos[fi], tlen[fi]),
+            "partition": pa.array(part[fi].astype(np.int32)),
+            "member_id": pa.nulls(n_f, pa.string()),
+            "committed_offset": pa.array(coff[fi], mask=tomb_f),
+            "leader_epoch": pa.array(lepoch[fi].astype(np.int32), mask=tomb_f),
+            "metadata": meta,
+            "commit_timestamp": pa.array(cts[fi], mask=tomb_f),
+            "expire_timestamp": pa.array(ets[fi], mask=tomb_f),
+            "value_version": pa.array(ver[fi].astype(np.int16), mask=tomb_f),
+            "protocol_type": pa.nulls(n_f, pa.string()),
+            "generation": pa.nulls(n_f, pa.int32()),
+            "protocol": pa.nulls(n_f, pa.string()),
+            "leader": pa.nulls(n_f, pa.string()),
+            "state_timestamp": nulls_i64,
+            "members": pa.nulls(n_f, RECORD_SCHEMA.field("members").type),
+        }
+        tables.append(pa.Table.from_pydict(cols, schema=RECORD_SCHEMA))
+
+    # Python path: other record types in good batches, then whole slow/bad batches.
+    rows: list[dict[str, Any]] = []
+    slow = ~fast & ok_all & ~bad_batch[rec_batch]
+    if filters.record_types is not None:
+        slow &= np.isin(ktype, np.fromiter(filters.record_types, np.int64))
+    data = scan.data
+    for i in np.nonzero(slow)[0]:
+        off, ts = int(offsets[i]), int(timestamps[i])
+        if not _row_wanted(filters, off, ts):
+            continue
+        key = data[kpos[i] : kpos[i] + klen[i]]
+        value = None if vlen[i] < 0 else data[vpos[i] : vpos[i] + vlen[i]]
+        row = record_row(key, value)
+        if row is not None:
+            row.update(offset=off, timestamp=ts)
+            rows.append(row)
+    for b in np.nonzero(bad_batch | slow_batch)[0]:
+        try:
+            recs = decode_record_tuples(data, int(starts[b]))
+        except RecordError as e:
+            log.warning("%s: skipping the batch at position %d: %s", scan.path, int(starts[b]), e)
+            continue
+        for off, ts, key, value, _headers in recs:
+            if not _row_wanted(filters, off, ts):
+                continue
+            row = record_row(key, value)
+            if row is None:
+                continue
+            if filters.record_types is not None and row["record_type"] not in filters.record_types:
+                continue
+            row.update(offset=off, timestamp=ts)
+            rows.append(row)
+    if rows:
+        for row in rows:
+            row["log_partition"] = log_partition
+            row["segment"] = scan.base_offset
+        tables.append(pa.Table.from_pylist(rows, schema=RECORD_SCHEMA))
+    if not tables:
+        return _empty_table()
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    if filters.groups is not None:
+        mask = pc.is_in(table["group"], value_set=pa.array(sorted(filters.groups), pa.string()))
+        table = table.filter(mask)
+    if len(tables) > 1:
+        table = table.sort_by("offset")
+    return table
+
+
+def _row_wanted(filters: Filters, off: int, ts: int) -> bool:
+    if filters.min_offset is not None and off < filters.min_offset:
+        return False
+    if filters.max_offset is not None and off > filters.max_offset:
+        return False
+    if filters.max_timestamp is not None and ts > filters.max_timestamp:
+        return False
+    return not (filters.min_timestamp is not None and ts < filters.min_timestamp)
+
+
+def batch_headers(scan: SegmentScan) -> dict[str, np.ndarray]:
+    """Header fields of every valid batch of a scanned segment, as numpy arrays."""
+    if scan.header:
+        return scan.header
+    u8 = np.frombuffer(scan.data + bytes(_PAD), np.uint8)
+    s = scan.starts
+    h = {
+        "position": s,
+        "base_offset": _be(u8, s, 8),
+        "last_offset": _be(u8, s, 8) + _be(u8, s + 23, 4),
+        "attributes": _be(u8, s + 21, 2),
+        "base_timestamp": _be(u8, s + 27, 8),
+        "max_timestamp": _be(u8, s + 35, 8),
+        "records": _be(u8, s + 57, 4),
+    }
+    scan.header = h
+    return h
+
+
+def segment_summary(topic: str, partition: int, scan: SegmentScan) -> dict[str, Any]:
+    h = batch_headers(scan)
+    nonempty = h["base_offset"].size > 0
+    ts = np.concatenate([h["base_timestamp"], h["max_timestamp"]]) if nonempty else None
+    ts = ts[ts >= 0] if ts is not None else None
+    return {
+        "topic": topic,
+        "log_partition": partition,
+        "segment": scan.base_offset,
+        "path": str(scan.path),
+        "file_bytes": scan.file_bytes,
+        "valid_bytes": scan.valid_bytes,
+        "batches": int(scan.starts.size),
+        "records": int(h["records"].sum()) if nonempty else 0,
+        "first_offset": int(h["base_offset"][0]) if nonempty else None,
+        "next_offset": int(h["last_offset"][-1]) + 1 if nonempty else scan.base_offset,
+        "min_timestamp": int(ts.min()) if ts is not None and ts.size else None,
+        "max_timestamp": int(ts.max()) if ts is not None and ts.size else None,
+        "error": scan.error,
+    }

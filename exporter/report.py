@@ -1,0 +1,398 @@
+"""`kcoord report`: read a data directory with Spark, compute the analytics, write Parquet tables,
+an HTML report and a console summary."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from exporter.analytics import Settings, Tables, build
+from exporter.html import fmt_duration, render
+from exporter.topics import TIMESTAMPS_AT_DDL, timestamps_at_arrow
+
+COMMIT_COLUMNS = (
+    "log_partition,offset,timestamp,record_type,tombstone,group,topic,partition,"
+    "committed_offset,leader_epoch,metadata,commit_timestamp,expire_timestamp"
+)
+TABLES = (
+    "partition_lag",
+    "group_summary",
+    "commit_history",
+    "commits_per_minute",
+    "commit_gaps",
+    "rebalances",
+    "lag_over_time",
+)
+
+
+class Progress:
+    """Step lines on stderr, and while a step runs longer than ``every`` seconds the Spark
+    stages' task counts."""
+
+    def __init__(self, spark: Any = None, out: TextIO | None = None, every: float = 5.0):
+        self.spark = spark
+        self.out = out if out is not None else sys.stderr
+        self.every = every
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def step(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", file=self.out, flush=True)
+
+    def start(self) -> None:
+        if self.spark is None or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._watch, name="report-progress", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+
+    def _watch(self) -> None:
+        tracker = self.spark.sparkContext.statusTracker()
+        while not self._stop.wait(self.every):
+            try:
+                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+            except Exception:  # the session is stopping
+                return
+            running = [s for s in stages if s is not None]
+            if running:
+                done = sum(s.numCompletedTasks for s in running)
+                total = sum(s.numTasks for s in running)
+                self.step(f"  ... running: {done}/{total} tasks of {len(running)} stage(s)")
+
+
+@dataclass
+class ReportResult:
+    out_dir: Path
+    at: int
+    groups: list[dict]
+    partitions: list[dict]
+    warnings: list[str]
+    html_path: Path
+    seconds: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def parse_at(text: str | None) -> int:
+    """--at: epoch milliseconds, epoch seconds, or an ISO 8601 time (UTC if no zone)."""
+    if text is None:
+        return int(time.time() * 1000)
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        v = int(t)
+        return v if abs(v) >= 10**11 else v * 1000
+    import datetime as dt
+
+    d = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=dt.UTC)
+    return int(d.timestamp() * 1000)
+
+
+def load_snapshot(spark: Any, path: str) -> Any:
+    """End offsets of an external cluster: CSV (with a header) or JSON lines/array, columns
+    topic, partition, log_end_offset (or end_offset/offset), timestamp (epoch ms or ISO; or
+    the file's modification time when absent), optional log_start_offset. Several samples per
+    partition give an end-offset time series."""
+    from pyspark.sql import functions as F
+
+    p = Path(path)
+    if p.suffix.lower() == ".csv":
+        df = spark.read.option("header", True).option("inferSchema", True).csv(str(p))
+    else:
+        text = p.read_text().strip()
+        if text.startswith("["):
+            df = spark.createDataFrame(json.loads(text))
+        else:
+            df = spark.read.json(str(p))
+    cols = {c.lower(): c for c in df.columns}
+
+    def pick(*names: str) -> Any:
+        for n in names:
+            if n in cols:
+                return F.col(cols[n])
+        return None
+
+    end = pick("log_end_offset", "end_offset", "offset", "high_watermark")
+    if end is None or pick("topic") is None or pick("partition") is None:
+        raise ValueError(f"{path}: needs columns topic, partition and log_end_offset")
+    ts = pick("timestamp", "time", "ts")
+    if ts is None:
+        ts_col = F.lit(int(p.stat().st_mtime * 1000))
+    else:
+        ts_str = ts.cast("string")
+        ts_col = F.when(ts_str.rlike(r"^-?\d+$"), ts_str.cast("bigint")).otherwise(
+            (F.to_timestamp(ts_str).cast("double") * 1000).cast("bigint")
+        )
+    start = pick("log_start_offset", "start_offset")
+    return df.select(
+        pick("topic").cast("string").alias("topic"),
+        pick("partition").cast("int").alias("partition"),
+        ts_col.alias("timestamp"),
+        end.cast("bigint").alias("end_offset"),
+        (start.cast("bigint") if start is not None else F.lit(None).cast("bigint")).alias(
+            "log_start_offset"
+        ),
+    )
+
+
+def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
+    """(records, meta, ends, parts, timestamps_at, warnings_df) for :func:`analytics.build`."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("kcoord")
+    records = (
+        reader.option("columns", COMMIT_COLUMNS)
+        .load(data_dir)
+        .where(F.col("record_type").isin(0, 1) & (F.col("timestamp") <= s.at))
+    )
+    meta = (
+        spark.read.format("kcoord")
+        .load(data_dir)
+        .where(F.col("record_type").isin(2, 3, 5) & (F.col("timestamp") <= s.at))
+        .cache()  # scanned once; the analytics filter the cache by record type
+    )
+    segments = spark.read.format("kcoord").option("level", "segments").load(data_dir)
+    if snapshot:
+        samples = load_snapshot(spark, snapshot).cache()
+        ends = samples.select("topic", "partition", "timestamp", "end_offset")
+        latest = (
+            samples.where(F.col("timestamp") <= s.at)
+            .groupBy("topic", "partition")
+            .agg(F.max_by(F.struct("end_offset", "log_start_offset"), "timestamp").alias("l"))
+        )
+        parts = latest.select(
+            "topic",
+            "partition",
+            F.col("l.log_start_offset").alias("log_start_offset"),
+            F.col("l.end_offset").alias("log_end_offset"),
+        )
+        return records, meta, ends, parts, None, segments, None
+    topic_parts = spark.read.format("kcoord-topics").load(data_dir).cache()
+    ends = (
+        spark.read.format("kcoord-topics")
+        .option("level", "batches")
+        .load(data_dir)
+        .select("topic", "partition", F.col("max_timestamp").alias("timestamp"), "end_offset")
+    )
+    # The end offset as of --at: the log end when the log has nothing newer, else the series.
+    asof = (
+        ends.where(F.col("timestamp") <= s.at)
+        .groupBy("topic", "partition")
+        .agg(F.max("end_offset").alias("_end_at"))
+    )
+    parts = (
+        topic_parts.join(asof, on=["topic", "partition"], how="left")
+        .withColumn(
+            "log_end_offset",
+            F.when(
+                F.col("last_timestamp").isNull() | (F.col("last_timestamp") <= s.at),
+                F.col("log_end_offset"),
+            ).otherwise(F.greatest(F.coalesce("_end_at", "log_start_offset"), "log_start_offset")),
+        )
+        .drop("_end_at")
+    )
+
+    def timestamps_at(lookups: Any) -> Any:
+        return lookups.mapInArrow(timestamps_at_arrow(data_dir), TIMESTAMPS_AT_DDL)
+
+    return records, meta, ends, parts, timestamps_at, segments, topic_parts
+
+
+def run_report(
+    data_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    spark: Any = None,
+    master: str | None = None,
+    at: int | None = None,
+    window: int = 10,
+    snapshot: str | None = None,
+    settings: dict[str, Any] | None = None,
+    console: TextIO | None = None,
+    progress_out: TextIO | None = None,
+    write_history: bool = True,
+) -> ReportResult:
+    t_start = time.monotonic()
+    data_dir = str(Path(data_dir).resolve())
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    s = Settings(at=at if at is not None else parse_at(None), window=window, **(settings or {}))
+    prog = Progress(None, progress_out)
+    if spark is None:
+        prog.step(f"starting Spark ({master or 'local[2]'})")
+        from exporter.session import build_session
+
+        spark = build_session(master)
+    else:
+        from exporter.datasource import register
+
+        register(spark)
+    prog.spark = spark
+    prog.start()
+    timings: dict[str, float] = {}
+    try:
+        prog.step(f"reading {data_dir}")
+        records, meta, ends, parts, ts_at, segments, topic_parts = inputs(
+            spark, data_dir, s, snapshot
+        )
+        seg_rows = [r.asDict() for r in segments.where("error IS NOT NULL").collect()]
+        warnings = [
+            f"{r['path']}: skipped {r['file_bytes'] - r['valid_bytes']} bytes: {r['error']}"
+            for r in seg_rows
+        ]
+        if topic_parts is not None:
+            for r in topic_parts.where("error IS NOT NULL").collect():
+                warnings.append(f"{r['topic']}-{r['partition']}: {r['error']}")
+        for w in warnings:
+            prog.step(f"warning: {w}")
+        tables = build(records, ends, parts, s, ts_at, meta=meta)
+        t = time.monotonic()
+        prog.step("computing and writing tables")
+        paths = _write(tables, out, prog, write_history)
+        timings["tables"] = time.monotonic() - t
+        groups = [
+            r.asDict(recursive=True) for r in spark.read.parquet(paths["group_summary"]).collect()
+        ]
+        groups.sort(key=lambda g: g["group"])
+        partitions = [
+            r.asDict(recursive=True)
+            for r in spark.read.parquet(paths["partition_lag"])
+            .drop("window_offsets", "window_ts", "window_lags", "window_ends")
+            .collect()
+        ]
+        top_groups = [
+            g["group"] for g in sorted(groups, key=lambda g: -(g.get("total_lag") or 0))[:10]
+        ]
+        lot = (
+            spark.read.parquet(paths["lag_over_time"])
+            .where(
+                __import__("pyspark.sql.functions", fromlist=["col"]).col("group").isin(top_groups)
+            )
+            .collect()
+        )
+        lag_series: dict[str, list[tuple[int, float]]] = {}
+        for r in lot:
+            lag_series.setdefault(r["group"], []).append(
+                (r["minute_ts"], float(r["total_lag"] or 0))
+            )
+        rb = (
+            spark.read.parquet(paths["rebalances"])
+            .where("event != 'update'")
+            .select("group", "timestamp", "members", "event")
+            .limit(20000)
+            .collect()
+        )
+        events: dict[str, list[tuple[int, int, str]]] = {}
+        for r in sorted(rb, key=lambda r: (r["group"], r["timestamp"])):
+            events.setdefault(r["group"], []).append(
+                (r["timestamp"], r["members"] or 0, r["event"])
+            )
+        prog.step("writing report.html")
+        from exporter.html import fmt_ts
+
+        html_path = out / "report.html"
+        html_path.write_text(
+            render(
+                title="kcoord consumer lag report",
+                meta={
+                    "data": data_dir,
+                    "report time": fmt_ts(s.at) + " UTC",
+                    "window": f"{s.window} commits",
+                    "end offsets": "snapshot " + snapshot if snapshot else "topic logs (exact)",
+                },
+                groups=groups,
+                partitions=partitions,
+                lag_series=lag_series,
+                rebalance_events=dict(sorted(events.items())[:60]),
+                warnings=warnings,
+            )
+        )
+        summary = console_summary(groups, partitions)
+        (out / "summary.txt").write_text(summary)
+        print(summary, file=console if console is not None else sys.stdout, end="")
+        elapsed = time.monotonic() - t_start
+        prog.step(f"done in {elapsed:.1f}s: {out}")
+        return ReportResult(out, s.at, groups, partitions, warnings, html_path, elapsed, timings)
+    finally:
+        prog.stop()
+        for df in (tables.partition_lag, tables.commit_history) if "tables" in locals() else ():
+            df.unpersist()
+
+
+def _write(tables: Tables, out: Path, prog: Progress, write_history: bool) -> dict[str, str]:
+    paths = {}
+    for name in TABLES:
+        if name == "commit_history" and not write_history:
+            continue
+        df = getattr(tables, name)
+        path = str(out / f"{name}.parquet")
+        t = time.monotonic()
+        df.write.mode("overwrite").parquet(path)
+        prog.step(f"  {name}.parquet ({time.monotonic() - t:.1f}s)")
+        paths[name] = path
+    return paths
+
+
+def console_summary(groups: list[dict], partitions: list[dict]) -> str:
+    """Per group, a header line and the partitions in `kafka-consumer-groups.sh --describe`'s
+    columns (plus TIME-LAG and STATUS)."""
+    by_group: dict[str, list[dict]] = {}
+    for p in partitions:
+        by_group.setdefault(p["group"], []).append(p)
+    lines: list[str] = []
+    headers = [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "TIME-LAG",
+        "STATUS",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    for g in groups:
+        name = g["group"]
+        lines.append(
+            f"Consumer group '{name}': status {g.get('status') or 'OK'}"
+            f" (worst partition {g.get('worst_partition_status') or '-'}),"
+            f" state {g.get('state') or '-'}, {g.get('members') or 0} members,"
+            f" total lag {g.get('total_lag') or 0}, {g.get('rebalances') or 0} rebalances"
+        )
+        rows = sorted(by_group.get(name, []), key=lambda p: (p["topic"], p["partition"]))
+        table = [headers]
+        for p in rows:
+            table.append(
+                [
+                    name,
+                    p["topic"],
+                    str(p["partition"]),
+                    "-" if p.get("committed_offset") is None else str(p["committed_offset"]),
+                    "-" if p.get("log_end_offset") is None else str(p["log_end_offset"]),
+                    "-" if p.get("lag") is None else str(p["lag"]),
+                    "-" if p.get("time_lag_ms") is None else fmt_duration(p["time_lag_ms"]),
+                    p.get("status") or "-",
+                    p.get("consumer_id") or "-",
+                    p.get("host") or "-",
+                    p.get("client_id") or "-",
+                ]
+            )
+        widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
+        for r in table:
+            lines.append(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        lines.append("")
+    if not groups:
+        lines.append("No consumer groups found.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,103 @@
+"""A SparkSession set up the way these reports need it: quiet logs, loopback-only when local,
+workers on this interpreter (they need pyarrow and numpy), few shuffle partitions, and the
+kcoord data sources registered.
+
+With ``--master`` pointing at a cluster (or under ``spark-submit``) the local-only settings are
+left out and the cluster's own configuration applies.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[2]"
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = error
+"""
+
+
+def scratch_dir() -> Path:
+    """A per-process scratch folder for Spark's local files and Python worker sockets."""
+    path = Path(tempfile.gettempdir()) / f"kcoord-spark-{os.getuid()}-{os.getpid()}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def build_session(
+    master: str | None = None,
+    app_name: str = "kcoord-report",
+    *,
+    shuffle_partitions: int = 4,
+    driver_memory: str = "2g",
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Get or create the session. ``master`` None means local[2] unless spark-submit set one."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    submitted = "SPARK_SUBMIT_OPTS" in os.environ or "spark.master" in os.environ.get(
+        "PYSPARK_SUBMIT_ARGS", ""
+    )
+    if master is None and not submitted:
+        master = DEFAULT_MASTER
+    local = master is None or master.startswith("local")
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    scratch = scratch_dir()
+    log4j = scratch / "log4j2.properties"
+    log4j.write_text(_LOG4J)
+    java_opts = f"-Dlog4j.configurationFile=file:{log4j}"
+    conf = {
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf.update(
+            {
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.memory": driver_memory,
+                "spark.local.dir": str(scratch),
+                "spark.python.unix.domain.socket.enabled": "true",
+                "spark.python.unix.domain.socket.dir": str(scratch),
+                "spark.pyspark.python": sys.executable,
+            }
+        )
+    conf.update(extra_conf or {})
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    from exporter.datasource import register
+
+    register(spark)
+    return spark
