@@ -18,6 +18,12 @@ _versions = itertools.count(1)
 _cache: dict[int, tuple[list[Any], TopicsImage]] = {}
 
 
+def consumer_protocol_enabled(ctx: RequestContext) -> bool:
+    """Kafka answers the KIP-848 APIs with UNSUPPORTED_VERSION unless
+    group.coordinator.rebalance.protocols lists `consumer`."""
+    return "consumer" in ctx.broker.config.get("group.coordinator.rebalance.protocols")
+
+
 def topics_image(ctx: RequestContext) -> TopicsImage:
     registry = ctx.broker.topics
     topics = registry.all()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.apis._consumer_groups import topics_image
+from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupDescribeResponse
 
 CONSUMER_GROUP_DESCRIBE = 69
@@ -15,6 +16,11 @@ Resp = ConsumerGroupDescribeResponse
 
 @serves(CONSUMER_GROUP_DESCRIBE, 0, 0)
 def handle(ctx: RequestContext, req):
+    if not consumer_protocol_enabled(ctx):
+        code = ErrorCode.UNSUPPORTED_VERSION
+        return Resp(
+            groups=[Resp.DescribedGroup(group_id=g, error_code=code) for g in req.group_ids]
+        )
     groups = ctx.broker.groups
     image = topics_image(ctx)
     reads = [

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from broker.apis._consumer_groups import topics_image
+from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupHeartbeatResponse
 
 CONSUMER_GROUP_HEARTBEAT = 68
@@ -13,6 +14,11 @@ CONSUMER_GROUP_HEARTBEAT = 68
 
 @serves(CONSUMER_GROUP_HEARTBEAT, 0, 1)
 def handle(ctx: RequestContext, req):
+    if not consumer_protocol_enabled(ctx):
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            error_message="The consumer group protocol is not enabled on this broker.",
+        )
     m = meta(ctx)
     image = topics_image(ctx)
     return ctx.broker.groups.call(
