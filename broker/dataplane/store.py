@@ -120,9 +120,16 @@ class TopicStore:
         if changed or not self.catalog.existed:
             await self.catalog.save()
         for name, count in on_disk.items():
-            if name not in self.catalog.topics and names.invalid_reason(name) is None:
-                log.warning("removing %s-*: the topic is not in the catalog", name)
-                leftovers += [self.data_dir / f"{name}-{i}" for i in range(count)]
+            if names.invalid_reason(name) is not None:
+                continue
+            rec = self.catalog.topics.get(name)
+            keep = 0 if rec is None else rec.partitions
+            if rec is not None and rec.internal:
+                continue  # its owner decides
+            if count > keep:
+                # Left by a delete, or by a create or a partition increase that failed.
+                log.warning("removing %s-%d..%d: not in the topic catalog", name, keep, count - 1)
+                leftovers += [self.data_dir / f"{name}-{i}" for i in range(keep, count)]
         for rec in self.catalog.topics.values():
             self._register(rec)
         await asyncio.gather(
@@ -144,7 +151,7 @@ class TopicStore:
     async def _open_partitions(self, name: str, first: int, end: int) -> list[Partition]:
         loop = asyncio.get_running_loop()
         settings, durability = self.settings[name], self.durability
-        opened = await asyncio.gather(
+        results = await asyncio.gather(
             *(
                 loop.run_in_executor(
                     None,
@@ -156,8 +163,13 @@ class TopicStore:
                     durability,
                 )
                 for i in range(first, end)
-            )
+            ),
+            return_exceptions=True,
         )
+        opened = [r for r in results if isinstance(r, Partition)]
+        if len(opened) < len(results):
+            await asyncio.gather(*(p.close() for p in opened), return_exceptions=True)
+            raise next(r for r in results if isinstance(r, BaseException))
         for p in opened:
             p.on_grown = self.maintenance.schedule_check
         parts = self.partitions.setdefault(name, [])
@@ -216,6 +228,7 @@ class TopicStore:
             except BaseException:
                 self.catalog.topics.pop(name, None)
                 await self._close_partitions(name)
+                await self._save_quietly()  # its directories go at the next start
                 raise
             log.info("created topic %s with %d partitions (id %s)", name, partitions, rec.topic_id)
             return self._register(rec)
@@ -328,9 +341,18 @@ class TopicStore:
                 await self._open_partitions(name, old, count)
             except BaseException:
                 rec.partitions = old
+                await self._save_quietly()  # directories made meanwhile go at the next start
                 raise
             log.info("topic %s now has %d partitions", name, count)
             return self._register(rec)
+
+    async def _save_quietly(self) -> None:
+        """Save the catalog after undoing a change in memory; a failure is only logged (the
+        operation being undone has failed already)."""
+        try:
+            await self.catalog.save()
+        except Exception:
+            log.exception("could not save the topic catalog")
 
     async def _close_partitions(self, name: str) -> None:
         parts = self.partitions.pop(name, [])

@@ -94,6 +94,23 @@ async def test_directories_of_topics_missing_from_the_catalog_are_removed(
     assert sorted(p.name for p in data_dir.iterdir() if p.is_dir()) == ["keep-0"]
 
 
+async def test_partition_directories_beyond_the_catalog_count_are_removed(
+    open_store, data_dir: Path
+) -> None:
+    store = await open_store()
+    await store.create_topic("grow", 3)
+    await append(store, "grow", 2, kv_batch(5))
+    await store.close()
+    # As if growing to 3 partitions had failed after creating the directory of the third.
+    cat = json.loads((data_dir / CATALOG_FILE).read_text())
+    cat["topics"]["grow"]["partitions"] = 2
+    (data_dir / CATALOG_FILE).write_text(json.dumps(cat))
+    again = await open_store()
+    assert not (data_dir / "grow-2").exists()
+    await again.add_partitions("grow", 3)
+    assert again.partition("grow", 2).log.log_end_offset == 0  # no stale data comes back
+
+
 async def test_create_refuses_bad_names_collisions_and_duplicates(open_store) -> None:
     store = await open_store()
     await store.create_topic("a.b", 1)
