@@ -36,7 +36,9 @@ def consumer_group_for_join(
     ctx: Ctx, group_id: str, create: bool, out: list[records.Record]
 ) -> ConsumerGroup:
     """The group a heartbeat works on; a new (not yet stored) one when a member joins a group
-    that does not exist, or an empty classic group, which the records then replace."""
+    that does not exist, or an empty classic group, which the records then replace (a group
+    that only holds offsets always; one that had members if the migration policy allows
+    upgrades)."""
     group = ctx.shard.consumer_groups.get(group_id)
     if group is not None:
         return group
@@ -51,6 +53,12 @@ def consumer_group_for_join(
                 "before it can become a consumer group.",
             )
         if not classic.is_simple():
+            if ctx.config.consumer_migration_policy not in UPGRADE_POLICIES:
+                raise ApiError(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Group {group_id} is a classic group and group.consumer.migration.policy "
+                    "does not allow upgrades.",
+                )
             out.append((group_record_key(group_id), None))
     return ConsumerGroup(group_id)
 

@@ -140,3 +140,41 @@ def test_migration_policy_disabled_keeps_empty_groups_as_they_are() -> None:
     h.heartbeat(group="c", member_id="x", topics=["foo"])
     h.heartbeat(group="c", member_id="x", epoch=-1)
     assert _classic_join(h, "c").error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    # An empty classic group that had members stays classic too...
+    r = _classic_join(h, "k")
+    _classic_join(h, "k", r.member_id)
+    h.advance(1)
+    from protocol.messages import LeaveGroupRequest
+
+    leave = LeaveGroupRequest(
+        group_id="k",
+        members=[LeaveGroupRequest.MemberIdentity(member_id=r.member_id)],
+    )
+    meta = RequestMeta(api_version=3, client_id="c", client_host="/h")
+    h.apply(h.shard.leave_group(leave, meta, 999, h.now))
+    assert h.shard.groups["k"].state.value == "Empty"
+    assert h.heartbeat(group="k", member_id="x", topics=["foo"]).error_code == (
+        E.GROUP_ID_NOT_FOUND
+    )
+    # ...but a group that only holds offsets is always replaced.
+    h.commit("s", "", -1, {("foo", 0): 1})
+    assert h.heartbeat(group="s", member_id="x", topics=["foo"]).error_code == 0
+
+
+def test_empty_classic_group_becomes_a_consumer_group() -> None:
+    from protocol.messages import LeaveGroupRequest
+
+    h = Harness(initial_rebalance_delay_ms=0)
+    h.create_topic("foo", 2)
+    r = _classic_join(h, "k")
+    _classic_join(h, "k", r.member_id)
+    leave = LeaveGroupRequest(
+        group_id="k", members=[LeaveGroupRequest.MemberIdentity(member_id=r.member_id)]
+    )
+    meta = RequestMeta(api_version=3, client_id="c", client_host="/h")
+    h.apply(h.shard.leave_group(leave, meta, 999, h.now))
+    r = h.heartbeat(group="k", member_id="x", topics=["foo"])
+    assert r.error_code == 0 and r.member_epoch == 1
+    assert "k" not in h.shard.groups and "k" in h.shard.consumer_groups
+    replayed = h.replayed()
+    assert "k" not in replayed.groups and "k" in replayed.consumer_groups
