@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 class Ctx:
-    __slots__ = ("shard", "now", "config", "records", "replies", "_timer_ops")
+    __slots__ = ("shard", "now", "config", "records", "replies", "events", "_timer_ops")
 
     def __init__(self, shard: Shard, now: int) -> None:
         self.shard = shard
@@ -23,6 +23,7 @@ class Ctx:
         self.config = shard.config
         self.records: list[tuple[Any, Any | None]] = []
         self.replies: dict[int, Any] = {}
+        self.events: list[Any] = []  # e.g. RebalanceEvent: for the runtime's logs and metrics
         # Last action per timer key: a deadline, or None for a cancel. Only the last action
         # reaches the runtime, so a schedule followed by a cancel in one call is a cancel.
         self._timer_ops: dict[tuple, int | None] = {}
@@ -48,4 +49,10 @@ class Ctx:
     def result(self) -> Result:
         timers = [Timer(k, d) for k, d in self._timer_ops.items() if d is not None]
         cancel = [k for k, d in self._timer_ops.items() if d is None]
-        return Result(records=self.records, replies=self.replies, timers=timers, cancel=cancel)
+        return Result(
+            records=self.records,
+            replies=self.replies,
+            timers=timers,
+            cancel=cancel,
+            events=self.events,
+        )

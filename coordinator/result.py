@@ -14,6 +14,19 @@ class Timer:
     deadline: int  # ms, on the same clock as the `now` given to the shard
 
 
+@dataclass(frozen=True, slots=True)
+class RebalanceEvent:
+    """A rebalance that completed: the group has a new generation (classic) or epoch."""
+
+    group_id: str
+    group_type: str  # "classic" or "consumer"
+    generation: int  # the new generation (classic) or group epoch (consumer)
+    members: int
+    reason: str  # why it started
+    duration_ms: int  # from its start to the new generation
+    state: str  # the group's state now
+
+
 @dataclass
 class Result:
     """The outcome of one call into a shard.
@@ -21,10 +34,12 @@ class Result:
     The runtime appends `records` (key, value-or-None pairs, in order), waits until they are
     durable, then sends every reply. A request id that gets no reply here is parked: a later
     Result (from another request or a timer) carries its reply. A key never appears in both
-    `timers` and `cancel`.
+    `timers` and `cancel`. `events` tell the runtime what happened (for logs and metrics);
+    they change nothing.
     """
 
     records: list[tuple[Any, Any | None]] = field(default_factory=list)
     replies: dict[int, Any] = field(default_factory=dict)
     timers: list[Timer] = field(default_factory=list)
     cancel: list[tuple] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)

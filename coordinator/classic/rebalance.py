@@ -22,6 +22,7 @@ from coordinator.classic.group import (
 from coordinator.classic.responses import join_response, sync_response
 from coordinator.context import Ctx
 from coordinator.keys import group_record_key, heartbeat_key, join_key, sync_key
+from coordinator.result import RebalanceEvent
 from protocol.errors import ErrorCode
 
 
@@ -185,7 +186,19 @@ def complete_join(ctx: Ctx, group: ClassicGroup) -> None:
         # to expire.
         ctx.schedule(join_key(group.group_id), group.rebalance_timeout_ms())
         return
+    started = group.state_timestamp  # when the group entered PreparingRebalance
     group.init_next_generation(ctx.now)
+    ctx.events.append(
+        RebalanceEvent(
+            group_id=group.group_id,
+            group_type="classic",
+            generation=group.generation,
+            members=len(group.members),
+            reason=group.rebalance_reason,
+            duration_ms=0 if started is None else max(ctx.now - started, 0),
+            state=str(group.state),
+        )
+    )
     if group.state is EMPTY:
         ctx.append(group_record_key(group.group_id), group.metadata_value())
         return
