@@ -19,9 +19,9 @@ from typing import Any
 
 from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
-from coordinator.result import Result
+from coordinator.result import RebalanceEvent, Result
 from coordinator.shard import Shard
-from protocol.coordinator_records import decode_record, encode_record
+from protocol.coordinator_records import OffsetCommitKey, decode_record, encode_record
 from protocol.errors import ErrorCode
 from protocol.records import build_kv_batch
 from protocol.types import DecodeError
@@ -86,6 +86,9 @@ class GroupRuntime:
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task] = set()
         self.loaded = asyncio.Event()
+        self.offset_commits = 0  # OffsetCommit records written (for the metrics)
+        # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
+        self.on_event: Callable[[Any], None] | None = None
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -239,8 +242,14 @@ class GroupRuntime:
             delay = max(0.0, (timer.deadline - now) / 1000)
             self._timers[(p, timer.key)] = loop.call_later(delay, self._fire, p, timer.key)
         replies = result.replies
+        if result.events:
+            self._report(result.events)
         if result.records:
-            pairs = [encode_record(k, v) for k, v in result.records]
+            pairs = []
+            for k, v in result.records:
+                pairs.append(encode_record(k, v))
+                if v is not None and type(k) is OffsetCommitKey:
+                    self.offset_commits += 1
             plog = self.logs[p]
             assert plog is not None
             write = plog.append(build_kv_batch(pairs, timestamp=now))
@@ -252,6 +261,27 @@ class GroupRuntime:
                 self._release(replies, None)
             else:
                 tail.add_done_callback(lambda f: self._release(replies, None))
+
+    def _report(self, events: list[Any]) -> None:
+        for event in events:
+            if isinstance(event, RebalanceEvent):
+                log.info(
+                    "rebalance completed",
+                    extra={
+                        "fields": {
+                            "event": "rebalance",
+                            "group": event.group_id,
+                            "type": event.group_type,
+                            "generation": event.generation,
+                            "members": event.members,
+                            "state": event.state,
+                            "reason": event.reason,
+                            "duration_ms": event.duration_ms,
+                        }
+                    },
+                )
+            if self.on_event is not None:
+                self.on_event(event)
 
     def _release(self, replies: dict[int, Any], write: asyncio.Future | None) -> None:
         failed = write is not None and (write.cancelled() or write.exception() is not None)
