@@ -405,7 +405,10 @@ def rebalances(records: DataFrame, s: Settings) -> DataFrame:
     return (
         both.withColumn(
             "event",
+            # A new generation/epoch is a completed rebalance; generation 0 is the record of a
+            # new empty group (Kafka writes one on the first join), not a rebalance.
             F.when(F.col("tombstone"), "deleted")
+            .when(F.coalesce(F.col("generation"), F.lit(0)) <= 0, "update")
             .when(prev_gen.isNull() | prev_tomb2, "rebalance")
             .when(F.col("generation") != prev_gen, "rebalance")
             .otherwise("update"),
