@@ -11,12 +11,13 @@ import logging
 import re
 import signal
 import sys
-import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from broker.admin.cli import add_parsers as add_admin_parsers
 from broker.config import ConfigError, load_config
+from broker.logfmt import FORMATS, formatter
 
 log = logging.getLogger("kcoord")
 
@@ -116,6 +117,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LEVEL",
         help=f"one of {', '.join(LOG_LEVELS)} (default: INFO)",
     )
+    serve.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default="text",
+        help="text (time level logger message key=value...), kv (logfmt) or json; "
+        "one line per record (default: text)",
+    )
+    serve.add_argument(
+        "--metrics",
+        type=_address_arg(True),
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics",
+    )
     dump = commands.add_parser(
         "dump-log", help="print the batches and decoded records of a segment or partition dir"
     )
@@ -124,27 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     from exporter.cli import add_parser as add_report_parser  # no Spark import until it runs
 
     add_report_parser(commands)
+    add_admin_parsers(commands)  # health, groups, offsets
     return parser
 
 
-class _OneLineFormatter(logging.Formatter):
-    """``time level logger message`` with newlines (tracebacks included) escaped."""
-
-    converter = time.gmtime
-
-    def __init__(self) -> None:
-        super().__init__(
-            "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s", "%Y-%m-%dT%H:%M:%S"
-        )
-
-    def format(self, record: logging.LogRecord) -> str:
-        return super().format(record).replace("\n", "\\n")
-
-
-def configure_logging(level: str, stream: TextIO | None = None) -> None:
-    """Route all logging to ``stream`` (stderr by default), one line per record."""
+def configure_logging(level: str, stream: TextIO | None = None, fmt: str = "text") -> None:
+    """Route all logging to ``stream`` (stderr by default), one line per record in ``fmt``
+    (``text``, ``kv`` or ``json``: broker.logfmt)."""
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(_OneLineFormatter())
+    handler.setFormatter(formatter(fmt))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -202,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from storage.dump import dump
 
         return dump(args.path, args.json)
+    if getattr(args, "admin", None) is not None:
+        from broker.admin.cli import run as run_admin
+
+        return run_admin(args)
     if args.command == "report":
         from exporter.cli import run as run_report
 
@@ -223,10 +229,19 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
 
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, fmt=args.log_format)
     serve = importlib.import_module("broker.server").serve
+    kwargs = {} if args.metrics is None else {"metrics": args.metrics}
     try:
-        run(serve(listen=listen, advertised=advertised, data_dir=args.data_dir, config=config))
+        run(
+            serve(
+                listen=listen,
+                advertised=advertised,
+                data_dir=args.data_dir,
+                config=config,
+                **kwargs,
+            )
+        )
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were in place
         pass
     except Exception:

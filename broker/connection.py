@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -62,9 +63,13 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
+        if self.broker.metrics is not None:
+            self.broker.metrics.connection_opened()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.broker.metrics is not None:
+            self.broker.metrics.connection_closed()
         if self.buf:
             log.info(
                 "connection %s closed with a truncated frame (%d bytes)", self.peer, len(self.buf)
@@ -134,12 +139,20 @@ class Connection(asyncio.Protocol):
         ctx = RequestContext(
             self.broker, key, version, header.correlation_id, header.client_id, self.host
         )
+        started = time.perf_counter()
         try:
             result = api.handler(ctx, request)
         except Exception:
             log.exception("handler for %s v%d failed", REQUESTS[key].name, version)
             self.abort("internal error")
             return
+        metrics = self.broker.metrics
+        if metrics is not None:
+            if inspect.isawaitable(result):
+                result = asyncio.ensure_future(result)
+                result.add_done_callback(lambda _: metrics.request_done(key, started))
+            else:
+                metrics.request_done(key, started)
         self.respond(header.correlation_id, key, version, result)
 
     def respond(self, correlation_id: int, key: int, version: int, result: Any) -> None:

@@ -13,6 +13,7 @@ from broker.cluster import load_identity
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
 from broker.group_runtime import GroupRuntime
+from broker.metrics import Metrics
 from broker.state import BrokerState
 
 log = logging.getLogger("kcoord.server")
@@ -30,8 +31,13 @@ class Broker:
         advertised: tuple[str, int] | None,
         data_dir: Path,
         config: Any,
+        metrics: tuple[str, int] | None = None,
     ) -> None:
         self.listen = listen
+        self.metrics_address = metrics  # serve /metrics there (None: collect only)
+        self.metrics = Metrics()
+        self._metrics_server: asyncio.Server | None = None
+        self.metrics_port = 0
         self.advertised = advertised
         self.data_dir = Path(data_dir)
         self.config = config
@@ -53,10 +59,19 @@ class Broker:
         if adv_host in ("0.0.0.0", "::", ""):
             adv_host = socket.gethostname()
         self.state = state = BrokerState(identity, adv_host, adv_port, cfg)
+        state.metrics = self.metrics
+        self.metrics.state = state
         state.data = await TopicStore.open(self.data_dir, cfg)
         state.topics = state.data.registry
         state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability)
+        state.groups.on_event = self.metrics.on_event
         state.groups.start()
+        if self.metrics_address is not None:
+            self._metrics_server = await self.metrics.serve(*self.metrics_address)
+            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+            log.info(
+                "metrics endpoint: http://%s:%d/metrics", self.metrics_address[0], self.metrics_port
+            )
 
         def connect() -> Connection:
             conn = Connection(state, max_frame)
@@ -76,6 +91,8 @@ class Broker:
         )
 
     async def close(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.close()
         if self._server is not None:
             self._server.close()
             await self._finish_connections()
@@ -111,9 +128,10 @@ async def serve(
     advertised: tuple[str, int] | None,
     data_dir: Path,
     config: Any,
+    metrics: tuple[str, int] | None = None,
 ) -> None:
-    """Run a broker until cancelled."""
-    broker = Broker(listen, advertised, data_dir, config)
+    """Run a broker until cancelled; with ``metrics``, serve Prometheus metrics there."""
+    broker = Broker(listen, advertised, data_dir, config, metrics)
     await broker.start()
     try:
         await asyncio.Event().wait()

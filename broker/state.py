@@ -11,6 +11,7 @@ from broker.topics import TopicRegistry
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
+    from broker.metrics import Metrics
 
 
 @dataclass
@@ -22,6 +23,7 @@ class BrokerState:
     topics: TopicRegistry = field(default_factory=TopicRegistry)
     data: TopicStore | None = None  # the data plane: topic partitions (broker.dataplane)
     groups: GroupRuntime = None  # type: ignore[assignment]  # set before serving
+    metrics: Metrics | None = None  # request, connection and rebalance metrics (broker.metrics)
 
     @property
     def node_id(self) -> int:

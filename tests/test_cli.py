@@ -72,7 +72,7 @@ def fake_server(monkeypatch):
     module.serve = serve
     module.calls = calls
     monkeypatch.setitem(sys.modules, "broker.server", module)
-    monkeypatch.setattr(cli, "configure_logging", lambda level: None)
+    monkeypatch.setattr(cli, "configure_logging", lambda level, **kw: None)
     for name in list(os.environ):
         if name.startswith("KCOORD_"):
             monkeypatch.delenv(name)

@@ -1,0 +1,282 @@
+"""`kcoord health`, `kcoord groups ...` and `kcoord offsets reset`: the admin commands.
+
+Each talks to a running broker (`--bootstrap HOST:PORT`) over the Kafka protocol, prints a
+table (or JSON with `--json`) and exits 0 on success, 1 when the broker refuses or cannot be
+reached, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from broker.admin.client import EARLIEST, LATEST, AdminClient, AdminError, GroupDescription
+
+DEFAULT_BOOTSTRAP = "localhost:9092"
+INACTIVE_STATES = ("Empty", "Dead")  # Kafka's tools reset offsets only for these
+
+
+def add_parsers(commands: Any) -> None:
+    """Add the admin commands to the `kcoord` subparsers."""
+
+    def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument(
+            "--bootstrap",
+            default=DEFAULT_BOOTSTRAP,
+            metavar="HOST:PORT",
+            help=f"a broker to ask (default: {DEFAULT_BOOTSTRAP})",
+        )
+        p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="default: 10")
+        return p
+
+    health = common(
+        commands.add_parser("health", help="exit 0 if the broker answers an ApiVersions request")
+    )
+    health.set_defaults(admin=_health)
+    health.set_defaults(timeout=5.0)
+
+    groups = commands.add_parser("groups", help="list, describe or delete consumer groups")
+    gsub = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
+    p = common(gsub.add_parser("list", help="every group with its type and state"))
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.set_defaults(admin=_groups_list)
+    p = common(gsub.add_parser("describe", help="members, assignments, offsets and lag"))
+    p.add_argument("group", metavar="GROUP")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.set_defaults(admin=_groups_describe)
+    p = common(gsub.add_parser("delete", help="delete an empty group and its offsets"))
+    p.add_argument("group", metavar="GROUP")
+    p.set_defaults(admin=_groups_delete)
+
+    offsets = commands.add_parser("offsets", help="reset a group's committed offsets")
+    osub = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")
+    p = common(osub.add_parser("reset", help="commit new offsets for an inactive group"))
+    p.add_argument("group", metavar="GROUP")
+    p.add_argument("--topic", required=True, metavar="TOPIC[:P,P...]", help="topic (partitions)")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the log start offsets")
+    to.add_argument("--to-latest", action="store_true", help="the log end offsets")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    p.add_argument("--dry-run", action="store_true", help="show the new offsets, commit nothing")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.set_defaults(admin=_offsets_reset)
+
+
+def run(args: argparse.Namespace) -> int:
+    fn: Callable[[argparse.Namespace], int] = args.admin
+    try:
+        return fn(args)
+    except AdminError as e:
+        print(f"kcoord: error: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"kcoord: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _client(args: argparse.Namespace) -> AdminClient:
+    return AdminClient(args.bootstrap, timeout=args.timeout)
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [header] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join(
+        " ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
+
+
+# -- health ---------------------------------------------------------------------------------
+
+
+def _health(args: argparse.Namespace) -> int:
+    with _client(args) as admin:
+        n = len(admin.versions)
+    print(f"ok: {args.bootstrap} answered ApiVersions ({n} APIs)")
+    return 0
+
+
+# -- groups ---------------------------------------------------------------------------------
+
+
+def _groups_list(args: argparse.Namespace) -> int:
+    with _client(args) as admin:
+        groups = admin.list_groups()
+    rows = [
+        {
+            "group": g.group_id,
+            "type": g.group_type or "classic",
+            "state": g.group_state,
+            "protocol_type": g.protocol_type,
+        }
+        for g in groups
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    elif rows:
+        print(_table([list(r.values()) for r in rows], ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]))
+    return 0
+
+
+def describe(admin: AdminClient, group_id: str) -> dict[str, Any]:
+    """Everything `groups describe` shows, as plain data."""
+    desc: GroupDescription = admin.describe_group(group_id)
+    committed = admin.committed_offsets(group_id)
+    owner: dict[tuple[str, int], Any] = {}
+    for m in desc.members:
+        for topic, parts in m.assignment.items():
+            for p in parts:
+                owner[(topic, p)] = m
+    tps = sorted(set(committed) | set(owner))
+    topics: dict[str, list[int]] = {}
+    for t, p in tps:
+        topics.setdefault(t, []).append(p)
+    ends = admin.list_offsets(topics, LATEST) if topics else {}
+    offsets = []
+    for tp in tps:
+        cur, end, m = committed.get(tp), ends.get(tp), owner.get(tp)
+        offsets.append(
+            {
+                "topic": tp[0],
+                "partition": tp[1],
+                "committed": cur,
+                "log_end": end,
+                "lag": None if cur is None or end is None else max(end - cur, 0),
+                "member_id": m.member_id if m else None,
+                "client_id": m.client_id if m else None,
+                "host": m.client_host if m else None,
+            }
+        )
+    return {
+        "group": desc.group_id,
+        "type": desc.group_type,
+        "state": desc.state,
+        "protocol_type": desc.protocol_type,
+        "protocol": desc.protocol,
+        "epoch": desc.epoch,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "epoch": m.epoch,
+                "assignment": m.assignment,
+            }
+            for m in desc.members
+        ],
+        "offsets": offsets,
+        "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None),
+    }
+
+
+def _groups_describe(args: argparse.Namespace) -> int:
+    with _client(args) as admin:
+        info = describe(admin, args.group)
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    epoch = "" if info["epoch"] is None else f", epoch {info['epoch']}"
+    print(
+        f"Group {info['group']} ({info['type']}): {info['state']}, "
+        f"{len(info['members'])} members, protocol {info['protocol'] or '-'}{epoch}, "
+        f"total lag {info['total_lag']}"
+    )
+    if info["members"]:
+        print()
+        rows = [
+            [
+                m["member_id"],
+                m["client_id"],
+                m["host"],
+                " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in m["assignment"].items()),
+            ]
+            for m in info["members"]
+        ]
+        print(_table(rows, ["MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"]))
+    if info["offsets"]:
+        print()
+        rows = [
+            [
+                o["topic"],
+                o["partition"],
+                o["committed"],
+                o["log_end"],
+                o["lag"],
+                o["member_id"],
+                o["host"],
+                o["client_id"],
+            ]
+            for o in info["offsets"]
+        ]
+        header = ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+        print(_table(rows, header + ["CONSUMER-ID", "HOST", "CLIENT-ID"]))
+    return 0
+
+
+def _groups_delete(args: argparse.Namespace) -> int:
+    with _client(args) as admin:
+        admin.delete_group(args.group)
+    print(f"deleted group {args.group}")
+    return 0
+
+
+# -- offsets --------------------------------------------------------------------------------
+
+
+def _parse_topic(text: str) -> tuple[str, list[int] | None]:
+    topic, _, parts = text.partition(":")
+    if not topic:
+        raise ValueError(f"--topic: expected TOPIC or TOPIC:P,P..., got {text!r}")
+    if not parts:
+        return topic, None
+    try:
+        return topic, sorted({int(p) for p in parts.split(",")})
+    except ValueError:
+        raise ValueError(f"--topic: partitions must be numbers, got {parts!r}") from None
+
+
+def _offsets_reset(args: argparse.Namespace) -> int:
+    topic, wanted = _parse_topic(args.topic)
+    with _client(args) as admin:
+        desc = admin.describe_group(args.group)
+        if desc.state not in INACTIVE_STATES:
+            raise AdminError(
+                f"group {args.group} is {desc.state} with {len(desc.members)} active members: "
+                "offsets can be reset only while it is inactive (stop its consumers first)"
+            )
+        parts = admin.partitions([topic])[topic]
+        if wanted is not None:
+            missing = sorted(set(wanted) - set(parts))
+            if missing:
+                raise AdminError(f"topic {topic} has no partition {missing[0]}")
+            parts = wanted
+        earliest = admin.list_offsets({topic: parts}, EARLIEST)
+        latest = admin.list_offsets({topic: parts}, LATEST)
+        new: dict[tuple[str, int], int] = {}
+        for p in parts:
+            lo, hi = earliest[(topic, p)], latest[(topic, p)]
+            if args.to_earliest:
+                new[(topic, p)] = lo
+            elif args.to_latest:
+                new[(topic, p)] = hi
+            else:
+                new[(topic, p)] = min(max(args.to_offset, lo), hi)
+        if not args.dry_run:
+            admin.commit_offsets(args.group, new)
+    rows = [{"topic": t, "partition": p, "new_offset": o} for (t, p), o in sorted(new.items())]
+    if args.json:
+        print(json.dumps({"group": args.group, "dry_run": args.dry_run, "offsets": rows}))
+    else:
+        print(
+            _table(
+                [[args.group, r["topic"], r["partition"], r["new_offset"]] for r in rows],
+                ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+            )
+        )
+        if args.dry_run:
+            print("(dry run: nothing committed)")
+    return 0

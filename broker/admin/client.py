@@ -1,0 +1,472 @@
+"""A small blocking Kafka admin client on kcoord's own codec (protocol/).
+
+It speaks to any Kafka-compatible broker: the first request is ApiVersions, and every later
+request uses the highest version both sides know (capped at what this module was written
+for). Group requests go to the group's coordinator as FindCoordinator names it; retriable
+errors (a coordinator still loading, not yet elected) are retried until the timeout.
+
+    with AdminClient("127.0.0.1:9092") as admin:
+        admin.list_groups()                     # -> [ListedGroup(...)]
+        admin.describe_group("my-group")        # -> GroupDescription
+        admin.committed_offsets("my-group")     # -> {(topic, partition): offset}
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.api_keys import ApiKey as K
+from protocol.errors import RETRIABLE, ErrorCode
+from protocol.headers import request_header_version, response_header_version
+from protocol.messages import (
+    REQUESTS,
+    RESPONSES,
+    TYPES,
+    ApiVersionsRequest,
+    ConsumerGroupDescribeRequest,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
+    ListGroupsRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+
+_RequestHeader = TYPES["RequestHeader"]
+_ResponseHeader = TYPES["ResponseHeader"]
+
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
+
+# The newest version of each API this client was written against.
+_WANTED = {
+    K.API_VERSIONS: 3,
+    K.METADATA: 12,
+    K.FIND_COORDINATOR: 4,
+    K.LIST_GROUPS: 5,
+    K.DESCRIBE_GROUPS: 5,
+    K.CONSUMER_GROUP_DESCRIBE: 0,
+    K.DELETE_GROUPS: 2,
+    K.OFFSET_FETCH: 8,
+    K.OFFSET_COMMIT: 8,
+    K.LIST_OFFSETS: 7,
+}
+
+
+class AdminError(Exception):
+    """A request failed; ``code`` is the Kafka error code when the broker sent one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def parse_bootstrap(text: str) -> tuple[str, int]:
+    """``host:port`` or ``[ipv6]:port``; the first of a comma-separated list."""
+    first = text.split(",")[0].strip()
+    if first.startswith("["):
+        host, _, port = first[1:].partition("]:")
+    else:
+        host, _, port = first.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    instance_id: str | None = None
+    assignment: dict[str, list[int]] = field(default_factory=dict)
+    epoch: int | None = None  # KIP-848 member epoch
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[Member]
+    group_type: str = "classic"
+    epoch: int | None = None  # generation (classic) is not in DescribeGroups; KIP-848 epoch
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
+        self.address = (host, port)
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.client_id = client_id
+        self.correlation = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def request(self, api_key: int, version: int, request: Any) -> Any:
+        self.correlation += 1
+        header = _RequestHeader.cls(
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=self.correlation,
+            client_id=self.client_id,
+        )
+        body = _RequestHeader.encode(header, request_header_version(api_key, version))
+        body += REQUESTS[api_key].encode(request, version)
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        data = self._read(struct.unpack(">i", self._read(4))[0])
+        resp_header, pos = _ResponseHeader.decode(data, response_header_version(api_key, version))
+        if resp_header.correlation_id != self.correlation:
+            raise AdminError("response out of order")
+        response, _ = RESPONSES[api_key].decode(data, version, pos)
+        return response
+
+    def _read(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError(f"connection closed by {self.address[0]}:{self.address[1]}")
+            out += chunk
+        return bytes(out)
+
+
+class AdminClient:
+    def __init__(
+        self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "kcoord-admin"
+    ) -> None:
+        self.timeout = timeout
+        self.client_id = client_id
+        host, port = parse_bootstrap(bootstrap)
+        self._conns: dict[tuple[str, int], _Connection] = {}
+        self._bootstrap = self._connect(host, port)
+        self.versions: dict[int, tuple[int, int]] = {}
+        self.api_versions()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def _connect(self, host: str, port: int) -> _Connection:
+        conn = self._conns.get((host, port))
+        if conn is None:
+            try:
+                conn = _Connection(host, port, self.timeout, self.client_id)
+            except OSError as e:
+                raise AdminError(f"cannot connect to {host}:{port}: {e}") from None
+            self._conns[(host, port)] = conn
+        return conn
+
+    def version(self, api_key: int) -> int:
+        lo, hi = self.versions.get(api_key, (-1, -1))
+        wanted = _WANTED[api_key]
+        if hi < 0 or lo > wanted:
+            raise AdminError(f"the broker does not serve {REQUESTS[api_key].name}")
+        return min(hi, wanted)
+
+    def _call(self, api_key: int, request: Any, conn: _Connection | None = None) -> Any:
+        conn = conn or self._bootstrap
+        try:
+            return conn.request(api_key, self.version(api_key), request)
+        except OSError as e:
+            raise AdminError(f"{REQUESTS[api_key].name} to {conn.address[0]}: {e}") from None
+
+    def _retrying(self, fn: Any) -> Any:
+        """Run ``fn`` until it does not raise a retriable AdminError, or the timeout passes."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return fn()
+            except AdminError as e:
+                if e.code not in RETRIABLE or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+
+    # -- cluster ---------------------------------------------------------------------------
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """ApiVersions (v3, or v0 when the broker answers UNSUPPORTED_VERSION)."""
+        try:
+            resp = self._bootstrap.request(
+                K.API_VERSIONS,
+                3,
+                ApiVersionsRequest(
+                    client_software_name="kcoord-admin", client_software_version="1"
+                ),
+            )
+            if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                resp = self._bootstrap.request(K.API_VERSIONS, 0, ApiVersionsRequest())
+        except OSError as e:
+            raise AdminError(f"ApiVersions to {self._bootstrap.address[0]}: {e}") from None
+        if resp.error_code != 0:
+            raise AdminError(f"ApiVersions: {error_name(resp.error_code)}", resp.error_code)
+        self.versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+        return self.versions
+
+    def partitions(self, topics: list[str]) -> dict[str, list[int]]:
+        """Metadata: the partitions of each named topic; AdminError if one does not exist."""
+        req = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
+        resp = self._call(K.METADATA, req)
+        out: dict[str, list[int]] = {}
+        for t in resp.topics:
+            if t.error_code != 0:
+                raise AdminError(f"topic {t.name}: {error_name(t.error_code)}", t.error_code)
+            out[t.name] = sorted(p.partition_index for p in t.partitions)
+        return out
+
+    def coordinator(self, group_id: str) -> _Connection:
+        """FindCoordinator for the group, and a connection to it."""
+
+        def find() -> tuple[str, int]:
+            v = self.version(K.FIND_COORDINATOR)
+            if v >= 4:
+                req = FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id])
+                c = self._call(K.FIND_COORDINATOR, req).coordinators[0]
+                code, host, port = c.error_code, c.host, c.port
+            else:
+                resp = self._call(K.FIND_COORDINATOR, FindCoordinatorRequest(key=group_id))
+                code, host, port = resp.error_code, resp.host, resp.port
+            if code != 0:
+                raise AdminError(f"FindCoordinator {group_id}: {error_name(code)}", code)
+            return host, port
+
+        host, port = self._retrying(find)
+        try:
+            return self._connect(host, port)
+        except AdminError:
+            # An advertised name this machine cannot resolve (a container's): a single broker
+            # is its own coordinator, so the bootstrap connection serves.
+            return self._bootstrap
+
+    # -- groups ----------------------------------------------------------------------------
+
+    def list_groups(self) -> list[Any]:
+        """ListGroups: ListedGroup(group_id, protocol_type, group_state, group_type)."""
+
+        def call() -> list[Any]:
+            resp = self._call(K.LIST_GROUPS, ListGroupsRequest(states_filter=[], types_filter=[]))
+            if resp.error_code != 0:
+                raise AdminError(f"ListGroups: {error_name(resp.error_code)}", resp.error_code)
+            return sorted(resp.groups, key=lambda g: g.group_id)
+
+        return self._retrying(call)
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        conn = self.coordinator(group_id)
+
+        def call() -> GroupDescription:
+            req = DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False)
+            [g] = self._call(K.DESCRIBE_GROUPS, req, conn).groups
+            if g.error_code != 0:
+                raise AdminError(f"group {group_id}: {error_name(g.error_code)}", g.error_code)
+            members = [
+                Member(
+                    member_id=m.member_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    instance_id=m.group_instance_id,
+                    assignment=(
+                        decode_assignment(m.member_assignment)
+                        if g.protocol_type == "consumer"
+                        else {}
+                    ),
+                )
+                for m in g.members
+            ]
+            return GroupDescription(
+                group_id, g.group_state, g.protocol_type, g.protocol_data, members
+            )
+
+        desc = self._retrying(call)
+        if K.CONSUMER_GROUP_DESCRIBE in self.versions:
+            self._add_consumer_group_view(desc, conn)
+        return desc
+
+    def _add_consumer_group_view(self, desc: GroupDescription, conn: _Connection) -> None:
+        """A KIP-848 group: members, epochs and assignments come from ConsumerGroupDescribe."""
+        req = ConsumerGroupDescribeRequest(
+            group_ids=[desc.group_id], include_authorized_operations=False
+        )
+        [g] = self._call(K.CONSUMER_GROUP_DESCRIBE, req, conn).groups
+        if g.error_code != 0:
+            return  # GROUP_ID_NOT_FOUND: a classic group (or none)
+        desc.group_type = "consumer"
+        desc.state = g.group_state
+        desc.epoch = g.group_epoch
+        desc.protocol = g.assignor_name
+        names = self._topic_names()
+        desc.members = [
+            Member(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                instance_id=m.instance_id,
+                epoch=m.member_epoch,
+                assignment={
+                    names.get(str(tp.topic_id), tp.topic_name or str(tp.topic_id)): sorted(
+                        tp.partitions
+                    )
+                    for tp in m.assignment.topic_partitions
+                },
+            )
+            for m in g.members
+        ]
+
+    def _topic_names(self) -> dict[str, str]:
+        resp = self._call(K.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        return {str(t.topic_id): t.name for t in resp.topics if t.name}
+
+    def delete_group(self, group_id: str) -> None:
+        conn = self.coordinator(group_id)
+
+        def results() -> None:
+            resp = self._call(K.DELETE_GROUPS, DeleteGroupsRequest(groups_names=[group_id]), conn)
+            [r] = resp.results
+            if r.error_code != 0:
+                raise AdminError(f"group {group_id}: {error_name(r.error_code)}", r.error_code)
+
+        self._retrying(results)
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        """OffsetFetch of every partition the group committed: {(topic, p): offset}."""
+        conn = self.coordinator(group_id)
+
+        def call() -> dict[tuple[str, int], int]:
+            v = self.version(K.OFFSET_FETCH)
+            if v >= 8:
+                req = OffsetFetchRequest(
+                    groups=[
+                        OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)
+                    ],
+                    require_stable=False,
+                )
+                [g] = self._call(K.OFFSET_FETCH, req, conn).groups
+                code, topics = g.error_code, g.topics
+            else:
+                req = OffsetFetchRequest(group_id=group_id, topics=None)
+                resp = self._call(K.OFFSET_FETCH, req, conn)
+                code, topics = resp.error_code, resp.topics
+            if code != 0:
+                raise AdminError(f"group {group_id}: {error_name(code)}", code)
+            out = {}
+            for t in topics:
+                for p in t.partitions:
+                    if p.error_code != 0:
+                        raise AdminError(
+                            f"{t.name}-{p.partition_index}: {error_name(p.error_code)}",
+                            p.error_code,
+                        )
+                    if p.committed_offset >= 0:
+                        out[(t.name, p.partition_index)] = p.committed_offset
+            return out
+
+        return self._retrying(call)
+
+    def list_offsets(
+        self, partitions: dict[str, list[int]], timestamp: int
+    ) -> dict[tuple[str, int], int]:
+        """ListOffsets at ``EARLIEST``, ``LATEST`` or a timestamp: {(topic, p): offset}."""
+        T, P = ListOffsetsRequest.ListOffsetsTopic, ListOffsetsRequest.ListOffsetsPartition
+        req = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                T(name=t, partitions=[P(partition_index=p, timestamp=timestamp) for p in ps])
+                for t, ps in partitions.items()
+            ],
+        )
+
+        def call() -> dict[tuple[str, int], int]:
+            out = {}
+            for t in self._call(K.LIST_OFFSETS, req).topics:
+                for p in t.partitions:
+                    if p.error_code != 0:
+                        raise AdminError(
+                            f"{t.name}-{p.partition_index}: {error_name(p.error_code)}",
+                            p.error_code,
+                        )
+                    out[(t.name, p.partition_index)] = p.offset
+            return out
+
+        return self._retrying(call)
+
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """OffsetCommit outside any generation (as Kafka's tools do for an inactive group)."""
+        conn = self.coordinator(group_id)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, p), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=offset, committed_metadata=""
+                )
+            )
+        req = OffsetCommitRequest(
+            group_id=group_id,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
+
+        def call() -> None:
+            for t in self._call(K.OFFSET_COMMIT, req, conn).topics:
+                for p in t.partitions:
+                    if p.error_code != 0:
+                        raise AdminError(
+                            f"commit {t.name}-{p.partition_index}: {error_name(p.error_code)}",
+                            p.error_code,
+                        )
+
+        self._retrying(call)
+
+
+def decode_assignment(data: bytes | None) -> dict[str, list[int]]:
+    """The topics and partitions of a ConsumerProtocolAssignment (any version: all start with
+    int16 version, then [topic string, [int32 partition]])."""
+    if not data:
+        return {}
+    try:
+        pos = 2
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out: dict[str, list[int]] = {}
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            topic = data[pos : pos + ln].decode("utf-8")
+            pos += ln
+            (count,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            parts = list(struct.unpack_from(f">{max(count, 0)}i", data, pos))
+            pos += 4 * max(count, 0)
+            out[topic] = sorted(parts)
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return {}

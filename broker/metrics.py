@@ -1,0 +1,240 @@
+"""Prometheus metrics (`kcoord serve --metrics HOST:PORT`, then GET /metrics).
+
+The hot path pays for one counter increment and one histogram observation per request, on
+children resolved once per API key. Everything that is state rather than a flow (groups by
+state and type, members, log sizes, connections) is read when Prometheus scrapes, by a
+collector that runs on the event loop (the endpoint is served by asyncio, not a thread), so
+it sees the shards between two calls, never in the middle of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter as Tally
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from coordinator.result import RebalanceEvent
+from protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from broker.state import BrokerState
+
+log = logging.getLogger("kcoord.metrics")
+
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+def api_name(key: int) -> str:
+    try:
+        return ApiKey(key).name
+    except ValueError:
+        return str(key)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.state: BrokerState | None = None
+        self._requests = Counter(
+            "kcoord_requests", "Requests answered, per API.", ["api"], registry=self.registry
+        )
+        self._latency = Histogram(
+            "kcoord_request_duration_seconds",
+            "Time from a request's arrival to its reply being ready, per API (a JoinGroup "
+            "includes the rebalance it waits for, a commit its fsync).",
+            ["api"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.rebalances = Counter(
+            "kcoord_rebalances",
+            "Completed rebalances (a new generation or group epoch), per group type.",
+            ["type"],
+            registry=self.registry,
+        )
+        self.rebalance_duration = Histogram(
+            "kcoord_rebalance_duration_seconds",
+            "How long rebalances took, from their start to the new generation, per group type.",
+            ["type"],
+            buckets=REBALANCE_BUCKETS,
+            registry=self.registry,
+        )
+        self.connections_accepted = 0
+        self.connections_open = 0
+        self._per_api: dict[int, tuple[Any, Any]] = {}
+        self.registry.register(_StateCollector(self))
+
+    # -- hot path --------------------------------------------------------------------------
+
+    def request_done(self, api_key: int, started: float) -> None:
+        children = self._per_api.get(api_key)
+        if children is None:
+            name = api_name(api_key)
+            children = self._per_api[api_key] = (
+                self._requests.labels(name),
+                self._latency.labels(name),
+            )
+        children[0].inc()
+        children[1].observe(time.perf_counter() - started)
+
+    def connection_opened(self) -> None:
+        self.connections_accepted += 1
+        self.connections_open += 1
+
+    def connection_closed(self) -> None:
+        self.connections_open -= 1
+
+    def on_event(self, event: Any) -> None:
+        """The group runtime's event hook."""
+        if isinstance(event, RebalanceEvent):
+            self.rebalance(event)
+
+    def rebalance(self, event: RebalanceEvent) -> None:
+        kind = event.group_type
+        self.rebalances.labels(kind).inc()
+        self.rebalance_duration.labels(kind).observe(max(event.duration_ms, 0) / 1000)
+
+    # -- exposition ------------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    async def serve(self, host: str, port: int) -> asyncio.Server:
+        """An HTTP endpoint on the event loop: GET /metrics (and /) answers the exposition."""
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                method, _, rest = head.decode("latin-1").partition(" ")
+                path = rest.split(" ", 1)[0].split("?", 1)[0]
+                if method not in ("GET", "HEAD"):
+                    status, body, ctype = "405 Method Not Allowed", b"", "text/plain"
+                elif path in ("/metrics", "/"):
+                    status, body, ctype = "200 OK", self.render(), CONTENT_TYPE_LATEST
+                else:
+                    status, body, ctype = "404 Not Found", b"see /metrics\n", "text/plain"
+                writer.write(
+                    f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                )
+                if method != "HEAD":
+                    writer.write(body)
+                await writer.drain()
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+                pass
+            except ConnectionError:
+                pass
+            finally:
+                writer.close()
+
+        return await asyncio.start_server(handle, host, port)
+
+
+class _StateCollector:
+    """Gauges read from the broker's state at scrape time."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Any]:
+        return []  # unchecked: the families depend on the state at scrape time
+
+    def collect(self) -> Iterator[Any]:
+        m = self.metrics
+        conns = GaugeMetricFamily("kcoord_connections", "Client connections open now.")
+        conns.add_metric([], m.connections_open)
+        yield conns
+        accepted = CounterMetricFamily(
+            "kcoord_connections_accepted", "Client connections accepted since start."
+        )
+        accepted.add_metric([], m.connections_accepted)
+        yield accepted
+        state = m.state
+        if state is None:
+            return
+        runtime = state.groups
+        if runtime is not None:
+            yield from _group_families(runtime)
+        yield from _log_families(state)
+
+
+def _group_families(runtime: Any) -> Iterator[Any]:
+    groups: Tally[tuple[str, str]] = Tally()
+    members: Tally[str] = Tally()
+    for shard in runtime.shards:
+        if shard is None:
+            continue
+        for g in shard.groups.values():
+            groups[("classic", str(g.state))] += 1
+            members["classic"] += len(g.members)
+        for g in shard.consumer_groups.values():
+            st = g.state
+            groups[("consumer", str(getattr(st, "value", st)))] += 1
+            members["consumer"] += len(g.members)
+    fam = GaugeMetricFamily(
+        "kcoord_groups",
+        "Groups this broker coordinates, by type and state.",
+        labels=["type", "state"],
+    )
+    for (kind, st), n in sorted(groups.items()):
+        fam.add_metric([kind, st], n)
+    yield fam
+    fam = GaugeMetricFamily(
+        "kcoord_group_members", "Members of all groups, by group type.", labels=["type"]
+    )
+    for kind in ("classic", "consumer"):
+        fam.add_metric([kind], members.get(kind, 0))
+    yield fam
+    fam = CounterMetricFamily(
+        "kcoord_offset_commits", "Committed offsets written (one per partition per commit)."
+    )
+    fam.add_metric([], getattr(runtime, "offset_commits", 0))
+    yield fam
+    loaded = GaugeMetricFamily(
+        "kcoord_offsets_partitions_loaded", "__consumer_offsets partitions loaded and served."
+    )
+    loaded.add_metric([], sum(1 for s in runtime.shards if s is not None))
+    yield loaded
+
+
+def _log_families(state: Any) -> Iterator[Any]:
+    sizes: Tally[str] = Tally()
+    segments: Tally[str] = Tally()
+    seen: set[int] = set()
+
+    def add(topic: str, plog: Any) -> None:
+        if plog is None or id(plog) in seen:
+            return
+        seen.add(id(plog))
+        sizes[topic] += plog.size_bytes
+        segments[topic] += len(plog.segments)
+
+    store = state.data
+    if store is not None:
+        for topic, parts in list(store.partitions.items()):
+            for p in parts:
+                add(topic, getattr(p, "log", None))
+    runtime = state.groups
+    if runtime is not None:
+        for plog in runtime.logs:
+            add("__consumer_offsets", plog)
+    fam = GaugeMetricFamily(
+        "kcoord_log_size_bytes", "Bytes in the log segments of each topic.", labels=["topic"]
+    )
+    seg = GaugeMetricFamily("kcoord_log_segments", "Log segments of each topic.", labels=["topic"])
+    for topic in sorted(sizes):
+        fam.add_metric([topic], sizes[topic])
+        seg.add_metric([topic], segments[topic])
+    yield fam
+    yield seg
