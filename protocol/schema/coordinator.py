@@ -76,7 +76,7 @@ ConsumerGroupMemberMetadataValue = Message(
             nullable="0+",
             tagged="0+",
             tag=0,
-            default="None",
+            default="null",
             fields=(
                 F("SessionTimeoutMs", "int32", "0+"),
                 F(

@@ -35,7 +35,10 @@ def field_src(f: dict, indent: str) -> str:
         args.append(f"tagged={f['taggedVersions']!r}")
         args.append(f"tag={f['tag']!r}")
     if "default" in f:
-        args.append(f"default={str(f['default'])!r}")
+        # JSON null and the string "null" mean the same; numbers and booleans become text.
+        raw = f["default"]
+        text = "null" if raw is None else str(raw).lower() if isinstance(raw, bool) else str(raw)
+        args.append(f"default={text!r}")
     if "flexibleVersions" in f:
         args.append(f"flexible={f['flexibleVersions']!r}")
     if f.get("fields"):
@@ -86,7 +89,7 @@ def write(out: Path, doc: str, specs: list[dict]) -> None:
 
     out.write_text(f"{head}{body}\nALL = ({', '.join(s['name'] for s in specs)},)\n")
 
-    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(out)], check=False)
+    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", "--line-length", "100", str(out)], check=False)
 
 
 def main(spec_dir: str) -> None:

@@ -118,3 +118,14 @@ def test_uuid_fields_round_trip() -> None:
     tp = cr.VALUES[8].cls.TopicPartitions(topic_id=uuid.uuid4(), partitions=[0, 2])
     value = cr.VALUES[8].cls(member_epoch=5, assigned_partitions=[tp])
     assert cr.decode_record(*cr.encode_record(key, value)).value == value
+
+
+def test_null_tagged_struct_is_left_out() -> None:
+    # ClassicMemberMetadata is a tagged struct whose default is null: a consumer-protocol
+    # member (null) writes no tag at all, as Kafka does.
+    key = cr.KEYS[5].cls(group_id="g", member_id="m")
+    value = cr.VALUES[5].cls(client_id="c", client_host="h", classic_member_metadata=None)
+    _, v = cr.encode_record(key, value)
+    assert v.endswith(b"\x00")  # an empty tagged-field section
+    assert cr.decode_record(*cr.encode_record(key, value)).value.classic_member_metadata is None
+    assert cr.VALUES[5].cls().classic_member_metadata is None
