@@ -89,7 +89,10 @@ def write(out: Path, doc: str, specs: list[dict]) -> None:
 
     out.write_text(f"{head}{body}\nALL = ({', '.join(s['name'] for s in specs)},)\n")
 
-    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", "--line-length", "100", str(out)], check=False)
+    subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "-q", "--line-length", "100", str(out)],
+        check=False,
+    )
 
 
 def main(spec_dir: str) -> None:
