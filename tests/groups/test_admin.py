@@ -26,6 +26,7 @@ from tests.groups.harness import (
     describe,
     keyed,
     produce,
+    wait_converged,
     wait_until,
 )
 from tests.kcoord_process import KcoordProcess
@@ -227,3 +228,38 @@ def test_aiokafka_admin(broker: KcoordProcess, admin: Any, live: Live) -> None:
     assert (idle_group[0], idle_group[2], idle_group[5]) == (0, "Empty", [])
     assert {tp.partition: om.offset for tp, om in live_offsets.items()} == live.offsets
     assert {tp.partition: om.offset for tp, om in idle_offsets.items()} == {2: 5}
+
+
+def test_admin_removes_a_static_member(broker: KcoordProcess, members: Members, admin: Any) -> None:
+    """LeaveGroup v3+ by group.instance.id from an admin (KIP-345): the member is gone at once
+    and the group rebalances; the still-running consumer learns it was removed and joins again
+    under the same instance id with a new member id."""
+    from kafka.admin import MemberToRemove
+    from kafka.errors import NoError, UnknownMemberIdError
+
+    create_topic("kafka-python", broker.bootstrap, TOPIC, PARTITIONS)
+    ms = [
+        members.start("kafka-python", "static", TOPIC, f"s{i}", instance_id=f"instance-{i}")
+        for i in range(2)
+    ]
+    wait_converged(ms, PARTITIONS, admin, "static", TOPIC)
+    removed_id, generation = ms[1].member_id, ms[0].generation
+    assert generation is not None
+
+    result = admin.remove_group_members(
+        "static",
+        [MemberToRemove(group_instance_id="instance-1"), MemberToRemove(group_instance_id="x")],
+    )
+    # (keyed by instance id, whatever kafka-python's docstring says)
+    assert result == {"instance-1": NoError, "x": UnknownMemberIdError}
+    assert removed_id not in {m["member_id"] for m in describe(admin, "static")["members"]}
+
+    views = wait_converged(ms, PARTITIONS, admin, "static", TOPIC)
+    assert sorted(len(v) for v in views.values()) == [3, 3]
+    assert ms[1].member_id != removed_id
+    assert ms[0].generation > generation
+    described = describe(admin, "static")["members"]
+    assert {(m["member_id"], m["group_instance_id"]) for m in described} == {
+        (ms[0].member_id, "instance-0"),
+        (ms[1].member_id, "instance-1"),
+    }
