@@ -1,7 +1,12 @@
-"""Real clients end to end: kafka-python, aiokafka and confluent-kafka each produce 100,000 keyed
-messages into a 3-partition topic and a 3-member group of the same library consumes them;
-every message exactly once per group, in per-partition order, offsets committed. The
-confluent-kafka run restarts the broker while producing and consuming."""
+"""Real clients end to end: kafka-python, aiokafka and confluent-kafka each produce 100,000
+keyed messages into a 3-partition topic while a 3-member group of the same library consumes
+them, and the broker is restarted mid-way with produce requests and commits in flight.
+
+Checked: the log holds every message exactly once, in each partition in the order it was
+produced (idempotent producers' retries across the restart deduplicated); the group saw every
+message, in per-partition order, and saw one twice only when its offset had not been committed
+when the broker stopped (at least once after the last commit); the final committed offsets
+are the log end offsets."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -19,7 +25,8 @@ from tests.kcoord_process import KcoordProcess, start_kcoord
 N = 100_000
 PARTITIONS = 3
 MEMBERS = 3
-DEADLINE = 120  # seconds for any one phase; the runs take a few seconds each
+DEADLINE = 120  # seconds for any one phase; a run takes a few seconds
+BROKER_SETTINGS = ("group.initial.rebalance.delay.ms=0",)
 
 # (partition, offset, value) as a consumer saw them
 Seen = list[tuple[int, int, int]]
@@ -47,18 +54,107 @@ def check_log(seen: Seen, n: int = N) -> None:
         assert vals == sorted(vals), f"partition {p} out of producer order"
 
 
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+def check_group(seen: Seen, log: Seen, committed_at_stop: dict[int, int]) -> None:
+    """At least once, in order, redelivered only after the last commit before the stop."""
+    assert {v for _, _, v in seen} == {v for _, _, v in log}
+    firsts: dict[int, list[int]] = {}
+    sighted: set[tuple[int, int]] = set()
+    for p, o, _ in seen:
+        if (p, o) not in sighted:  # later sightings are redeliveries
+            sighted.add((p, o))
+            firsts.setdefault(p, []).append(o)
+    for p, offsets in firsts.items():
+        assert offsets == list(range(len(offsets))), f"partition {p} consumed out of order"
+    for (p, o), c in Counter((p, o) for p, o, _ in seen).items():
+        if c > 1:
+            assert o >= committed_at_stop.get(p, 0), (p, o, committed_at_stop)
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> KcoordProcess:
-    proc = start_kcoord(tmp_path / "data", "group.initial.rebalance.delay.ms=0")
-    yield proc
-    proc.stop()
+@dataclass
+class Run:
+    """What the producer and the members share while the broker restarts under them."""
+
+    port: int
+    topic: str
+    seen: Seen = field(default_factory=list)
+    committed: dict[int, int] = field(default_factory=dict)  # last acknowledged, per partition
+    errors: list[BaseException] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    done: threading.Event = field(default_factory=threading.Event)
+    quarter: threading.Event = field(default_factory=threading.Event)
+    queued: threading.Event = field(default_factory=threading.Event)
+    restarted: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def consumed(self, records: list[tuple[int, int, int]]) -> None:
+        with self.lock:
+            self.seen.extend(records)
+            distinct = len({v for _, _, v in self.seen})
+        if distinct >= N // 4:
+            self.quarter.set()
+        if distinct >= N:
+            self.done.set()
+
+    def committed_offsets(self, offsets: dict[int, int]) -> None:
+        with self.lock:
+            for p, o in offsets.items():
+                self.committed[p] = max(self.committed.get(p, 0), o)
+
+    def pace(self, i: int, flush: Callable[[], None]) -> None:
+        """Called by the producer after sending message i: the first half is flushed, then
+        a quarter more is queued and the broker restarted under it."""
+        if i == N // 2:
+            flush()
+        elif i == 3 * N // 4:
+            self.queued.set()
+            assert self.restarted.wait(DEADLINE)
+
+    def guard(self, fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - reported by the test
+                self.errors.append(e)
+                self.done.set()
+
+        return run
+
+
+def scenario(
+    tmp_path: Path, topic: str, produce: Callable[[Run], None], member: Callable[[Run], None]
+) -> None:
+    data = tmp_path / "data"
+    broker = start_kcoord(data, *BROKER_SETTINGS)
+    try:
+        create_topic(broker.bootstrap, topic)
+        run = Run(broker.port, topic)
+        threads = [threading.Thread(target=run.guard(lambda: produce(run)))]
+        threads += [threading.Thread(target=run.guard(lambda: member(run))) for _ in range(MEMBERS)]
+        for t in threads:
+            t.start()
+        assert run.queued.wait(DEADLINE) and run.quarter.wait(DEADLINE), run.errors
+        broker.stop()  # mid-way: produce requests and commits in flight
+        with run.lock:
+            committed_at_stop = dict(run.committed)
+            consumed_at_stop = len(run.seen)
+        broker = start_kcoord(data, *BROKER_SETTINGS, port=run.port)
+        run.restarted.set()
+        for t in threads:
+            t.join(DEADLINE)
+        assert not any(t.is_alive() for t in threads), "a client thread is stuck"
+        assert not run.errors, run.errors
+        assert consumed_at_stop < N
+        log = read_all(broker.bootstrap, topic)
+        check_log(log)
+        check_group(run.seen, log, committed_at_stop)
+        assert committed_offsets(broker.bootstrap, topic, "g-" + topic) == end_offsets(
+            broker.bootstrap, topic
+        )
+    finally:
+        broker.stop()
 
 
 def create_topic(bootstrap: str, name: str) -> None:
@@ -68,64 +164,238 @@ def create_topic(bootstrap: str, name: str) -> None:
     admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
 
 
-# -- kafka-python -------------------------------------------------------------------------
+def read_all(bootstrap: str, topic: str) -> Seen:
+    """Every record of ``topic``, with a group-less consumer."""
+    from confluent_kafka import Consumer, TopicPartition
 
-
-def test_kafka_python(broker: KcoordProcess) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
-    create_topic(broker.bootstrap, "kp")
-    producer = KafkaProducer(
-        bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5, compression_type="gzip"
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
     )
-    futures = [producer.send("kp", key=key(i), value=b"%d" % i) for i in range(N)]
-    producer.flush(DEADLINE)
+    ends = end_offsets(bootstrap, topic)
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    out: Seen = []
+    deadline = time.monotonic() + DEADLINE
+    while len(out) < sum(ends.values()) and time.monotonic() < deadline:
+        out.extend(
+            (m.partition(), m.offset(), int(m.value()))
+            for m in c.consume(1000, 0.2)
+            if m.error() is None
+        )
+    c.close()
+    return out
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader"})
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in range(PARTITIONS)
+        }
+    finally:
+        c.close()
+
+
+def committed_offsets(bootstrap: str, topic: str, group: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        c.close()
+
+
+# -- kafka-python (gzip) ------------------------------------------------------------------
+
+
+def kafka_python_produce(run: Run) -> None:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(
+        bootstrap_servers=run.bootstrap, acks="all", linger_ms=5, compression_type="gzip"
+    )
+    futures = []
+    for i in range(N):
+        futures.append(p.send(run.topic, key=key(i), value=b"%d" % i))
+        run.pace(i, p.flush)
+    p.flush(DEADLINE)
+    p.close()
     assert all(f.succeeded() for f in futures)
-    producer.close()
 
-    seen: Seen = []
-    lock = threading.Lock()
-    done = threading.Event()
-    errors: list[BaseException] = []
 
-    def member() -> None:
+def kafka_python_member(run: Run) -> None:
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    c = KafkaConsumer(
+        run.topic,
+        bootstrap_servers=run.bootstrap,
+        group_id="g-" + run.topic,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    while not run.done.is_set():
+        batches = c.poll(timeout_ms=200)
+        run.consumed(
+            [(tp.partition, r.offset, int(r.value)) for tp, rs in batches.items() for r in rs]
+        )
+        if batches:
+            try:
+                c.commit()  # before the next poll, which may rebalance
+            except KafkaError:
+                continue  # the broker is restarting: redelivered after the last commit
+            run.committed_offsets({tp.partition: rs[-1].offset + 1 for tp, rs in batches.items()})
+    c.close()
+
+
+def test_kafka_python(tmp_path: Path) -> None:
+    scenario(tmp_path, "kp", kafka_python_produce, kafka_python_member)
+
+
+def aiokafka_produce(run: Run) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    async def produce() -> None:
+        p = AIOKafkaProducer(
+            bootstrap_servers=run.bootstrap, acks="all", linger_ms=5, enable_idempotence=True
+        )
+        await p.start()
         try:
-            c = KafkaConsumer(
-                "kp",
-                bootstrap_servers=broker.bootstrap,
-                group_id="g-kp",
-                auto_offset_reset="earliest",
-                enable_auto_commit=False,
-            )
-            while not done.is_set():
-                batches = c.poll(timeout_ms=200)
-                with lock:
-                    for tp, recs in batches.items():
-                        seen.extend((tp.partition, r.offset, int(r.value)) for r in recs)
-                    if len(seen) >= N:
-                        done.set()
+            futures = []
+            for i in range(N):
+                futures.append(await p.send(run.topic, b"%d" % i, key=key(i)))
+                if i == N // 2:
+                    await p.flush()
+                elif i == 3 * N // 4:
+                    run.queued.set()
+                    loop = asyncio.get_running_loop()
+                    assert await loop.run_in_executor(None, run.restarted.wait, DEADLINE)
+            await p.flush()
+            await asyncio.gather(*futures)
+        finally:
+            await p.stop()
+
+    asyncio.run(produce())
+
+
+def aiokafka_member(run: Run) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import KafkaError
+
+    async def member() -> None:
+        c = AIOKafkaConsumer(
+            run.topic,
+            bootstrap_servers=run.bootstrap,
+            group_id="g-" + run.topic,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await c.start()
+        try:
+            while not run.done.is_set():
+                batches = await c.getmany(timeout_ms=200)
+                run.consumed(
+                    [
+                        (tp.partition, r.offset, int(r.value))
+                        for tp, rs in batches.items()
+                        for r in rs
+                    ]
+                )
                 if batches:
-                    c.commit()  # before the next poll, which may rebalance
-            c.close()
-        except BaseException as e:  # noqa: BLE001 - reported by the test thread
-            errors.append(e)
-            done.set()
+                    try:
+                        await c.commit()
+                    except KafkaError:
+                        continue
+                    run.committed_offsets(
+                        {tp.partition: rs[-1].offset + 1 for tp, rs in batches.items()}
+                    )
+        finally:
+            await c.stop()
 
-    threads = [threading.Thread(target=member) for _ in range(MEMBERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(DEADLINE)
-    assert not errors, errors
-    check_log(seen)
+    asyncio.run(member())
 
-    # Committed offsets are the log end offsets; a group-less consumer reads the same data.
-    plain = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g-kp")
-    tps = [TopicPartition("kp", p) for p in range(PARTITIONS)]
-    ends = plain.end_offsets(tps)
-    assert {tp: plain.committed(tp) for tp in tps} == ends
-    assert sum(ends.values()) == N
-    plain.close()
+
+def test_aiokafka(tmp_path: Path) -> None:
+    scenario(tmp_path, "ak", aiokafka_produce, aiokafka_member)
+
+
+# -- confluent-kafka (lz4) ----------------------------------------------------------------
+
+
+def confluent_produce(run: Run) -> None:
+    from confluent_kafka import Producer
+
+    failures: list[str] = []
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    p = Producer(
+        {
+            "bootstrap.servers": run.bootstrap,
+            "enable.idempotence": True,
+            "compression.type": "lz4",
+            "linger.ms": 5,
+            "message.timeout.ms": DEADLINE * 1000,
+        }
+    )
+
+    def flush() -> None:
+        assert p.flush(DEADLINE) == 0
+
+    for i in range(N):
+        while True:
+            try:
+                p.produce(run.topic, b"%d" % i, key(i), on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+        run.pace(i, flush)
+    flush()
+    assert not failures, failures[:5]
+
+
+def confluent_member(run: Run) -> None:
+    from confluent_kafka import Consumer, KafkaException
+
+    c = Consumer(
+        {
+            "bootstrap.servers": run.bootstrap,
+            "group.id": "g-" + run.topic,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([run.topic])
+    while not run.done.is_set():
+        msgs = [m for m in c.consume(500, 0.2) if m.error() is None]
+        run.consumed([(m.partition(), m.offset(), int(m.value())) for m in msgs])
+        if msgs:
+            try:
+                result = c.commit(asynchronous=False)
+            except KafkaException:
+                continue
+            run.committed_offsets({tp.partition: tp.offset for tp in result if tp.error is None})
+    c.close()
+
+
+def test_confluent_kafka(tmp_path: Path) -> None:
+    scenario(tmp_path, "ck", confluent_produce, confluent_member)
+
+
+# -- no group, auto-created topic ---------------------------------------------------------
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> KcoordProcess:
+    proc = start_kcoord(tmp_path / "data", *BROKER_SETTINGS)
+    yield proc
+    proc.stop()
 
 
 def test_kafka_python_without_a_group(broker: KcoordProcess) -> None:
@@ -145,198 +415,6 @@ def test_kafka_python_without_a_group(broker: KcoordProcess) -> None:
             got.extend(int(r.value) for r in recs)
     c.close()
     assert got == list(range(1000))
-
-
-# -- aiokafka -----------------------------------------------------------------------------
-
-
-def test_aiokafka(broker: KcoordProcess) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    create_topic(broker.bootstrap, "ak")
-
-    async def produce() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
-        await producer.start()
-        try:
-            futures = [await producer.send("ak", b"%d" % i, key=key(i)) for i in range(N)]
-            await producer.flush()
-            await asyncio.gather(*futures)
-        finally:
-            await producer.stop()
-
-    async def consume() -> Seen:
-        seen: Seen = []
-        done = asyncio.Event()
-
-        async def member() -> None:
-            c = AIOKafkaConsumer(
-                "ak",
-                bootstrap_servers=broker.bootstrap,
-                group_id="g-ak",
-                auto_offset_reset="earliest",
-                enable_auto_commit=False,
-            )
-            await c.start()
-            try:
-                while not done.is_set():
-                    batches = await c.getmany(timeout_ms=200)
-                    for tp, recs in batches.items():
-                        seen.extend((tp.partition, r.offset, int(r.value)) for r in recs)
-                    if len(seen) >= N:
-                        done.set()
-                    if batches:
-                        await c.commit()
-            finally:
-                await c.stop()
-
-        await asyncio.wait_for(asyncio.gather(*(member() for _ in range(MEMBERS))), DEADLINE)
-        return seen
-
-    async def main() -> Seen:
-        await asyncio.wait_for(produce(), DEADLINE)
-        return await consume()
-
-    check_log(asyncio.run(main()))
-
-
-# -- confluent-kafka, with a broker restart -----------------------------------------------
-
-
-def test_confluent_kafka_with_restart(tmp_path: Path) -> None:
-    from confluent_kafka import Consumer, Producer
-
-    data = tmp_path / "data"
-    broker = start_kcoord(data, "group.initial.rebalance.delay.ms=0")
-    port = broker.port
-    try:
-        create_topic(broker.bootstrap, "ck")
-        seen: Seen = []
-        lock = threading.Lock()
-        committed: dict[int, int] = {}  # last acknowledged commit per partition
-        done = threading.Event()
-        errors: list[BaseException] = []
-        queued, restarted, quarter = threading.Event(), threading.Event(), threading.Event()
-        delivery_errors: list[str] = []
-
-        def on_delivery(err, _msg) -> None:
-            if err is not None:
-                delivery_errors.append(str(err))
-
-        def produce_all() -> None:
-            try:
-                p = Producer(
-                    {
-                        "bootstrap.servers": f"127.0.0.1:{port}",
-                        "enable.idempotence": True,
-                        "compression.type": "lz4",
-                        "linger.ms": 5,
-                        "message.timeout.ms": DEADLINE * 1000,
-                    }
-                )
-                for i in range(N):
-                    while True:
-                        try:
-                            p.produce("ck", b"%d" % i, key(i), on_delivery=on_delivery)
-                            break
-                        except BufferError:
-                            p.poll(0.05)
-                    p.poll(0)
-                    if i == N // 2:
-                        assert p.flush(DEADLINE) == 0
-                    elif i == 3 * N // 4:
-                        queued.set()  # the broker stops now, with these in flight
-                        restarted.wait(DEADLINE)
-                assert p.flush(DEADLINE) == 0
-            except BaseException as e:  # noqa: BLE001
-                errors.append(e)
-
-        def member() -> None:
-            try:
-                c = Consumer(
-                    {
-                        "bootstrap.servers": f"127.0.0.1:{port}",
-                        "group.id": "g-ck",
-                        "auto.offset.reset": "earliest",
-                        "enable.auto.commit": False,
-                    }
-                )
-                c.subscribe(["ck"])
-                while not done.is_set():
-                    msgs = [m for m in c.consume(500, 0.2) if m.error() is None]
-                    with lock:
-                        seen.extend((m.partition(), m.offset(), int(m.value())) for m in msgs)
-                        distinct = len({v for _, _, v in seen})
-                        if distinct >= N // 4:
-                            quarter.set()
-                        if distinct >= N:
-                            done.set()
-                    if msgs:
-                        try:
-                            result = c.commit(asynchronous=False)
-                        except Exception:  # noqa: BLE001 - broker down: redelivered later
-                            continue
-                        with lock:
-                            for tp in result:
-                                if tp.error is None:
-                                    committed[tp.partition] = tp.offset
-                c.close()
-            except BaseException as e:  # noqa: BLE001
-                errors.append(e)
-                done.set()
-
-        producer = threading.Thread(target=produce_all)
-        members = [threading.Thread(target=member) for _ in range(MEMBERS)]
-        producer.start()
-        for t in members:
-            t.start()
-        assert queued.wait(DEADLINE) and quarter.wait(DEADLINE)
-        broker.stop()  # mid-way: produce requests and commits in flight
-        with lock:
-            committed_at_stop = dict(committed)
-            consumed_at_stop = len(seen)
-        broker = start_kcoord(data, "group.initial.rebalance.delay.ms=0", port=port)
-        restarted.set()
-        producer.join(DEADLINE)
-        for t in members:
-            t.join(DEADLINE)
-        assert not errors, errors
-        assert not delivery_errors, delivery_errors[:5]
-
-        # The log: every value exactly once (the idempotent producer's retries across the
-        # restart were deduplicated), in order.
-        check_log(read_all(broker.bootstrap, "ck"))
-        # The group: at least once; a value seen twice only when its offset was not yet
-        # committed when the broker stopped.
-        counts = Counter((p, o) for p, o, _ in seen)
-        assert len({v for _, _, v in seen}) == N
-        assert consumed_at_stop < N
-        for (p, o), c in counts.items():
-            if c > 1:
-                assert o >= committed_at_stop.get(p, 0), (p, o, committed_at_stop)
-    finally:
-        broker.stop()
-
-
-def read_all(bootstrap: str, topic: str) -> Seen:
-    """Every record of ``topic`` with a group-less consumer."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
-    )
-    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in range(PARTITIONS)}
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    out: Seen = []
-    deadline = time.monotonic() + DEADLINE
-    while len(out) < sum(ends.values()) and time.monotonic() < deadline:
-        out.extend(
-            (m.partition(), m.offset(), int(m.value()))
-            for m in c.consume(1000, 0.2)
-            if m.error() is None
-        )
-    c.close()
-    return out
 
 
 # -- admin clients ------------------------------------------------------------------------
