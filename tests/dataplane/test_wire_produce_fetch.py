@@ -207,6 +207,21 @@ def test_fetch_waits_for_min_bytes_until_max_wait(kcoord: KcoordProcess) -> None
         assert time.monotonic() - started >= 0.28
 
 
+def test_read_committed_reads_like_read_uncommitted(kcoord: KcoordProcess) -> None:
+    with client(kcoord) as c:
+        create_topic(c, "t")
+        produce(c, "t", 0, batch(3))
+        req = fetch_request("t", {0: 0})
+        req.isolation_level = 1
+        [part] = c.request(FETCH, 12, req).responses[0].partitions
+        assert (part.high_watermark, part.last_stable_offset) == (3, 3)
+        assert part.aborted_transactions == []
+        assert [r.offset for r in iter_records(part.records)] == [0, 1, 2]
+        uncommitted = fetch(c, "t", 0)
+        assert uncommitted.aborted_transactions is None
+        assert uncommitted.records == part.records
+
+
 def test_fetch_of_no_partitions_does_not_wait(kcoord: KcoordProcess) -> None:
     with client(kcoord) as c:
         create_topic(c, "t")
