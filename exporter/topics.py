@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 
 from exporter.logread import (
     OFFSETS_TOPIC,
@@ -203,6 +204,15 @@ class TopicReader:
     def __init__(self, data_dir: Path):
         self.data_dir = Path(data_dir)
         self._segments: dict[tuple[str, int], list[tuple[int, Path]]] = {}
+        self._files: dict[Path, bytes] = {}  # the last few segment files read
+
+    def _read(self, path: Path) -> bytes:
+        data = self._files.get(path)
+        if data is None:
+            if len(self._files) >= 4:
+                self._files.pop(next(iter(self._files)))
+            data = self._files[path] = path.read_bytes()
+        return data
 
     def segments(self, topic: str, partition: int) -> list[tuple[int, Path]]:
         key = (topic, partition)
@@ -236,7 +246,7 @@ class TopicReader:
         i = bisect.bisect_right([b for b, _ in segs], offset) - 1
         for base, path in segs[max(i, 0) :]:
             start = self._index_position(path, base, offset) if base <= offset else 0
-            data = path.read_bytes()
+            data = self._read(path)
             if start + 61 > len(data) or data[start + 16] != 2:
                 start = 0  # a stale index
             for pos in self._walk(data, start):
@@ -278,6 +288,16 @@ def timestamps_at_arrow(data_dir: str):
     def fn(batches):
         reader = TopicReader(Path(data_dir))
         for batch in batches:
+            batch = batch.take(
+                pa.compute.sort_indices(
+                    batch,
+                    sort_keys=[
+                        ("topic", "ascending"),
+                        ("partition", "ascending"),
+                        ("offset", "ascending"),
+                    ],
+                )
+            )
             d = batch.to_pydict()
             roff, rts = [], []
             for t, p, o in zip(d["topic"], d["partition"], d["offset"], strict=True):
