@@ -1,0 +1,80 @@
+# kcoord in a container. The wheels are built on the host first, so the build itself needs no
+# network:
+#
+#   docker/wheels.sh                       # -> dist/wheels/{base,report,tools}
+#   docker build -t kcoord .               # the broker (the last stage, `broker`)
+#   docker build --target report -t kcoord-report .   # + Java and PySpark for `kcoord report`
+#   docker build --target tools -t kcoord-tools .     # + kafka-python, confluent-kafka, pytest
+#
+# BASE_IMAGE is any Debian-like image with python3 (3.11+) and its venv module; the default is
+# the official slim image. The report target installs a Java runtime with apt unless the base
+# image already has one.
+ARG BASE_IMAGE=python:3.11-slim
+
+# ---- common base: a non-root user and its data folder -----------------------------------------
+FROM ${BASE_IMAGE} AS base
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PATH=/opt/kcoord/bin:$PATH
+RUN groupadd --system --gid 1000 kcoord \
+    && useradd --system --uid 1000 --gid kcoord --home-dir /var/lib/kcoord \
+        --shell /usr/sbin/nologin kcoord \
+    && mkdir -p /var/lib/kcoord/data \
+    && chown -R kcoord:kcoord /var/lib/kcoord
+WORKDIR /var/lib/kcoord
+
+# ---- the broker's virtualenv, from the prebuilt wheels only ------------------------------------
+FROM base AS venv
+COPY dist/wheels/base/ /wheels/base/
+RUN python3 -m venv /opt/kcoord \
+    && pip install --no-index /wheels/base/*.whl
+
+# ---- tools: real Kafka clients for the demo services and the compose test runner ---------------
+FROM venv AS tools-venv
+COPY dist/wheels/tools/ /wheels/tools/
+RUN pip install --no-index /wheels/tools/*.whl
+
+FROM base AS tools
+COPY --from=tools-venv /opt/kcoord /opt/kcoord
+COPY docker/demo/ /opt/kcoord-demo/
+COPY tests/compose/scenarios/ /opt/kcoord-scenarios/
+RUN mkdir -p /var/lib/kcoord/scenarios && chown 1000:1000 /var/lib/kcoord/scenarios
+USER 1000:1000
+ENTRYPOINT ["python3"]
+CMD ["/opt/kcoord-demo/producer.py"]
+
+# ---- report: `kcoord report` (PySpark on a local master) over a data directory ----------------
+FROM venv AS report-venv
+COPY dist/wheels/report/ /wheels/report/
+RUN pip install --no-index /wheels/report/*.whl
+
+FROM base AS report
+# Spark needs a Java runtime (17 or 21); Debian's default-jre-headless is one of them.
+# hadolint ignore=DL3008
+RUN if ! command -v java >/dev/null 2>&1; then \
+        apt-get update \
+        && apt-get install -y --no-install-recommends default-jre-headless \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
+COPY --from=report-venv /opt/kcoord /opt/kcoord
+USER 1000:1000
+VOLUME ["/reports"]
+ENTRYPOINT ["kcoord"]
+CMD ["report", "--data-dir", "/var/lib/kcoord/data", "--out", "/reports"]
+
+# ---- broker (the default target) --------------------------------------------------------------
+FROM base AS broker
+COPY --from=venv /opt/kcoord /opt/kcoord
+USER 1000:1000
+VOLUME ["/var/lib/kcoord/data"]
+EXPOSE 9092
+# kcoord handles SIGTERM/SIGINT itself (stop accepting, finish in-flight requests, fsync, exit 0),
+# so it is safe as PID 1; `docker run --init` / compose `init: true` adds zombie reaping.
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["kcoord", "health", "--bootstrap", "127.0.0.1:9092"]
+ENTRYPOINT ["kcoord"]
+CMD ["serve", "--listen", "0.0.0.0:9092", "--advertised", "localhost:9092", \
+     "--data-dir", "/var/lib/kcoord/data"]

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds every wheel the container image installs, on the host, so that `docker build` needs no
+# network:   docker/wheels.sh [PYTHON]   (default: .venv/bin/python, else python3)
+#
+#   dist/wheels/base/    kcoord and its runtime dependencies      (every target)
+#   dist/wheels/report/  the exporter extra: pyspark, pyarrow...  (target `report`)
+#   dist/wheels/tools/   kafka-python, confluent-kafka, pytest    (target `tools`)
+#
+# The kcoord wheel is rebuilt on every run; the dependency wheels only when pyproject.toml
+# changed since they were built (a stamp in each folder records its hash).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${1:-}"
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+OUT=dist/wheels
+HASH=$(sha256sum pyproject.toml docker/wheels.sh | sha256sum | cut -c1-16)
+pip_wheel() { "$PY" -m pip wheel --quiet --disable-pip-version-check "$@"; }
+
+fresh() { [ -f "$OUT/$1/.stamp" ] && [ "$(cat "$OUT/$1/.stamp")" = "$HASH" ]; }
+
+mkdir -p "$OUT"
+rm -f "$OUT"/base/kcoord-*.whl
+if fresh base; then
+  pip_wheel --no-deps -w "$OUT/base" .
+else
+  rm -rf "$OUT/base" && pip_wheel -w "$OUT/base" . && echo "$HASH" >"$OUT/base/.stamp"
+fi
+if ! fresh report; then
+  rm -rf "$OUT/report"
+  pip_wheel -w "$OUT/report" '.[exporter]'
+  # keep only what base lacks (kcoord and its own dependencies come from base)
+  for w in "$OUT"/base/*.whl; do rm -f "$OUT/report/$(basename "$w")"; done
+  rm -f "$OUT"/report/kcoord-*.whl
+  echo "$HASH" >"$OUT/report/.stamp"
+fi
+if ! fresh tools; then
+  rm -rf "$OUT/tools"
+  pip_wheel -w "$OUT/tools" kafka-python confluent-kafka pytest
+  echo "$HASH" >"$OUT/tools/.stamp"
+fi
+ls "$OUT"/base/kcoord-*.whl >/dev/null

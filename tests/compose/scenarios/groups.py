@@ -1,0 +1,319 @@
+"""Group scenarios run by the compose `runner` service, inside the compose network.
+
+    python3 groups.py --bootstrap broker:9092 --state DIR before-restart
+    python3 groups.py --bootstrap broker:9092 --state DIR after-restart
+
+before-restart: a kafka-python group and a confluent-kafka group (two members each, classic
+protocol) consume every message of their topic and commit; the committed offsets must equal
+the log end offsets. The demo group (the compose `consumer` services) must be Stable with its
+two members and committing. What was seen is saved in DIR for the second phase.
+
+after-restart (the broker container was restarted in between): the committed offsets and the
+groups are still there, a new member of each group resumes exactly after the commits (it sees
+only messages produced after the restart), and the demo group is back with two members and
+commits past where it was.
+
+Prints one JSON summary line; exits 1 with the failed check on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import Producer as CKProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+from broker.admin.client import LATEST, AdminClient
+
+MESSAGES, PARTITIONS, MEMBERS = 400, 4, 2
+KP_TOPIC, KP_GROUP = "compose-kp", "compose-kp-group"
+CK_TOPIC, CK_GROUP = "compose-ck", "compose-ck-group"
+DEMO_GROUP, DEMO_TOPIC = "demo-group", "demo"
+EXTRA = 10  # messages produced after the restart
+
+
+def log(msg: str) -> None:
+    print(f"[scenario] {msg}", file=sys.stderr, flush=True)
+
+
+def wait_until(what: str, check, timeout: float = 60.0, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as e:  # broker restarting, group loading...
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="scenario-admin")
+    try:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        admin.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    with AdminClient(bootstrap) as a:
+        ends = a.list_offsets({topic: list(range(PARTITIONS))}, LATEST)
+    return {p: o for (_, p), o in ends.items()}
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    with AdminClient(bootstrap) as a:
+        return {p: o for (t, p), o in a.committed_offsets(group).items() if t == topic}
+
+
+# -- kafka-python ---------------------------------------------------------------------------
+
+
+def kp_produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", client_id="scenario-kp")
+    for v in values:
+        producer.send(topic, key=v.encode(), value=v.encode())
+    producer.flush(30)
+    producer.close()
+
+
+def kp_consume(bootstrap: str, group: str, topic: str, want: int, members: int) -> list[str]:
+    """`members` kafka-python consumers in one group; each commits after every poll. Returns
+    every value seen (duplicates possible across a rebalance, never losses)."""
+    seen: list[str] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def member(i: int) -> None:
+        try:
+            c = KafkaConsumer(
+                topic,
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                client_id=f"scenario-kp-{i}",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=500,
+            )
+            while not done.is_set():
+                batch = c.poll(500)
+                for recs in batch.values():
+                    with lock:
+                        seen.extend(r.value.decode() for r in recs)
+                if batch:
+                    c.commit()
+                with lock:
+                    if len(set(seen)) >= want:
+                        done.set()
+            c.commit()
+            c.close()
+        except BaseException as e:
+            errors.append(e)
+            done.set()
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(members)]
+    for t in threads:
+        t.start()
+        time.sleep(0.3)  # the second member joins a running group: a real rebalance
+    for t in threads:
+        t.join(120)
+    if errors:
+        raise errors[0]
+    return seen
+
+
+# -- confluent-kafka ------------------------------------------------------------------------
+
+
+def ck_produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = CKProducer({"bootstrap.servers": bootstrap, "client.id": "scenario-ck"})
+    for v in values:
+        producer.produce(topic, key=v.encode(), value=v.encode())
+    assert producer.flush(30) == 0, "undelivered messages"
+
+
+def ck_consume(bootstrap: str, group: str, topic: str, want: int, members: int) -> list[str]:
+    seen: list[str] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def member(i: int) -> None:
+        try:
+            c = CKConsumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": group,
+                    "client.id": f"scenario-ck-{i}",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "session.timeout.ms": 10000,
+                }
+            )
+            c.subscribe([topic])
+            while not done.is_set():
+                msgs = c.consume(100, 0.5)
+                good = [m for m in msgs if not m.error()]
+                with lock:
+                    seen.extend(m.value().decode() for m in good)
+                if good:
+                    c.commit(asynchronous=False)
+                with lock:
+                    if len(set(seen)) >= want:
+                        done.set()
+            c.close()
+        except BaseException as e:
+            errors.append(e)
+            done.set()
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(members)]
+    for t in threads:
+        t.start()
+        time.sleep(0.3)
+    for t in threads:
+        t.join(120)
+    if errors:
+        raise errors[0]
+    return seen
+
+
+CLIENTS = {
+    "kafka-python": (KP_TOPIC, KP_GROUP, kp_produce, kp_consume),
+    "confluent-kafka": (CK_TOPIC, CK_GROUP, ck_produce, ck_consume),
+}
+
+
+# -- phases ---------------------------------------------------------------------------------
+
+
+def demo_group(bootstrap: str) -> dict:
+    """`kcoord groups describe demo-group --json`, run as an operator would."""
+    out = subprocess.run(
+        ["kcoord", "groups", "describe", DEMO_GROUP, "--json", "--bootstrap", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip())
+    return json.loads(out.stdout)
+
+
+def demo_ready(bootstrap: str) -> dict | None:
+    info = demo_group(bootstrap)
+    committed_total = sum(o["committed"] or 0 for o in info["offsets"])
+    if info["state"] == "Stable" and len(info["members"]) == 2 and committed_total > 0:
+        return info
+    return None
+
+
+def before_restart(bootstrap: str, state: Path) -> dict:
+    summary: dict = {}
+    for name, (topic, group, produce, consume) in CLIENTS.items():
+        started = time.monotonic()
+        create_topic(bootstrap, topic)
+        values = [f"{name}-{i}" for i in range(MESSAGES)]
+        produce(bootstrap, topic, values)
+        seen = consume(bootstrap, group, topic, MESSAGES, MEMBERS)
+        assert set(seen) == set(values), f"{name}: lost {len(set(values) - set(seen))} messages"
+        ends = end_offsets(bootstrap, topic)
+        assert sum(ends.values()) == MESSAGES, (name, ends)
+        got = committed(bootstrap, group, topic)
+        assert got == ends, f"{name}: committed {got} != log end {ends}"
+        summary[name] = {
+            "consumed": len(seen),
+            "committed": got,
+            "seconds": round(time.monotonic() - started, 2),
+        }
+        log(f"{name}: {len(seen)} consumed, committed {got}")
+    info = wait_until("demo-group Stable with 2 members", lambda: demo_ready(bootstrap), 90)
+    summary["demo"] = {
+        "state": info["state"],
+        "members": len(info["members"]),
+        "committed": sum(o["committed"] or 0 for o in info["offsets"]),
+    }
+    (state / "before.json").write_text(json.dumps(summary))
+    return summary
+
+
+def after_restart(bootstrap: str, state: Path) -> dict:
+    before = json.loads((state / "before.json").read_text())
+    summary: dict = {}
+    with AdminClient(bootstrap, timeout=60) as a:
+        listed = {g.group_id: g for g in a.list_groups()}
+    for group in (KP_GROUP, CK_GROUP, DEMO_GROUP):
+        assert group in listed, f"group {group} did not survive the restart: {sorted(listed)}"
+    for name, (topic, group, produce, consume) in CLIENTS.items():
+        want = {int(p): o for p, o in before[name]["committed"].items()}
+        got = committed(bootstrap, group, topic)
+        assert got == want, f"{name}: committed after restart {got} != before {want}"
+        assert listed[group].group_state == "Empty", listed[group]
+        # A new member resumes after the commits: it sees exactly the new messages.
+        extra = [f"{name}-after-{i}" for i in range(EXTRA)]
+        produce(bootstrap, topic, extra)
+        seen = consume(bootstrap, group, topic, EXTRA, 1)
+        assert sorted(seen) == sorted(extra), f"{name}: resumed with {len(seen)} messages"
+        summary[name] = {"committed": got, "resumed_with": len(seen)}
+        log(f"{name}: offsets survived, resumed with {len(seen)} new messages")
+    floor = before["demo"]["committed"]
+
+    def demo_back() -> dict | None:
+        info = demo_ready(bootstrap)
+        if info and sum(o["committed"] or 0 for o in info["offsets"]) > floor:
+            return info
+        return None
+
+    info = wait_until("demo-group back, committing past its last commit", demo_back, 90)
+    summary["demo"] = {
+        "state": info["state"],
+        "members": len(info["members"]),
+        "committed": sum(o["committed"] or 0 for o in info["offsets"]),
+        "committed_before": floor,
+    }
+    return summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("phase", choices=("before-restart", "after-restart"))
+    ap.add_argument("--bootstrap", default="broker:9092")
+    ap.add_argument("--state", type=Path, default=Path("/var/lib/kcoord/scenarios"))
+    args = ap.parse_args()
+    wait_until(
+        "the broker",
+        lambda: (
+            subprocess.run(
+                ["kcoord", "health", "--bootstrap", args.bootstrap], capture_output=True
+            ).returncode
+            == 0
+        ),
+        90,
+    )
+    phase = before_restart if args.phase == "before-restart" else after_restart
+    try:
+        summary = phase(args.bootstrap, args.state)
+    except AssertionError as e:
+        print(f"FAILED {args.phase}: {e}", file=sys.stderr, flush=True)
+        return 1
+    print(json.dumps({"phase": args.phase, "ok": True, **summary}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""The container path, end to end, on a real Docker engine (started here when none runs).
+
+Builds the images, brings docker-compose.yml up (broker, demo producer, two demo consumers),
+runs the group scenarios inside the compose network against broker:9092, restarts the broker
+container, checks that offsets and groups survived, runs the Spark report job, tears down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.compose.engine import (
+    IMAGES,
+    REPO,
+    Compose,
+    Engine,
+    build_images,
+    docker_config,
+    ensure_base_image,
+    log,
+    start_engine,
+)
+
+
+def test_hadolint_passes() -> None:
+    hadolint = Path(sys.executable).parent / "hadolint"
+    out = subprocess.run(
+        [str(hadolint), "--failure-threshold", "warning", str(REPO / "Dockerfile")],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_compose_file_is_valid() -> None:
+    env = {**os.environ, "DOCKER_CONFIG": str(docker_config())}
+    for profiles in ([], ["--profile", "report", "--profile", "test"]):
+        out = subprocess.run(
+            [
+                "docker",
+                "compose",
+                "-f",
+                str(REPO / "docker-compose.yml"),
+                *profiles,
+                "config",
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode == 0, out.stderr
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Engine]:
+    engine = start_engine()
+    try:
+        ensure_base_image(engine)
+        build_images(engine)
+        yield engine
+    finally:
+        log("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in engine.timings.items()))
+        engine.stop()
+
+
+@pytest.fixture(scope="module")
+def topology(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compose]:
+    reports = tmp_path_factory.mktemp("reports")
+    reports.chmod(0o777)  # the report job runs as the image's uid 1000
+    env = {**engine.env, "BASE_IMAGE": engine.base_image, "REPORTS_DIR": str(reports)}
+    compose = Compose(engine, f"kcoord-test-{uuid.uuid4().hex[:8]}", env)
+    t0 = time.monotonic()
+    try:
+        compose("up", "-d", "--no-build", "--wait", "--wait-timeout", "120", timeout=180)
+        engine.timings["up"] = time.monotonic() - t0
+        yield compose
+    finally:
+        if compose("ps", "-a", "-q", check=False).stdout.strip():
+            logs = compose("logs", "--no-color", "--tail", "60", check=False)
+            log("compose logs (tail):\n" + logs.stdout[-6000:])
+        t1 = time.monotonic()
+        compose("down", "-v", "--remove-orphans", "-t", "10", check=False)
+        engine.timings["down"] = time.monotonic() - t1
+
+
+def test_images_run_as_non_root_with_a_healthcheck(engine: Engine) -> None:
+    info = json.loads(engine.docker("image", "inspect", IMAGES["broker"]))[0]["Config"]
+    assert info["User"] == "1000:1000"
+    assert "9092/tcp" in info["ExposedPorts"]
+    assert "/var/lib/kcoord/data" in info["Volumes"]
+    assert info["Healthcheck"]["Test"] == [
+        "CMD",
+        "kcoord",
+        "health",
+        "--bootstrap",
+        "127.0.0.1:9092",
+    ]
+    for image in (IMAGES["tools"], IMAGES["report"]):
+        assert json.loads(engine.docker("image", "inspect", image))[0]["Config"]["User"]
+
+
+def run_scenario(compose: Compose, phase: str) -> dict:
+    out = compose("run", "--rm", "-T", "runner", phase, check=False, timeout=300)
+    assert out.returncode == 0, f"{phase} failed:\n{out.stdout}\n{out.stderr}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_broker_is_healthy(topology: Compose) -> None:
+    topology.wait_healthy("broker")
+    health = topology("exec", "-T", "broker", "kcoord", "health", "--bootstrap", "broker:9092")
+    assert health.startswith("ok:")
+
+
+def test_group_scenarios_in_the_compose_network(topology: Compose) -> None:
+    t0 = time.monotonic()
+    summary = run_scenario(topology, "before-restart")
+    topology.engine.timings["scenarios before restart"] = time.monotonic() - t0
+    assert summary["kafka-python"]["consumed"] >= 400
+    assert summary["confluent-kafka"]["consumed"] >= 400
+    assert summary["demo"] == {**summary["demo"], "state": "Stable", "members": 2}
+
+
+def test_metrics_endpoint_in_the_compose_network(topology: Compose) -> None:
+    script = (
+        "import urllib.request;"
+        "print(urllib.request.urlopen('http://broker:9404/metrics', timeout=10).read().decode())"
+    )
+    text = topology(
+        "run", "--rm", "-T", "--no-deps", "--entrypoint", "python3", "runner", "-c", script
+    )
+    samples = dict(
+        line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+    assert float(samples['kcoord_rebalances_total{type="classic"}']) >= 3
+    assert float(samples['kcoord_groups{state="Stable",type="classic"}']) >= 1
+    assert float(samples["kcoord_offset_commits_total"]) > 0
+    assert float(samples['kcoord_requests_total{api="JOIN_GROUP"}']) > 0
+
+
+def test_offsets_and_groups_survive_a_broker_restart(topology: Compose) -> None:
+    t0 = time.monotonic()
+    topology("stop", "-t", "20", "broker")
+    stopped_in = time.monotonic() - t0
+    state = topology.container("broker")["State"]
+    assert state["ExitCode"] == 0, state  # SIGTERM handled: a clean exit, not a kill
+    assert stopped_in < 15, f"stopping the broker took {stopped_in:.1f}s"
+    logs = topology("logs", "--no-color", "broker")
+    assert "received SIGTERM, shutting down" in logs
+    topology("start", "broker")
+    topology.wait_healthy("broker")
+    topology.engine.timings["broker restart"] = time.monotonic() - t0
+    t1 = time.monotonic()
+    summary = run_scenario(topology, "after-restart")
+    topology.engine.timings["scenarios after restart"] = time.monotonic() - t1
+    assert summary["kafka-python"]["resumed_with"] == 10
+    assert summary["confluent-kafka"]["resumed_with"] == 10
+    assert summary["demo"]["committed"] > summary["demo"]["committed_before"]
+
+
+def test_every_rebalance_is_logged_once_with_its_fields(topology: Compose) -> None:
+    events = [
+        line.split("|", 1)[1]
+        for line in topology("logs", "--no-color", "broker").splitlines()
+        if 'msg="rebalance completed"' in line
+    ]
+    assert events, "no rebalance logged"
+    for line in events:
+        for key in ("group=", "generation=", "members=", "reason=", "duration_ms="):
+            assert key in line, line
+    scenario = [e for e in events if "group=compose-kp-group" in e]
+    generations = [int(e.split("generation=")[1].split()[0]) for e in scenario]
+    assert generations == sorted(set(generations)), "a generation logged twice"
+
+
+def test_report_job_writes_the_html_report(topology: Compose) -> None:
+    reports = Path(topology.env["REPORTS_DIR"])
+    t0 = time.monotonic()
+    out = topology("--profile", "report", "run", "--rm", "-T", "report", check=False, timeout=600)
+    topology.engine.timings["report job"] = time.monotonic() - t0
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    html = (reports / "report.html").read_text()
+    for group in ("compose-kp-group", "compose-ck-group", "demo-group"):
+        assert group in html
+    assert (reports / "partition_lag.parquet").exists()
