@@ -102,3 +102,30 @@ def test_compacted_log_keeps_latest_offsets(spark: Any, tmp_path: Path) -> None:
     n = spark.read.format("kcoord").load(str(d)).count()
     assert n < 50  # compacted: a handful of records left, with offset gaps
     assert latest() == before
+
+
+def test_end_offset_snapshot_and_interpolated_time_lag(spark: Any, tmp_path: Path) -> None:
+    """An external cluster: end offsets come from a CSV snapshot with samples over time; the
+    time lag is interpolated between the samples around the committed offset."""
+    from exporter.report import load_snapshot
+
+    csv = tmp_path / "ends.csv"
+    csv.write_text(
+        "topic,partition,timestamp,log_end_offset,log_start_offset\n"
+        f"t,0,{T0},0,0\nt,0,{T0 + 100_000},100,0\nt,0,{T0 + 200_000},300,0\n"
+        "t,1,2023-11-14T22:13:20Z,7,0\n"
+    )
+    ends = load_snapshot(spark, str(csv))
+    rows = {(r.partition, r.timestamp): r.end_offset for r in ends.collect()}
+    assert rows[(1, T0)] == 7 and rows[(0, T0 + 200_000)] == 300
+    latest = spark.createDataFrame(
+        [("g", "t", 0, 49), ("g", "t", 0, 149), ("g", "t", 1, 3)],
+        "group string, topic string, partition int, committed_offset bigint",
+    )
+    got = {
+        (r.partition, r.committed_offset): r.first_unconsumed_ts
+        for r in A.time_lag_interpolated(latest, ends).collect()
+    }
+    # Offset 49 was the 50th of 100 records produced over 100 s; offset 149 the 50th of 200
+    # produced over the next 100 s; partition 1 was already past 3 at its only sample.
+    assert got == {(0, 49): T0 + 50_000, (0, 149): T0 + 125_000, (1, 3): T0}
