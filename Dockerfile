@@ -32,9 +32,13 @@ RUN python3 -m venv /opt/kcoord \
     && pip install --no-index /wheels/base/*.whl
 
 # ---- tools: real Kafka clients for the demo services and the compose test runner ---------------
-FROM venv AS tools-venv
+# (the dependencies first: a new kcoord wheel does not reinstall them)
+FROM base AS tools-venv
 COPY dist/wheels/tools/ /wheels/tools/
-RUN pip install --no-index /wheels/tools/*.whl
+RUN python3 -m venv /opt/kcoord \
+    && pip install --no-index /wheels/tools/*.whl
+COPY dist/wheels/base/ /wheels/base/
+RUN pip install --no-index /wheels/base/*.whl
 
 FROM base AS tools
 COPY --from=tools-venv /opt/kcoord /opt/kcoord
@@ -46,9 +50,12 @@ ENTRYPOINT ["python3"]
 CMD ["/opt/kcoord-demo/producer.py"]
 
 # ---- report: `kcoord report` (PySpark on a local master) over a data directory ----------------
-FROM venv AS report-venv
+FROM base AS report-venv
 COPY dist/wheels/report/ /wheels/report/
-RUN pip install --no-index /wheels/report/*.whl
+RUN python3 -m venv /opt/kcoord \
+    && pip install --no-index /wheels/report/*.whl
+COPY dist/wheels/base/ /wheels/base/
+RUN pip install --no-index /wheels/base/*.whl
 
 FROM base AS report
 # Spark needs a Java runtime (17 or 21); Debian's default-jre-headless is one of them.

@@ -16,12 +16,16 @@ if [ -z "$PY" ]; then
 fi
 OUT=dist/wheels
 HASH=$(sha256sum pyproject.toml docker/wheels.sh | sha256sum | cut -c1-16)
+# A fixed timestamp makes the kcoord wheel byte-identical while the code is: the image build
+# then reuses its cached layers.
+export SOURCE_DATE_EPOCH=315532800
 pip_wheel() { "$PY" -m pip wheel --quiet --disable-pip-version-check "$@"; }
 
 fresh() { [ -f "$OUT/$1/.stamp" ] && [ "$(cat "$OUT/$1/.stamp")" = "$HASH" ]; }
 
 mkdir -p "$OUT"
 rm -f "$OUT"/base/kcoord-*.whl
+rm -rf build/lib  # setuptools would package modules deleted since its last build
 if fresh base; then
   pip_wheel --no-deps -w "$OUT/base" .
 else

@@ -41,9 +41,14 @@ class KcoordProcess:
 
 
 def start_kcoord(
-    data_dir: Path, *settings: str, port: int = 0, timeout: float = 20
+    data_dir: Path,
+    *settings: str,
+    port: int = 0,
+    timeout: float = 20,
+    extra_args: tuple[str, ...] = (),
 ) -> KcoordProcess:
-    """Run `kcoord serve` on 127.0.0.1 and wait for its ready line."""
+    """Run `kcoord serve` on 127.0.0.1 and wait for its ready line; `extra_args` are more
+    `kcoord serve` options (e.g. `--metrics 127.0.0.1:0`)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"kcoord-{data_dir.name}.log"
     args = [
@@ -58,6 +63,7 @@ def start_kcoord(
     ]
     for s in settings:
         args += ["--set", s]
+    args += list(extra_args)
     log_file = open(log_path, "w")  # noqa: SIM115 - the process owns it until it exits
     env = {k: v for k, v in os.environ.items() if not k.startswith("KCOORD_")}
     proc = subprocess.Popen(
