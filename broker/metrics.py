@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 
 from coordinator.result import RebalanceEvent
 from protocol.api_keys import ApiKey
@@ -32,6 +32,8 @@ LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
     2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
+# The classic text format, which every Prometheus version reads.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
@@ -121,7 +123,7 @@ class Metrics:
                 if method not in ("GET", "HEAD"):
                     status, body, ctype = "405 Method Not Allowed", b"", "text/plain"
                 elif path in ("/metrics", "/"):
-                    status, body, ctype = "200 OK", self.render(), CONTENT_TYPE_LATEST
+                    status, body, ctype = "200 OK", self.render(), CONTENT_TYPE
                 else:
                     status, body, ctype = "404 Not Found", b"see /metrics\n", "text/plain"
                 writer.write(
