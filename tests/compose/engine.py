@@ -72,7 +72,9 @@ def compose_binary() -> str:
 
 
 def docker_config() -> Path:
-    """A DOCKER_CONFIG folder whose cli-plugins has the compose plugin."""
+    """A DOCKER_CONFIG folder whose cli-plugins has the compose plugin (and a docker CLI)."""
+    if shutil.which("docker") is None:
+        apt_install("docker.io")
     config = ROOT / "config"
     plugins = config / "cli-plugins"
     plugins.mkdir(parents=True, exist_ok=True)
@@ -120,8 +122,6 @@ def start_engine() -> Engine:
     """An engine that answers: the environment's, or a dockerd started here."""
     t0 = time.monotonic()
     env = {**os.environ, "DOCKER_CONFIG": str(docker_config())}
-    if shutil.which("docker") is None:
-        apt_install("docker.io")
     if os.environ.get("DOCKER_HOST") and _answers(env):
         return Engine(env, base_image=os.environ.get("BASE_IMAGE", LOCAL_BASE))
     sock = ROOT / "docker.sock"
