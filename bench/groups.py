@@ -758,7 +758,11 @@ def main() -> None:
         "group.initial.rebalance.delay.ms=0",
         f"kcoord.durability={args.durability}",
     ]
-    proc, port = start_broker(tmp / "data", settings, args.profile)
+    try:
+        proc, port = start_broker(tmp / "data", settings, args.profile)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         print(
             f"kcoord serve on 127.0.0.1:{port}, data in {tmp}, durability {args.durability}",
