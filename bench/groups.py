@@ -491,7 +491,7 @@ async def check_error_offset(
 async def heartbeat_bench(
     port: int, members: list[Member], args: argparse.Namespace
 ) -> tuple[float, int, int]:
-    conns = await connect_many(port, args.connections)
+    conns = await connect_many(port, min(args.connections, len(members)))
     err_at = error_offset(HEARTBEAT, HEARTBEAT_V)
     m = members[0]
     await check_error_offset(
@@ -696,7 +696,8 @@ async def run(port: int, args: argparse.Namespace, pid: int | None = None) -> No
     members = biggest.members
     if args.heartbeat_seconds > 0:
         print(
-            f"heartbeats ({len(members)} members, {args.connections} connections, "
+            f"heartbeats ({len(members)} members, {min(args.connections, len(members))} "
+            "connections, "
             f"{args.window} in flight each)"
         )
         start = cpu.sample()
