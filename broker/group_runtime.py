@@ -89,6 +89,8 @@ class GroupRuntime:
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
         self.on_event: Callable[[Any], None] | None = None
+        # Called with the partition after each durable append (wakes fetches of the topic).
+        self.on_durable: Callable[[int], None] | None = None
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -254,7 +256,7 @@ class GroupRuntime:
             assert plog is not None
             write = plog.append(build_kv_batch(pairs, timestamp=now))
             self._tail[p] = write
-            write.add_done_callback(lambda f: self._release(replies, f))
+            write.add_done_callback(lambda f: self._written(p, replies, f))
         elif replies:
             tail = self._tail[p]
             if tail is None or tail.done():
@@ -282,6 +284,11 @@ class GroupRuntime:
                 )
             if self.on_event is not None:
                 self.on_event(event)
+
+    def _written(self, p: int, replies: dict[int, Any], write: asyncio.Future) -> None:
+        self._release(replies, write)
+        if self.on_durable is not None and not write.cancelled() and write.exception() is None:
+            self.on_durable(p)
 
     def _release(self, replies: dict[int, Any], write: asyncio.Future | None) -> None:
         failed = write is not None and (write.cancelled() or write.exception() is not None)

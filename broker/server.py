@@ -12,7 +12,7 @@ import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import load_identity
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
-from broker.group_runtime import GroupRuntime
+from broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from broker.metrics import Metrics
 from broker.state import BrokerState
 
@@ -44,6 +44,7 @@ class Broker:
         self.state: BrokerState | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
+        self._publisher: asyncio.Future | None = None
         self.port = 0
 
     async def start(self) -> None:
@@ -66,6 +67,7 @@ class Broker:
         state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability)
         state.groups.on_event = self.metrics.on_event
         state.groups.start()
+        self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
         if self.metrics_address is not None:
             self._metrics_server = await self.metrics.serve(*self.metrics_address)
             self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
@@ -91,6 +93,8 @@ class Broker:
         )
 
     async def close(self) -> None:
+        if self._publisher is not None:
+            self._publisher.cancel()
         if self._metrics_server is not None:
             self._metrics_server.close()
         if self._server is not None:
@@ -111,6 +115,22 @@ class Broker:
             )
         for conn in list(self._connections):
             conn.abort("broker shutting down")
+
+
+async def _publish_offsets_topic(state: BrokerState) -> None:
+    """Once the group runtime has opened `__consumer_offsets`, list it in Metadata as an
+    internal topic and serve Fetch/ListOffsets of it, as Kafka does (its tools read it)."""
+    groups, data = state.groups, state.data
+    await groups.loaded.wait()
+    await data.register_internal(OFFSETS_TOPIC, groups.partitions)
+    data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
+
+    def wake(p: int) -> None:
+        partition = data.partition(OFFSETS_TOPIC, p)
+        if partition is not None:
+            partition.wake()
+
+    groups.on_durable = wake
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.errors import ErrorCode
 from protocol.messages import HeartbeatResponse
 
 HEARTBEAT = 12
@@ -14,5 +15,9 @@ def handle(ctx: RequestContext, req):
     return ctx.broker.groups.call(
         req.group_id,
         lambda shard, rid, now: shard.heartbeat(req, m, rid, now),
-        lambda code: HeartbeatResponse(error_code=code),
+        # While the coordinator loads, Kafka answers heartbeats blindly with NONE: clients
+        # (aiokafka among them) treat COORDINATOR_LOAD_IN_PROGRESS on a heartbeat as fatal.
+        lambda code: HeartbeatResponse(
+            error_code=ErrorCode.NONE if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else code
+        ),
     )

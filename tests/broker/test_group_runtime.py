@@ -121,3 +121,17 @@ def _quiet_retention(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def _noop(self: GroupRuntime) -> None:
     return None
+
+
+async def test_heartbeat_while_loading_is_answered_blindly(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from broker.apis import heartbeat
+    from broker.context import RequestContext
+    from protocol.messages import HeartbeatRequest
+
+    cfg = load_config(env={})
+    state = SimpleNamespace(groups=GroupRuntime(tmp_path, cfg, cfg.durability))
+    ctx = RequestContext(state, 12, 4, 1, "c", "127.0.0.1")  # type: ignore[arg-type]
+    req = HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="m")
+    assert heartbeat.handle(ctx, req).error_code == ErrorCode.NONE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 
@@ -69,11 +70,28 @@ def test_metadata_describes_this_node(kcoord: KcoordProcess, version: int) -> No
         resp = c.request(METADATA, version, MetadataRequest(topics=None if version else []))
     [b] = resp.brokers
     assert (b.node_id, b.host, b.port) == (0, "127.0.0.1", kcoord.port)
-    assert resp.topics == []
+    # The only topic of a fresh broker is the internal one, once the group runtime opened it.
+    assert all(t.name == "__consumer_offsets" for t in resp.topics)
+    if version >= 1:
+        assert all(t.is_internal for t in resp.topics)
     if version >= 1:
         assert resp.controller_id == 0
     if version >= 2:
         assert resp.cluster_id and len(resp.cluster_id) == 22
+
+
+def test_consumer_offsets_is_an_internal_topic(kcoord: KcoordProcess) -> None:
+    wanted = TYPES["MetadataRequest"].cls.MetadataRequestTopic(name="__consumer_offsets")
+    req = MetadataRequest(topics=[wanted], allow_auto_topic_creation=False)
+    with client(kcoord) as c:
+        deadline = time.monotonic() + 10
+        while True:
+            [t] = c.request(METADATA, 12, req).topics
+            if t.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)  # until the group runtime finished loading
+    assert (t.error_code, t.is_internal, len(t.partitions)) == (0, True, 50)
+    assert t.topic_id.int != 0
 
 
 def test_metadata_unknown_topic(kcoord: KcoordProcess) -> None:
