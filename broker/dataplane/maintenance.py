@@ -24,10 +24,16 @@ PRODUCER_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
 
 class Maintenance:
     def __init__(
-        self, partitions: Callable[[], Iterable[Partition]], now_ms: Callable[[], int]
+        self,
+        partitions: Callable[[], Iterable[Partition]],
+        now_ms: Callable[[], int],
+        check_interval_ms: int = RETENTION_CHECK_MS,
+        producer_expiration_ms: int = PRODUCER_EXPIRATION_MS,
     ) -> None:
         self._partitions = partitions
         self._now_ms = now_ms
+        self.check_interval_ms = check_interval_ms
+        self.producer_expiration_ms = producer_expiration_ms
         self._task: asyncio.Task | None = None
         self._pending: set[Partition] = set()
         self._running: set[asyncio.Task] = set()
@@ -81,7 +87,7 @@ class Maintenance:
         deleted = 0
         for p in list(self._partitions()):
             deleted += await apply_retention(p, now)
-            p.producers.expire(now, PRODUCER_EXPIRATION_MS)
+            p.producers.expire(now, self.producer_expiration_ms)
         return deleted
 
     async def snapshot_producers(self) -> int:
@@ -93,7 +99,7 @@ class Maintenance:
 
     async def _loop(self) -> None:
         while True:
-            await asyncio.sleep(RETENTION_CHECK_MS / 1000)
+            await asyncio.sleep(self.check_interval_ms / 1000)
             try:
                 await self.enforce_retention()
                 await self.snapshot_producers()

@@ -69,7 +69,12 @@ class TopicStore:
         # runtime can drop committed offsets of it.
         self.on_topic_deleted: list[Callable[[str, int], None]] = []
         self._admin = asyncio.Lock()
-        self.maintenance = Maintenance(self.all_partitions, now_ms)
+        self.maintenance = Maintenance(
+            self.all_partitions,
+            now_ms,
+            config.get("log.retention.check.interval.ms"),
+            config.get("producer.id.expiration.ms"),
+        )
         self._closed = False
 
     @property
