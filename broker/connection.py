@@ -55,6 +55,7 @@ class Connection(asyncio.Protocol):
         self.closed_for_reading = False
         self.on_close: Callable[[Connection], None] | None = None
         self._drained: asyncio.Future | None = None
+        self._outbox: list[bytearray] = []
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -201,6 +202,7 @@ class Connection(asyncio.Protocol):
         if self.pending:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
+        self._send_outbox()
         self.transport.close()
 
     def write_response(self, correlation_id: int, key: int, version: int, response: Any) -> None:
@@ -210,7 +212,15 @@ class Connection(asyncio.Protocol):
         encode_response_header(out, correlation_id, response_header_version(key, version))
         RESPONSES[key].encode_into(response, version, out)
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
-        self.transport.write(out)
+        # Replies of one loop iteration leave in one writelines: one send instead of many.
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._send_outbox)
+        self._outbox.append(out)
+
+    def _send_outbox(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        if outbox and not self.closed and self.transport is not None:
+            self.transport.writelines(outbox)
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed or self.closed_for_reading:

@@ -33,6 +33,7 @@ log = logging.getLogger("kcoord.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
+PARTITION_CACHE_SIZE = 100_000
 COMPACTION_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms
 
 Op = Callable[[Shard, int, int], Result]
@@ -84,6 +85,7 @@ class GroupRuntime:
         self._timers: dict[tuple[int, tuple], asyncio.TimerHandle] = {}
         self._parked: dict[int, tuple[asyncio.Future, ErrorReply]] = {}
         self._ids = itertools.count(1)
+        self._partition_cache: dict[str, int] = {}  # the Java hash costs per request otherwise
         self._tasks: set[asyncio.Task] = set()
         self.loaded = asyncio.Event()
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
@@ -162,7 +164,12 @@ class GroupRuntime:
     # -- requests --------------------------------------------------------------------------
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.partitions)
+        p = self._partition_cache.get(group_id)
+        if p is None:
+            if len(self._partition_cache) >= PARTITION_CACHE_SIZE:
+                self._partition_cache.clear()
+            p = self._partition_cache[group_id] = partition_for(group_id, self.partitions)
+        return p
 
     def call(self, group_id: str, op: Op, on_error: ErrorReply) -> Any | Awaitable[Any]:
         """Run `op` on the group's shard; its reply now, or an awaitable of it."""
