@@ -203,3 +203,16 @@ def test_garbage_raises_only_record_errors(noise: bytes, where: int) -> None:
                 decode_records(data, _pos, header)
         except RecordError:
             pass
+
+
+@given(
+    pairs=st.lists(
+        st.tuples(st.none() | st.binary(max_size=300), st.none() | st.binary(max_size=9000)),
+        min_size=1,
+        max_size=70,
+    )
+)
+def test_kv_batch_equals_the_general_builder(pairs: list) -> None:
+    # The coordinator's fast path must produce exactly what the general builder does.
+    records = [Record(i, 1234, k, v) for i, (k, v) in enumerate(pairs)]
+    assert build_kv_batch(pairs, timestamp=1234) == build_batch(records)
