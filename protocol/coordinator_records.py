@@ -53,18 +53,47 @@ def record_type_of(key: Any) -> int:
     return _WRITE[type(key)][0]
 
 
+class _Writer(NamedTuple):
+    key_prefix: bytes
+    key_encoder: Any
+    value_prefix: bytes
+    value_encoder: Any
+
+
+def _writer(key_cls: type) -> _Writer:
+    type_id, version = _WRITE[key_cls]
+    return _Writer(
+        _INT16.pack(type_id),
+        KEYS[type_id].encoder(type_id),
+        _INT16.pack(version),
+        VALUES[type_id].encoder(version),
+    )
+
+
+# Encoders resolved once per key class: records are encoded on every coordinator write.
+_WRITERS: dict[type, _Writer] = {cls: _writer(cls) for cls in _WRITE}
+_OFFSET_COMMIT_KEY = TYPES["OffsetCommitKey"].cls
+_OFFSET_COMMIT_V1 = VALUES[OFFSET_COMMIT].encoder(1)
+
+
 def encode_key(key: Any) -> bytes:
-    type_id, _ = _WRITE[type(key)]
-    return _INT16.pack(type_id) + KEYS[type_id].encode(key, type_id)
+    w = _WRITERS[type(key)]
+    out = bytearray(w.key_prefix)
+    w.key_encoder(key, out)
+    return bytes(out)
 
 
 def encode_value(key: Any, value: Any | None) -> bytes | None:
     if value is None:
         return None
-    type_id, version = _WRITE[type(key)]
-    if type_id == OFFSET_COMMIT and value.expire_timestamp != -1:
-        version = 1
-    return _INT16.pack(version) + VALUES[type_id].encode(value, version)
+    if type(key) is _OFFSET_COMMIT_KEY and value.expire_timestamp != -1:
+        out = bytearray(_INT16.pack(1))
+        _OFFSET_COMMIT_V1(value, out)
+        return bytes(out)
+    w = _WRITERS[type(key)]
+    out = bytearray(w.value_prefix)
+    w.value_encoder(value, out)
+    return bytes(out)
 
 
 def encode_record(key: Any, value: Any | None) -> tuple[bytes, bytes | None]:
