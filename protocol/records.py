@@ -26,6 +26,8 @@ from typing import NamedTuple
 
 import crc32c as _crc32c_mod
 
+from protocol.types import DecodeError, read_uvarint
+
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BatchHeader",
@@ -207,18 +209,9 @@ def encode_varint(value: int) -> bytes:
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Slow path for multi-byte varints; returns (value, new position)."""
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
+    """Slow path for multi-byte zig-zag varints; returns (value, new position)."""
+    u, pos = _read_uvarint(buf, pos)
+    return (u >> 1) ^ -(u & 1), pos
 
 
 # ---------------------------------------------------------------------------------------------
@@ -532,17 +525,10 @@ def _decompress(compression: int, data: bytes | memoryview) -> bytes:
 
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     """Unsigned (not yet zig-zag decoded) varint; returns (value, new position)."""
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
+    try:
+        return read_uvarint(buf, pos)
+    except DecodeError as e:
+        raise CorruptRecordError(str(e)) from None
 
 
 RecordTuple = tuple[int, int, bytes | None, bytes | None, tuple]
