@@ -236,6 +236,9 @@ def build_images(engine: Engine) -> None:
             timeout=1200,
         )
         engine.timings[f"build {target}"] = time.monotonic() - t1
+    # Each run leaves the previous images untagged: keep the scratch data root bounded.
+    engine.docker("image", "prune", "-f", check=False)
+    _run([cmd[0], "builder", "prune", "-f", "--keep-storage", "4gb"], env, 300)
 
 
 @dataclass
