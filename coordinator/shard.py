@@ -31,12 +31,12 @@ from coordinator.modern import describe as _modern_describe
 from coordinator.modern import keys as _modern_keys
 from coordinator.modern import membership as _membership
 from coordinator.modern import replay as _modern_replay
-from coordinator.modern.group import ConsumerGroup
+from coordinator.modern.group import ConsumerGroup, ConsumerGroupState
 from coordinator.modern.heartbeat import consumer_group_heartbeat
 from coordinator.modern.member import MemberState
 from coordinator.modern.topics import EMPTY_IMAGE, TopicsImage
 from coordinator.offsets import OffsetStore
-from coordinator.result import Result, Timer
+from coordinator.result import RebalanceEvent, Result, Timer
 from protocol.coordinator_records import GroupMetadataKey, OffsetCommitKey
 from protocol.errors import ErrorCode
 
@@ -62,6 +62,9 @@ class Shard:
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 consumer groups; a group id is in at most one of the two maps.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # Transient: consumer groups whose epoch moved and whose members have not all
+        # reconciled yet: group id -> (why, when it started), for their RebalanceEvent.
+        self.consumer_rebalances: dict[str, tuple[str, int]] = {}
         # The latest topic metadata handed in (for describing consumer groups).
         self.topics: TopicsImage = EMPTY_IMAGE
         self.offsets = OffsetStore()
@@ -98,7 +101,9 @@ class Shard:
         """ConsumerGroupHeartbeat; `topics` is the current topic metadata snapshot."""
         self.topics = topics
         ctx = Ctx(self, now)
+        before = self._consumer_snapshot(req.group_id)
         consumer_group_heartbeat(ctx, req, meta, topics, req_id)
+        self._track_consumer_rebalance(ctx, req.group_id, before)
         return ctx.result()
 
     def sync_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
@@ -142,10 +147,14 @@ class Shard:
         ctx = Ctx(self, now)
         kind, group_id = key[0], key[1]
         if kind == _modern_keys.SESSION:
+            before = self._consumer_snapshot(group_id)
             _membership.on_session_timeout(ctx, group_id, key[2])
+            self._track_consumer_rebalance(ctx, group_id, before, "session timeout")
             return ctx.result()
         if kind == _modern_keys.REBALANCE:
+            before = self._consumer_snapshot(group_id)
             _membership.on_rebalance_timeout(ctx, group_id, key[2])
+            self._track_consumer_rebalance(ctx, group_id, before, "rebalance timeout")
             return ctx.result()
         group = self.groups.get(group_id)
         if group is not None:
@@ -161,6 +170,48 @@ class Shard:
         ctx = Ctx(self, now)
         _offsets.expire_offsets(ctx)
         return ctx.result()
+
+    # -- KIP-848 rebalances, for the runtime's logs and metrics -------------------------------
+
+    def _consumer_snapshot(self, group_id: str) -> tuple[int, frozenset[str]]:
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            return 0, frozenset()
+        return group.group_epoch, frozenset(group.members)
+
+    def _track_consumer_rebalance(
+        self, ctx: Ctx, group_id: str, before: tuple[int, frozenset[str]], cause: str = ""
+    ) -> None:
+        """A rebalance of a consumer group starts when its epoch moves and completes when every
+        member has reconciled to the new target (Stable) or none is left (Empty); it is
+        reported once, then, as a RebalanceEvent."""
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            self.consumer_rebalances.pop(group_id, None)
+            return
+        epoch, members = before
+        if group.group_epoch > epoch and group_id not in self.consumer_rebalances:
+            now_members = frozenset(group.members)
+            joined, left = sorted(now_members - members), sorted(members - now_members)
+            reasons = [f"member {m} joined" for m in joined]
+            reasons += [f"member {m} left" + (f" ({cause})" if cause else "") for m in left]
+            reason = "; ".join(reasons) or "subscriptions or topic metadata changed"
+            self.consumer_rebalances[group_id] = (reason, ctx.now)
+        pending = self.consumer_rebalances.get(group_id)
+        state = group.state
+        if pending is not None and state in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY):
+            del self.consumer_rebalances[group_id]
+            ctx.events.append(
+                RebalanceEvent(
+                    group_id=group_id,
+                    group_type="consumer",
+                    generation=group.group_epoch,
+                    members=len(group.members),
+                    reason=pending[0],
+                    duration_ms=max(ctx.now - pending[1], 0),
+                    state=str(state),
+                )
+            )
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -237,3 +237,61 @@ def test_kv_values_are_quoted_only_when_needed() -> None:
 def test_bad_log_format_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
     assert cli.main(["serve", "--listen", "127.0.0.1:9092", "--log-format", "xml"]) == 2
     assert "--log-format" in capsys.readouterr().err
+
+
+def test_kip848_rebalances_are_logged_and_counted(broker: KcoordProcess) -> None:
+    from confluent_kafka import Consumer
+
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    for i in range(20):
+        p.send(TOPIC, key=str(i).encode(), value=b"v")
+    p.flush()
+    p.close()
+    consumers = []
+    for i in range(2):
+        c = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "obs-848",
+                "group.protocol": "consumer",
+                "client.id": f"obs-848-{i}",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        c.subscribe([TOPIC])
+        consumers.append(c)
+    url = metrics_url(broker)
+    try:
+        deadline = time.monotonic() + 30
+        s: dict = {}
+        while time.monotonic() < deadline:
+            for c in consumers:
+                c.poll(0.1)
+            s = scrape(url)
+            if (
+                value(s, "kcoord_groups", type="consumer", state="Stable") == 1
+                and value(s, "kcoord_group_members", type="consumer") == 2
+            ):
+                break
+        assert value(s, "kcoord_groups", type="consumer", state="Stable") == 1, s
+        assert value(s, "kcoord_rebalances_total", type="consumer") >= 1
+    finally:
+        for c in consumers:
+            c.close()
+    # Leaving empties the group: a last rebalance, to epoch N with no members.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        events = [
+            json.loads(line)
+            for line in broker.log().splitlines()
+            if '"event": "rebalance"' in line and '"obs-848"' in line
+        ]
+        if events and events[-1]["state"] == "Empty":
+            break
+        time.sleep(0.1)
+    assert events and all(e["type"] == "consumer" for e in events)
+    epochs = [e["generation"] for e in events]
+    assert epochs == sorted(set(epochs)), "an epoch reported twice"
+    assert events[-1]["state"] == "Empty" and events[-1]["members"] == 0
+    assert any("joined" in e["reason"] for e in events)
+    assert len(events) == value(scrape(url), "kcoord_rebalances_total", type="consumer")
