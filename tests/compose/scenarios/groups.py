@@ -27,10 +27,12 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaError as CKError
+from confluent_kafka import KafkaException
 from confluent_kafka import Producer as CKProducer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from broker.admin.client import LATEST, AdminClient
 
@@ -91,51 +93,76 @@ def kp_produce(bootstrap: str, topic: str, values: list[str]) -> None:
     producer.close()
 
 
-def kp_consume(bootstrap: str, group: str, topic: str, want: int, members: int) -> list[str]:
-    """`members` kafka-python consumers in one group; each commits after every poll. Returns
-    every value seen (duplicates possible across a rebalance, never losses)."""
+def run_group(bootstrap: str, group: str, topic: str, want: int, members: int, member) -> list[str]:
+    """Run `members` threads of `member(i, seen, lock, done)` until every value was seen and
+    the group's committed offsets reached the log end; returns every value seen (duplicates
+    possible across a rebalance, never losses)."""
     seen: list[str] = []
     lock = threading.Lock()
     done = threading.Event()
     errors: list[BaseException] = []
 
-    def member(i: int) -> None:
+    def guarded(i: int) -> None:
         try:
-            c = KafkaConsumer(
-                topic,
-                bootstrap_servers=bootstrap,
-                group_id=group,
-                client_id=f"scenario-kp-{i}",
-                auto_offset_reset="earliest",
-                enable_auto_commit=False,
-                session_timeout_ms=10000,
-                heartbeat_interval_ms=500,
-            )
-            while not done.is_set():
-                batch = c.poll(500)
-                for recs in batch.values():
-                    with lock:
-                        seen.extend(r.value.decode() for r in recs)
-                if batch:
-                    c.commit()
-                with lock:
-                    if len(set(seen)) >= want:
-                        done.set()
-            c.commit()
-            c.close()
+            member(i, seen, lock, done)
         except BaseException as e:
             errors.append(e)
             done.set()
 
-    threads = [threading.Thread(target=member, args=(i,)) for i in range(members)]
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(members)]
     for t in threads:
         t.start()
-        time.sleep(0.3)  # the second member joins a running group: a real rebalance
-    for t in threads:
-        t.join(120)
+        time.sleep(0.3)  # a second member joins a running group: a real rebalance
+
+    def finished() -> bool:
+        if errors:
+            return True
+        with lock:
+            if len(set(seen)) < want:
+                return False
+        return committed(bootstrap, group, topic) == end_offsets(bootstrap, topic)
+
+    try:
+        wait_until(f"{group} to consume and commit everything", finished, 120, 0.3)
+    finally:
+        done.set()
+        for t in threads:
+            t.join(60)
     if errors:
         raise errors[0]
     return seen
+
+
+def kp_consume(bootstrap: str, group: str, topic: str, want: int, members: int) -> list[str]:
+    """kafka-python members that commit their positions after every poll (a commit refused
+    during a rebalance is simply retried after the next poll, as applications do)."""
+
+    def member(i: int, seen: list[str], lock: threading.Lock, done: threading.Event) -> None:
+        c = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=f"scenario-kp-{i}",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=500,
+        )
+        try:
+            while not done.is_set():
+                batch = c.poll(300)
+                for recs in batch.values():
+                    with lock:
+                        seen.extend(r.value.decode() for r in recs)
+                if c.assignment():
+                    try:
+                        c.commit()
+                    except KafkaError as e:  # RebalanceInProgress, CommitFailed...
+                        log(f"kafka-python member {i}: commit refused ({type(e).__name__})")
+        finally:
+            c.close()
+
+    return run_group(bootstrap, group, topic, want, members, member)
 
 
 # -- confluent-kafka ------------------------------------------------------------------------
@@ -149,48 +176,36 @@ def ck_produce(bootstrap: str, topic: str, values: list[str]) -> None:
 
 
 def ck_consume(bootstrap: str, group: str, topic: str, want: int, members: int) -> list[str]:
-    seen: list[str] = []
-    lock = threading.Lock()
-    done = threading.Event()
-    errors: list[BaseException] = []
+    """confluent-kafka members, committing synchronously after every consume call."""
 
-    def member(i: int) -> None:
+    def member(i: int, seen: list[str], lock: threading.Lock, done: threading.Event) -> None:
+        c = CKConsumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": f"scenario-ck-{i}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 10000,
+            }
+        )
+        c.subscribe([topic])
         try:
-            c = CKConsumer(
-                {
-                    "bootstrap.servers": bootstrap,
-                    "group.id": group,
-                    "client.id": f"scenario-ck-{i}",
-                    "auto.offset.reset": "earliest",
-                    "enable.auto.commit": False,
-                    "session.timeout.ms": 10000,
-                }
-            )
-            c.subscribe([topic])
             while not done.is_set():
-                msgs = c.consume(100, 0.5)
+                msgs = c.consume(100, 0.3)
                 good = [m for m in msgs if not m.error()]
                 with lock:
                     seen.extend(m.value().decode() for m in good)
-                if good:
-                    c.commit(asynchronous=False)
-                with lock:
-                    if len(set(seen)) >= want:
-                        done.set()
+                if c.assignment():
+                    try:
+                        c.commit(asynchronous=False)
+                    except KafkaException as e:  # nothing new to commit, or a rebalance
+                        if e.args[0].code() != CKError._NO_OFFSET:
+                            log(f"confluent-kafka member {i}: commit refused ({e.args[0]})")
+        finally:
             c.close()
-        except BaseException as e:
-            errors.append(e)
-            done.set()
 
-    threads = [threading.Thread(target=member, args=(i,)) for i in range(members)]
-    for t in threads:
-        t.start()
-        time.sleep(0.3)
-    for t in threads:
-        t.join(120)
-    if errors:
-        raise errors[0]
-    return seen
+    return run_group(bootstrap, group, topic, want, members, member)
 
 
 CLIENTS = {
