@@ -173,24 +173,31 @@ class Shard:
 
     # -- KIP-848 rebalances, for the runtime's logs and metrics -------------------------------
 
-    def _consumer_snapshot(self, group_id: str) -> tuple[int, frozenset[str]]:
+    def _consumer_snapshot(self, group_id: str) -> tuple[int, ConsumerGroup | None]:
+        """The group's epoch, and the group, whose membership changes are journaled until
+        `_track_consumer_rebalance` (O(1): a heartbeat must not copy the member set)."""
         group = self.consumer_groups.get(group_id)
         if group is None:
-            return 0, frozenset()
-        return group.group_epoch, frozenset(group.members)
+            return 0, None
+        group.journal = []
+        return group.group_epoch, group
 
     def _track_consumer_rebalance(
-        self, ctx: Ctx, group_id: str, before: tuple[int, frozenset[str]], cause: str = ""
+        self, ctx: Ctx, group_id: str, before: tuple[int, ConsumerGroup | None], cause: str = ""
     ) -> None:
         """A rebalance of a consumer group starts when its epoch moves and completes when every
         member has reconciled to the new target (Stable) or none is left (Empty); it is
         reported once, then, as a RebalanceEvent."""
+        epoch, old = before
+        journal: list[tuple[bool, str]] = []
+        if old is not None:
+            journal, old.journal = old.journal or [], None
         group = self.consumer_groups.get(group_id)
         if group is None:
             self.consumer_rebalances.pop(group_id, None)
             return
-        epoch, members = before
         if group.group_epoch > epoch and group_id not in self.consumer_rebalances:
+            members = _members_before(old, journal)
             now_members = frozenset(group.members)
             joined, left = sorted(now_members - members), sorted(members - now_members)
             reasons = [f"member {m} joined" for m in joined]
@@ -198,8 +205,10 @@ class Shard:
             reason = "; ".join(reasons) or "subscriptions or topic metadata changed"
             self.consumer_rebalances[group_id] = (reason, ctx.now)
         pending = self.consumer_rebalances.get(group_id)
-        state = group.state
-        if pending is not None and state in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY):
+        if pending is None:
+            return
+        state = group.state  # O(members): only while a rebalance is pending
+        if state in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY):
             del self.consumer_rebalances[group_id]
             ctx.events.append(
                 RebalanceEvent(
@@ -312,3 +321,17 @@ class Shard:
                     member.sync = None
         self.deadlines.clear()
         return result
+
+
+def _members_before(group: ConsumerGroup | None, journal: list[tuple[bool, str]]) -> frozenset[str]:
+    """The member ids `group` had when its journal started: its members now, with the
+    journaled additions undone and removals put back (in reverse order)."""
+    if group is None:
+        return frozenset()
+    members = set(group.members)
+    for added, member_id in reversed(journal):
+        if added:
+            members.discard(member_id)
+        else:
+            members.add(member_id)
+    return frozenset(members)

@@ -70,6 +70,10 @@ class ConsumerGroup:
         # against, and the epoch each running rebalance timer was armed at.
         self.metadata_version = -1
         self.rebalance_timer_epochs: dict[str, int] = {}
+        # Transient: while a shard call is tracked, the members added (True) and removed
+        # (False) in order, so the shard can tell who joined or left without copying the
+        # member set on every heartbeat.
+        self.journal: list[tuple[bool, str]] | None = None
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -177,6 +181,8 @@ class ConsumerGroup:
         self.members[new.member_id] = new
         if old is not None:
             self._unindex(old)
+        elif self.journal is not None:
+            self.journal.append((True, new.member_id))
         self._index(new)
 
     def remove_member(self, member_id: str) -> None:
@@ -184,6 +190,8 @@ class ConsumerGroup:
         if old is not None:
             self._unindex(old)
             self.rebalance_timer_epochs.pop(member_id, None)
+            if self.journal is not None:
+                self.journal.append((False, member_id))
 
     def set_target(self, member_id: str, assignment: Assignment) -> None:
         self.target[member_id] = assignment
