@@ -244,12 +244,20 @@ class GroupRuntime:
             if handle is not None:
                 handle.cancel()
         now = now_ms()
-        for timer in result.timers:
-            old = self._timers.pop((p, timer.key), None)
-            if old is not None:
-                old.cancel()
-            delay = max(0.0, (timer.deadline - now) / 1000)
-            self._timers[(p, timer.key)] = loop.call_later(delay, self._fire, p, timer.key)
+        if result.timers:
+            timers = self._timers
+            at = loop.time()
+            for timer in result.timers:
+                k = (p, timer.key)
+                when = at + max(0.0, (timer.deadline - now) / 1000)
+                old = timers.get(k)
+                if old is not None:
+                    if old.when() <= when:
+                        # A later deadline (a heartbeat pushing a session timeout): keep the
+                        # armed timer; when it fires early the shard asks for it again.
+                        continue
+                    old.cancel()
+                timers[k] = loop.call_at(when, self._fire, p, timer.key)
         replies = result.replies
         if result.events:
             self._report(result.events)
