@@ -19,7 +19,7 @@ from coordinator.context import Ctx
 from coordinator.keys import group_record_key, offset_record_key
 from coordinator.modern.commit import validate_commit as validate_consumer_commit
 from coordinator.modern.membership import delete_group_and_offsets
-from protocol.coordinator_records import OffsetCommitValue
+from protocol.coordinator_records import OffsetCommitKey, OffsetCommitValue
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetCommitResponse, OffsetDeleteResponse
 
@@ -80,8 +80,17 @@ class OffsetStore:
     def replay(self, key: Any, value: Any | None) -> None:
         if value is None:
             self.remove(key.group, key.topic, key.partition)
-        else:
-            self.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_record(value))
+            return
+        # The record's value (OffsetCommitValue: offset, leader_epoch, metadata,
+        # commit_timestamp, expire_timestamp) is kept as it is: it has OffsetAndMetadata's
+        # fields, and records are never changed once written.
+        topics = self.by_group.get(key.group)
+        if topics is None:
+            topics = self.by_group[key.group] = {}
+        partitions = topics.get(key.topic)
+        if partitions is None:
+            partitions = topics[key.topic] = {}
+        partitions[key.partition] = value
 
 
 def _utf16_len(s: str) -> int:
@@ -169,38 +178,49 @@ def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
             reschedule_heartbeat(ctx, group, member)
 
     max_len = ctx.config.offset_metadata_max_bytes
+    half = max_len // 2
+    group_id = req.group_id
+    now = ctx.now
+    with_timestamps = version == COMMIT_TIMESTAMP_VERSION
+    append = ctx.append  # the hot loop of every commit: names bound once
+    Key, Value = OffsetCommitKey, OffsetCommitValue
     topics = []
     for t in req.topics:
+        name = t.name
         partitions = []
+        add = partitions.append
         for p in t.partitions:
+            index = p.partition_index
             if check is not None:
-                code = check(t.name, p.partition_index)
+                code = check(name, index)
                 if code != ErrorCode.NONE:
-                    partitions.append(Partition(partition_index=p.partition_index, error_code=code))
+                    add(Partition(partition_index=index, error_code=code))
                     continue
-            metadata = p.committed_metadata if p.committed_metadata is not None else ""
-            if len(metadata) > max_len // 2 and _utf16_len(metadata) > max_len:
-                partitions.append(
+            metadata = p.committed_metadata
+            if metadata is None:
+                metadata = ""
+            elif len(metadata) > half and _utf16_len(metadata) > max_len:
+                add(
                     Partition(
-                        partition_index=p.partition_index,
+                        partition_index=index,
                         error_code=int(ErrorCode.OFFSET_METADATA_TOO_LARGE),
                     )
                 )
                 continue
             # retention_time_ms (v2-4) is ignored, as Kafka 4 does: offsets expire by the
             # broker's offsets.retention.minutes only.
-            ts = p.commit_timestamp
-            if version != COMMIT_TIMESTAMP_VERSION or ts == -1:
-                ts = ctx.now
-            value = OffsetCommitValue(
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch,
-                metadata=metadata,
-                commit_timestamp=ts,
+            ts = p.commit_timestamp if with_timestamps and p.commit_timestamp != -1 else now
+            append(
+                Key(group=group_id, topic=name, partition=index),
+                Value(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch,
+                    metadata=metadata,
+                    commit_timestamp=ts,
+                ),
             )
-            ctx.append(offset_record_key(req.group_id, t.name, p.partition_index), value)
-            partitions.append(Partition(partition_index=p.partition_index, error_code=0))
-        topics.append(Topic(name=t.name, partitions=partitions))
+            add(Partition(partition_index=index, error_code=0))
+        topics.append(Topic(name=name, partitions=partitions))
     ctx.reply(req_id, OffsetCommitResponse(topics=topics))
 
 

@@ -260,9 +260,7 @@ class Shard:
 
     def replay(self, key: Any, value: Any | None) -> None:
         """Apply one record: from the log at load time, or just written by a handler."""
-        if isinstance(key, _modern_replay.KEY_TYPES):
-            _modern_replay.apply(self, key, value)
-        elif isinstance(key, OffsetCommitKey):
+        if type(key) is OffsetCommitKey:  # most records: tested first
             if (
                 value is not None
                 and key.group not in self.groups
@@ -271,6 +269,8 @@ class Shard:
                 # Offsets without a group: a "simple" group (no protocol type) holds them.
                 self.groups[key.group] = ClassicGroup(key.group, None)
             self.offsets.replay(key, value)
+        elif isinstance(key, _modern_replay.KEY_TYPES):
+            _modern_replay.apply(self, key, value)
         elif isinstance(key, GroupMetadataKey):
             if value is None:
                 self.groups.pop(key.group, None)

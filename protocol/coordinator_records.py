@@ -76,7 +76,31 @@ _OFFSET_COMMIT_KEY = TYPES["OffsetCommitKey"].cls
 _OFFSET_COMMIT_V1 = VALUES[OFFSET_COMMIT].encoder(1)
 
 
+# OffsetCommit keys of one group and topic differ only in their last field, the partition:
+# the encoded (type, group, topic) prefix is kept, derived from the declared codec.
+_OFFSET_KEY_FIELDS = TYPES["OffsetCommitKey"].struct_fields["OffsetCommitKey"]
+assert [(f.attr, f.type) for f in _OFFSET_KEY_FIELDS][-1] == ("partition", "int32")
+_INT32 = struct.Struct(">i")
+_offset_key_prefixes: dict[tuple[str, str], bytes] = {}
+OFFSET_KEY_PREFIX_CACHE = 10_000
+
+
+def _offset_key_prefix(group: str, topic: str) -> bytes:
+    w = _WRITERS[_OFFSET_COMMIT_KEY]
+    out = bytearray(w.key_prefix)
+    w.key_encoder(_OFFSET_COMMIT_KEY(group=group, topic=topic, partition=0), out)
+    if len(_offset_key_prefixes) >= OFFSET_KEY_PREFIX_CACHE:
+        _offset_key_prefixes.clear()
+    prefix = _offset_key_prefixes[(group, topic)] = bytes(out[:-4])
+    return prefix
+
+
 def encode_key(key: Any) -> bytes:
+    if type(key) is _OFFSET_COMMIT_KEY:
+        prefix = _offset_key_prefixes.get((key.group, key.topic))
+        if prefix is None:
+            prefix = _offset_key_prefix(key.group, key.topic)
+        return prefix + _INT32.pack(key.partition)
     w = _WRITERS[type(key)]
     out = bytearray(w.key_prefix)
     w.key_encoder(key, out)

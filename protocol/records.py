@@ -404,14 +404,37 @@ def build_kv_batch(
     """
     if timestamp is None:
         timestamp = int(time.time() * 1000)
-    parts = [_encode_kv(i, k, v) for i, (k, v) in enumerate(pairs)]
-    if not parts:
+    # _encode_kv inlined: the pieces of every record go into one list and one join.
+    table, size = _UVARINT, _VARINT_TABLE_SIZE
+    parts: list[bytes] = []
+    extend = parts.extend
+    count = 0
+    for k, v in pairs:
+        u = count << 1
+        delta = table[u] if u < size else encode_varint(count)
+        if k is None:
+            k, kh = b"", b"\x01"
+        else:
+            u = len(k) << 1
+            kh = table[u] if u < size else encode_varint(len(k))
+        if v is None:
+            v, vh = b"", b"\x01"
+        else:
+            u = len(v) << 1
+            vh = table[u] if u < size else encode_varint(len(v))
+        # attributes, timestamp delta 0, offset delta, key, value, no headers
+        n = 3 + len(delta) + len(kh) + len(k) + len(vh) + len(v)
+        u = n << 1
+        extend((table[u] if u < size else encode_varint(n), b"\x00\x00", delta, kh, k, vh, v))
+        parts.append(b"\x00")
+        count += 1
+    if not count:
         raise ValueError("a batch needs at least one record")
     return _assemble(
         b"".join(parts),
-        len(parts),
+        count,
         base_offset=base_offset,
-        last_offset_delta=len(parts) - 1,
+        last_offset_delta=count - 1,
         base_timestamp=timestamp,
         max_timestamp=timestamp,
         compression=compression,
