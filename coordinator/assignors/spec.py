@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 EMPTY: Assignment = {}
@@ -20,8 +20,9 @@ class AssignorError(Exception):
     """The assignor could not compute an assignment (Kafka's PartitionAssignorException)."""
 
 
-@dataclass(frozen=True, slots=True)
-class MemberSpec:
+class MemberSpec(NamedTuple):
+    # A named tuple rather than a frozen dataclass: one is built per member every time a
+    # group's target is computed, and a tuple is several times cheaper to build.
     topics: frozenset[uuid.UUID]  # subscribed topics that exist
     assignment: Assignment  # the member's current target assignment
     instance_id: str | None = None

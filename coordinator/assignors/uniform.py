@@ -43,12 +43,13 @@ def _retain(
     kept: Partitions = {}
     count = 0
     whole = True
+    partitions = spec.partitions
     for topic, parts in spec.members[member_id].assignment.items():
-        if topic not in allowed:
+        claimed = taken.get(topic)  # uuid hashing is slow: as few lookups as can be
+        if claimed is None or topic not in allowed:
             whole = False
             continue
-        limit = spec.partitions[topic]
-        claimed = taken[topic]
+        limit = partitions[topic]
         ok = [p for p in sorted(parts) if p < limit and p not in claimed]
         if len(ok) != len(parts):
             whole = False
@@ -67,7 +68,6 @@ def _homogeneous(spec: GroupSpec) -> dict[str, Assignment]:
         raise AssignorError("members subscribe to a topic missing from the topic metadata")
     if not topics:
         return {m: {} for m in members}
-    allowed = set(topics)
     total = sum(spec.partitions[t] for t in topics)
     quota, extra = divmod(total, len(members))
 
@@ -75,8 +75,28 @@ def _homogeneous(spec: GroupSpec) -> dict[str, Assignment]:
     kept: dict[str, Partitions] = {}
     counts: dict[str, int] = {}
     whole: dict[str, bool] = {}
+    # _retain, inlined (it runs for every member each time a target is computed), with one
+    # lookup per topic: uuid hashing is slow.
+    limits = {t: (spec.partitions[t], taken[t]) for t in topics}
+    specs = spec.members
     for m in members:
-        kept[m], counts[m], whole[m] = _retain(spec, m, allowed, taken)
+        mine: Partitions = {}
+        count = 0
+        all_kept = True
+        for topic, parts in specs[m].assignment.items():
+            entry = limits.get(topic)
+            if entry is None:
+                all_kept = False
+                continue
+            limit, claimed = entry
+            ok = [p for p in sorted(parts) if p < limit and p not in claimed]
+            if len(ok) != len(parts):
+                all_kept = False
+            if ok:
+                claimed.update(ok)
+                mine[topic] = ok
+                count += len(ok)
+        kept[m], counts[m], whole[m] = mine, count, all_kept
 
     # The members that hold the most get the extra slots, so that no one gives up a partition
     # only to see another member take one more than the minimum.

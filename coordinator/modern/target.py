@@ -5,10 +5,11 @@ TargetAssignmentMetadata record with the new epoch."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 
 from coordinator.assignors import assignor as _assignor
-from coordinator.assignors.spec import AssignorError, GroupSpec, MemberSpec, is_homogeneous
+from coordinator.assignors.spec import AssignorError, GroupSpec, MemberSpec
 from coordinator.modern import records
 from coordinator.modern.assignment import EMPTY, Assignment
 from coordinator.modern.group import ConsumerGroup, RegexResolution
@@ -43,16 +44,25 @@ def build_target(
     ids = {name: t.topic_id for name, t in subscription.items()}
     resolved = dict(regexes)
     specs: dict[str, MemberSpec] = {}
-    topic_sets = []
+    # Members mostly share one subscription: its topic-id set is built once, and a shared
+    # set makes the homogeneity check an identity test.
+    topic_ids: dict[frozenset[str], frozenset[uuid.UUID]] = {}
+    first: frozenset[uuid.UUID] | None = None
+    homogeneous = True
     for mid, m in members.items():
         names = group.member_topic_names(m, resolved)
-        topics = frozenset(ids[n] for n in names if n in ids)
-        topic_sets.append(topics)
+        topics = topic_ids.get(names)
+        if topics is None:
+            topics = topic_ids[names] = frozenset(ids[n] for n in names if n in ids)
+        if first is None:
+            first = topics
+        elif homogeneous and topics is not first and topics != first:
+            homogeneous = False
         specs[mid] = MemberSpec(topics, current.get(mid, EMPTY), m.instance_id, m.rack_id)
     spec = GroupSpec(
         specs,
         {t.topic_id: t.partitions for t in subscription.values()},
-        is_homogeneous(topic_sets),
+        homogeneous,
     )
     try:
         result = _assignor(assignor_name).assign(spec)
