@@ -286,6 +286,9 @@ def timestamps_at_arrow(data_dir: str):
     ``record_offset`` and ``record_timestamp`` of the first record at or after ``offset``."""
 
     def fn(batches):
+        from exporter.datasource import worker_setup
+
+        worker_setup()
         reader = TopicReader(Path(data_dir))
         for batch in batches:
             batch = batch.take(
