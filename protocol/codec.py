@@ -82,6 +82,7 @@ class MessageType:
         self.cls._type = self  # type: ignore[attr-defined]
         self._dec: dict[int, Callable[..., Any]] = {}
         self._enc: dict[int, Callable[..., Any]] = {}
+        self._bytes_enc: dict[tuple[int, int | None], Callable[[Any], bytes] | None] = {}
 
     # -- classes -------------------------------------------------------------------------
 
@@ -171,6 +172,20 @@ class MessageType:
                 raise ValueError(f"{self.name} has no version {version}")
             fn = self._enc[version] = _Generator(self, version).encoder()
         return fn
+
+    def bytes_encoder(
+        self, version: int, prefix: int | None = None
+    ) -> Callable[[Any], bytes] | None:
+        """An encoder returning the bytes of one object, preceded by the int16 `prefix` if
+        given (a coordinator record's type or version), for a version whose fields are all
+        fixed-width, strings or bytes (no arrays, structs or tagged fields): one struct call
+        per run of fixed fields and string lengths, no buffer. None for other versions."""
+        key = (version, prefix)
+        if key not in self._bytes_enc:
+            if version not in self.valid:
+                raise ValueError(f"{self.name} has no version {version}")
+            self._bytes_enc[key] = _Generator(self, version).bytes_encoder(prefix)
+        return self._bytes_enc[key]
 
     def decode(self, buf: bytes, version: int, pos: int = 0) -> tuple[Any, int]:
         """Decode one message at `pos`; returns it and the position after it."""
@@ -286,9 +301,18 @@ class _Generator:
         if sname in self.done:
             return fn
         self.done.add(sname)
+        lines = [f"def {fn}(buf, pos, end):"]
+        self.dec_struct_body(lines, "    ", "o", sname)
+        lines.append("    return o, pos")
+        self.funcs.append("\n".join(lines))
+        return fn
+
+    def dec_struct_body(self, lines: list[str], ind: str, o: str, sname: str) -> None:
+        """Decode struct `sname` at `pos` into a new object named `o`. Written inline where an
+        array holds the struct (no call per element)."""
         cls = self.const(self.mt.classes[sname])
         regular, tagged = self.fields_in(sname)
-        lines = [f"def {fn}(buf, pos, end):", f"    o = _new({cls})"]
+        lines.append(f"{ind}{o} = _new({cls})")
         present = {f.attr for f in regular}
         i = 0
         while i < len(regular):
@@ -298,29 +322,26 @@ class _Generator:
                 i += 1
             if run:
                 fmt = "".join(_FIXED[f.type] for f in run)
-                targets = ", ".join(f"o.{f.attr}" for f in run)
-                lines.append(f"    {targets}, = {self.structfmt(fmt)}.unpack_from(buf, pos)")
-                lines.append(f"    pos += {sum(_SIZES[c] for c in fmt)}")
+                targets = ", ".join(f"{o}.{f.attr}" for f in run)
+                lines.append(f"{ind}{targets}, = {self.structfmt(fmt)}.unpack_from(buf, pos)")
+                lines.append(f"{ind}pos += {sum(_SIZES[c] for c in fmt)}")
                 continue
             f = regular[i]
             i += 1
-            self.dec_value(lines, "    ", f"o.{f.attr}", f, f.type)
+            self.dec_value(lines, ind, f"{o}.{f.attr}", f, f.type)
         for f in self.mt.struct_fields[sname]:
             if f.attr not in present:
-                lines.append(f"    o.{f.attr} = {self.default_expr(f)}")
+                lines.append(f"{ind}{o}.{f.attr} = {self.default_expr(f)}")
         if self.flex:
             table = {}
             for f in tagged:
                 table[f.tag] = (f.attr, self.tag_reader(sname, f))
             tname = self.const(table)
-            lines.append("    if buf[pos] == 0:")
-            lines.append("        pos += 1")
-            lines.append("    else:")
-            lines.append(f"        pos = _rtags(buf, pos, end, o, {tname})")
+            lines.append(f"{ind}if buf[pos] == 0:")
+            lines.append(f"{ind}    pos += 1")
+            lines.append(f"{ind}else:")
+            lines.append(f"{ind}    pos = _rtags(buf, pos, end, {o}, {tname})")
             self.ns["_rtags"] = _read_tags
-        lines.append("    return o, pos")
-        self.funcs.append("\n".join(lines))
-        return fn
 
     def default_expr(self, f: Field) -> str:
         d = self.mt.default_of(f)
@@ -403,8 +424,7 @@ class _Generator:
                 if elem in _VARLEN:
                     self.dec_value(lines, ind2 + "    ", x, f, elem)
                 else:
-                    fn = self.dec_struct(elem)
-                    lines.append(f"{ind2}    {x}, pos = {fn}(buf, pos, end)")
+                    self.dec_struct_body(lines, ind2 + "    ", x, elem)
                 lines.append(f"{ind2}    {lst}.append({x})")
                 lines.append(f"{ind2}{target} = {lst}")
         else:
@@ -429,8 +449,17 @@ class _Generator:
         if sname in self.done:
             return fn
         self.done.add(sname)
-        regular, tagged = self.fields_in(sname)
         lines = [f"def {fn}(o, out):"]
+        self.enc_struct_body(lines, "    ", "o", sname)
+        if len(lines) == 1:
+            lines.append("    pass")
+        self.funcs.append("\n".join(lines))
+        return fn
+
+    def enc_struct_body(self, lines: list[str], ind: str, o: str, sname: str) -> None:
+        """Encode the struct object named `o` onto `out`. Written inline where an array holds
+        the struct (no call per element)."""
+        regular, tagged = self.fields_in(sname)
         i = 0
         while i < len(regular):
             run = []
@@ -439,22 +468,22 @@ class _Generator:
                 i += 1
             if run:
                 fmt = "".join(_FIXED[f.type] for f in run)
-                args = ", ".join(f"o.{f.attr}" for f in run)
-                lines.append(f"    out += {self.structfmt(fmt)}.pack({args})")
+                args = ", ".join(f"{o}.{f.attr}" for f in run)
+                lines.append(f"{ind}out += {self.structfmt(fmt)}.pack({args})")
                 continue
             f = regular[i]
             i += 1
-            self.enc_value(lines, "    ", f"o.{f.attr}", f, f.type)
+            self.enc_value(lines, ind, f"{o}.{f.attr}", f, f.type)
         if self.flex:
             if not tagged:
-                lines.append("    out.append(0)")
+                lines.append(f"{ind}out.append(0)")
             else:
                 tags = self.tmp("tags")
-                lines.append(f"    {tags} = []")
+                lines.append(f"{ind}{tags} = []")
                 for f in tagged:
                     d = self.mt.default_of(f)
                     v = self.tmp("tv")
-                    lines.append(f"    {v} = o.{f.attr}")
+                    lines.append(f"{ind}{v} = {o}.{f.attr}")
                     if isinstance(d, list):
                         cond = f"{v}"
                     elif d is None:
@@ -462,17 +491,53 @@ class _Generator:
                     else:
                         cond = f"{v} != {self.const(d)}"
                     b = self.tmp("tb")
-                    lines.append(f"    if {cond}:")
-                    lines.append(f"        {b} = out")
-                    lines.append("        out = bytearray()")
-                    self.enc_value(lines, "        ", v, f, f.type)
-                    lines.append(f"        {tags}.append(({f.tag}, out))")
-                    lines.append(f"        out = {b}")
-                lines.append(f"    _wtags(out, {tags})")
-        if len(lines) == 1:
-            lines.append("    pass")
-        self.funcs.append("\n".join(lines))
-        return fn
+                    lines.append(f"{ind}if {cond}:")
+                    lines.append(f"{ind}    {b} = out")
+                    lines.append(f"{ind}    out = bytearray()")
+                    self.enc_value(lines, ind + "    ", v, f, f.type)
+                    lines.append(f"{ind}    {tags}.append(({f.tag}, out))")
+                    lines.append(f"{ind}    out = {b}")
+                lines.append(f"{ind}_wtags(out, {tags})")
+
+    def bytes_encoder(self, prefix: int | None) -> Callable[[Any], bytes] | None:
+        if self.flex:
+            return None
+        regular, _ = self.fields_in(self.mt.name)
+        pre: list[str] = []  # statements before the expression
+        pieces: list[str] = []  # concatenated into the result
+        fmt, args = "", []
+        if prefix is not None:
+            fmt, args = "h", [str(int(prefix))]
+        for f in regular:
+            if f.type in _FIXED:
+                fmt += _FIXED[f.type]
+                args.append(f"o.{f.attr}")
+                continue
+            if f.type not in ("string", "bytes"):
+                return None
+            v, n = self.tmp("v"), self.tmp("n")
+            pre.append(f"    {v} = o.{f.attr}")
+            if self.v in f.nullable:
+                pre.append(f"    if {v} is None:")
+                pre.append(f"        {v}, {n} = b'', -1")
+                pre.append("    else:")
+                ind = "        "
+            else:
+                ind = "    "
+            if f.type == "string":
+                pre.append(f"{ind}{v} = {v}.encode()")
+            pre.append(f"{ind}{n} = len({v})")
+            fmt += "h" if f.type == "string" else "i"
+            args.append(n)
+            pieces.append(f"{self.structfmt(fmt)}.pack({', '.join(args)})")
+            pieces.append(v)
+            fmt, args = "", []
+        if fmt:
+            pieces.append(f"{self.structfmt(fmt)}.pack({', '.join(args)})")
+        fn = f"_b_{self.mt.name}"
+        body = " + ".join(pieces) if pieces else "b''"
+        self.funcs.append("\n".join([f"def {fn}(o):", *pre, f"    return {body}"]))
+        return self.compile(fn)
 
     def enc_len(self, lines: list[str], ind: str, expr: str, flex: bool, wide: bool) -> None:
         if flex:
@@ -526,7 +591,7 @@ class _Generator:
                 if elem in _VARLEN:
                     self.enc_value(lines, ind2 + "    ", x, f, elem)
                 else:
-                    lines.append(f"{ind2}    {self.enc_struct(elem)}({x}, out)")
+                    self.enc_struct_body(lines, ind2 + "    ", x, elem)
         else:
             fn = self.enc_struct(typ)
             if self.v in f.nullable:

@@ -58,6 +58,9 @@ class _Writer(NamedTuple):
     key_encoder: Any
     value_prefix: bytes
     value_encoder: Any
+    # value -> its bytes with the version prefix, for flat value layouts (OffsetCommit,
+    # GroupMetadata's fields are not): one struct call per run of fields, no buffer.
+    value_bytes: Any
 
 
 def _writer(key_cls: type) -> _Writer:
@@ -67,6 +70,7 @@ def _writer(key_cls: type) -> _Writer:
         KEYS[type_id].encoder(type_id),
         _INT16.pack(version),
         VALUES[type_id].encoder(version),
+        VALUES[type_id].bytes_encoder(version, prefix=version),
     )
 
 
@@ -115,6 +119,8 @@ def encode_value(key: Any, value: Any | None) -> bytes | None:
         _OFFSET_COMMIT_V1(value, out)
         return bytes(out)
     w = _WRITERS[type(key)]
+    if w.value_bytes is not None:
+        return w.value_bytes(value)
     out = bytearray(w.value_prefix)
     w.value_encoder(value, out)
     return bytes(out)
