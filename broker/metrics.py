@@ -1,10 +1,11 @@
 """Prometheus metrics (`kcoord serve --metrics HOST:PORT`, then GET /metrics).
 
-The hot path pays for one counter increment and one histogram observation per request, on
-children resolved once per API key. Everything that is state rather than a flow (groups by
-state and type, members, log sizes, connections) is read when Prometheus scrapes, by a
-collector that runs on the event loop (the endpoint is served by asyncio, not a thread), so
-it sees the shards between two calls, never in the middle of one.
+The hot path appends each request's duration to a list; the durations reach the counter and
+histogram (children resolved once per API key) in bulk, at each scrape. Everything that is
+state rather than a flow (groups by state and type, members, log sizes, connections) is read
+when Prometheus scrapes, by a collector that runs on the event loop (the endpoint is served
+by asyncio, not a thread), so it sees the shards between two calls, never in the middle of
+one.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -35,6 +37,27 @@ LATENCY_BUCKETS = (
 # The classic text format, which every Prometheus version reads.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+FLUSH_EVERY = 4096  # request durations kept before they reach the histogram
+
+
+def _observe_all(histogram: Any, values: list[float]) -> None:
+    """histogram.observe(v) for each v, with one increment per bucket."""
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None:  # another client version
+        for v in values:
+            histogram.observe(v)
+        return
+    counts = [0] * len(bounds)
+    for v in values:
+        counts[bisect_left(bounds, v)] += 1  # the first bound >= v, as observe() picks
+    for i, n in enumerate(counts):
+        if n:
+            buckets[i].inc(n)
+    total.inc(sum(values))
 
 
 def api_name(key: int) -> str:
@@ -75,20 +98,38 @@ class Metrics:
         self.connections_accepted = 0
         self.connections_open = 0
         self._per_api: dict[int, tuple[Any, Any]] = {}
+        self._pending: dict[int, list[float]] = {}
+        self._npending = 0
         self.registry.register(_StateCollector(self))
 
     # -- hot path --------------------------------------------------------------------------
 
     def request_done(self, api_key: int, started: float) -> None:
-        children = self._per_api.get(api_key)
-        if children is None:
-            name = api_name(api_key)
-            children = self._per_api[api_key] = (
-                self._requests.labels(name),
-                self._latency.labels(name),
-            )
-        children[0].inc()
-        children[1].observe(time.perf_counter() - started)
+        # Durations wait here, per API, and reach the counter and histogram in bulk (at each
+        # scrape, or every FLUSH_EVERY requests): a list append per request instead of the
+        # client's locked increments and linear bucket walk (~1.5 us, a tenth of a heartbeat).
+        took = time.perf_counter() - started
+        pending = self._pending.get(api_key)
+        if pending is None:
+            pending = self._pending[api_key] = []
+        pending.append(took)
+        self._npending += 1
+        if self._npending >= FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand the waiting request durations to the Prometheus metrics."""
+        pending, self._pending, self._npending = self._pending, {}, 0
+        for api_key, durations in pending.items():
+            children = self._per_api.get(api_key)
+            if children is None:
+                name = api_name(api_key)
+                children = self._per_api[api_key] = (
+                    self._requests.labels(name),
+                    self._latency.labels(name),
+                )
+            children[0].inc(len(durations))
+            _observe_all(children[1], durations)
 
     def connection_opened(self) -> None:
         self.connections_accepted += 1
@@ -110,6 +151,7 @@ class Metrics:
     # -- exposition ------------------------------------------------------------------------
 
     def render(self) -> bytes:
+        self.flush()
         return generate_latest(self.registry)
 
     async def serve(self, host: str, port: int) -> asyncio.Server:
