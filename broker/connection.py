@@ -20,6 +20,7 @@ from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
 from broker.context import RequestContext
 from broker.registry import APIS
 from broker.state import BrokerState
+from protocol.codec import MessageBase
 from protocol.headers import decode_request_header, encode_response_header, response_header_version
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.types import DecodeError
@@ -147,22 +148,33 @@ class Connection(asyncio.Protocol):
             log.exception("handler for %s v%d failed", REQUESTS[key].name, version)
             self.abort("internal error")
             return
+        # Most handlers answer with a message object: no need to ask whether it is awaitable.
+        awaitable = not isinstance(result, MessageBase) and inspect.isawaitable(result)
         metrics = self.broker.metrics
         if metrics is not None:
-            if inspect.isawaitable(result):
+            if awaitable:
                 result = asyncio.ensure_future(result)
                 result.add_done_callback(lambda _: metrics.request_done(key, started))
             else:
                 metrics.request_done(key, started)
-        self.respond(header.correlation_id, key, version, result)
+        self.respond(header.correlation_id, key, version, result, awaitable)
 
-    def respond(self, correlation_id: int, key: int, version: int, result: Any) -> None:
-        if not inspect.isawaitable(result) and not self.pending:
+    def respond(
+        self,
+        correlation_id: int,
+        key: int,
+        version: int,
+        result: Any,
+        awaitable: bool | None = None,
+    ) -> None:
+        if awaitable is None:
+            awaitable = inspect.isawaitable(result)
+        if not awaitable and not self.pending:
             self.write_response(correlation_id, key, version, result)
             return
         entry = _Pending(correlation_id, key, version)
         self.pending.append(entry)
-        if inspect.isawaitable(result):
+        if awaitable:
             fut = asyncio.ensure_future(result)
             entry.response = fut
             fut.add_done_callback(lambda f, e=entry: self._completed(e, f))

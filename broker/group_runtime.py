@@ -82,6 +82,10 @@ class GroupRuntime:
         self.shards: list[Shard | None] = [None] * self.partitions
         self.logs: list[Log | None] = [None] * self.partitions
         self._tail: list[asyncio.Future | None] = [None] * self.partitions
+        # Per partition: (flush epoch, log, replies waiting for the writes of that flush).
+        self._releasing: list[tuple[int, Log, list[dict[int, Any]]] | None] = [
+            None
+        ] * self.partitions
         self._timers: dict[tuple[int, tuple], asyncio.TimerHandle] = {}
         self._parked: dict[int, tuple[asyncio.Future, ErrorReply]] = {}
         self._ids = itertools.count(1)
@@ -271,7 +275,16 @@ class GroupRuntime:
             assert plog is not None
             write = plog.append(build_kv_batch(pairs, timestamp=now))
             self._tail[p] = write
-            write.add_done_callback(lambda f: self._written(p, replies, f))
+            # Writes of one flush become durable together: the first one's callback releases
+            # the replies of all (one callback per flush, not per request).
+            epoch = getattr(plog, "flush_epoch", None)  # None: a log whose writes are apart
+            pending = self._releasing[p]
+            if epoch is not None and pending is not None and pending[:2] == (epoch, plog):
+                pending[2].append(replies)
+            else:
+                waiting = [replies]
+                self._releasing[p] = (epoch, plog, waiting)
+                write.add_done_callback(lambda f: self._written(p, waiting, f))
         elif replies:
             tail = self._tail[p]
             if tail is None or tail.done():
@@ -300,8 +313,12 @@ class GroupRuntime:
             if self.on_event is not None:
                 self.on_event(event)
 
-    def _written(self, p: int, replies: dict[int, Any], write: asyncio.Future) -> None:
-        self._release(replies, write)
+    def _written(self, p: int, waiting: list[dict[int, Any]], write: asyncio.Future) -> None:
+        pending = self._releasing[p]
+        if pending is not None and pending[2] is waiting:
+            self._releasing[p] = None
+        for replies in waiting:
+            self._release(replies, write)
         if self.on_durable is not None and not write.cancelled() and write.exception() is None:
             self.on_durable(p)
 

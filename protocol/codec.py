@@ -232,6 +232,10 @@ class _Base:
         return cls._type.decode(buf, version)[0]
 
 
+# The base class of every generated message and struct class.
+MessageBase = _Base
+
+
 class _Generator:
     """Writes the Python source of one version's encoder or decoder."""
 

@@ -22,6 +22,15 @@ def is_flexible(api_key: int, api_version: int) -> bool:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
+    v = _REQ_VERSIONS.get((api_key, api_version))
+    if v is None:
+        v = _request_header_version(api_key, api_version)
+        if len(_REQ_VERSIONS) < _CACHE_MAX:
+            _REQ_VERSIONS[(api_key, api_version)] = v
+    return v
+
+
+def _request_header_version(api_key: int, api_version: int) -> int:
     if is_flexible(api_key, api_version):
         return 2
     if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
@@ -30,9 +39,25 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
+    v = _RESP_VERSIONS.get((api_key, api_version))
+    if v is None:
+        v = _response_header_version(api_key, api_version)
+        if len(_RESP_VERSIONS) < _CACHE_MAX:
+            _RESP_VERSIONS[(api_key, api_version)] = v
+    return v
+
+
+def _response_header_version(api_key: int, api_version: int) -> int:
     if api_key == API_VERSIONS:
         return 0
     return 1 if is_flexible(api_key, api_version) else 0
+
+
+# Both are asked on every request: answers kept per (api key, version), bounded because the
+# keys come from the wire.
+_CACHE_MAX = 4096
+_REQ_VERSIONS: dict[tuple[int, int], int] = {}
+_RESP_VERSIONS: dict[tuple[int, int], int] = {}
 
 
 def decode_request_header(frame: bytes) -> tuple[object, int]:

@@ -63,6 +63,9 @@ class GroupCommit:
         self.failure: BaseException | None = None
         self.writes = 0
         self.fsyncs = 0
+        # Counts flushes: submits made while it has one value are written by the same flush
+        # and made durable by the same fsync, so they succeed or fail together.
+        self.epoch = 0
 
     def submit(self, result: Any, *, force_sync: bool = False) -> asyncio.Future:
         """A future resolved with ``result`` once the bytes queued so far are durable under
@@ -86,6 +89,7 @@ class GroupCommit:
         return not (self._waiting or self._unsynced or self._sync_running)
 
     def _flush(self) -> None:
+        self.epoch += 1
         self._flush_scheduled = False
         waiting, self._waiting = self._waiting, []
         if self.failure is not None:

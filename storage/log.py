@@ -271,6 +271,12 @@ class Log:
         return sum(s.size for s in self._segments) + self._pending_size
 
     @property
+    def flush_epoch(self) -> int:
+        """Changes with each group-commit flush: appends made while it keeps one value are
+        written and made durable together (their futures succeed or fail together)."""
+        return self._committer.epoch
+
+    @property
     def stats(self) -> tuple[int, int]:
         """(writes, fsyncs) done by the group committer so far."""
         return self._committer.writes, self._committer.fsyncs

@@ -39,17 +39,27 @@ def handle(ctx: RequestContext, req):
     known, unknown = [], []
     for t in req.topics:
         topic = topics.get(t.name)
-        ok = [p for p in t.partitions if topic and 0 <= p.partition_index < topic.partitions]
-        bad = [p for p in t.partitions if not (topic and 0 <= p.partition_index < topic.partitions)]
+        count = topic.partitions if topic else 0
+        ps = t.partitions
+        if all(0 <= p.partition_index < count for p in ps):
+            if ps:
+                known.append(t)  # the common case: the request's own topic object
+            continue
+        ok = [p for p in ps if 0 <= p.partition_index < count]
+        bad = [p for p in ps if not 0 <= p.partition_index < count]
         if ok:
             known.append(OffsetCommitRequest.OffsetCommitRequestTopic(name=t.name, partitions=ok))
         if bad:
             unknown.append(
                 OffsetCommitRequest.OffsetCommitRequestTopic(name=t.name, partitions=bad)
             )
-    rejected = _error_response(
-        OffsetCommitRequest(topics=unknown), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    ).topics
+    rejected = (
+        _error_response(
+            OffsetCommitRequest(topics=unknown), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        ).topics
+        if unknown
+        else []
+    )
     if not known and req.group_id:
         return Resp(topics=rejected)
     req.topics = known
