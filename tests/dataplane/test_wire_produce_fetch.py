@@ -128,6 +128,10 @@ def test_acks_zero_appends_without_a_reply(kcoord: KcoordProcess) -> None:
         c.send_raw(meta_frame)
         got, _ = c.read_response(METADATA, 12)
         assert got == corr
+        # Nothing acknowledges the append, so it becomes visible (durable) a little later.
+        deadline = time.monotonic() + 10
+        while list_offset(c, "t", -1).offset < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert list_offset(c, "t", -1).offset == 4
 
 
