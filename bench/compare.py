@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import os
@@ -74,6 +75,7 @@ class Results:
             "values": {},
             "cpu": {},
             "detail": {},
+            "notes": {},
         }
         self.rows.append(r)
         return r
@@ -102,9 +104,34 @@ class Meter:
         return out
 
 
-async def run_broker(peer: B.Peer, args: argparse.Namespace, res: Results) -> None:
-    name = peer.name
-    session = await S.Session.open(peer)
+class Run:
+    """One broker's run: its process and load-generator session, restarted after a scenario
+    failed (a broker left busy or broken must not fail the scenarios after it)."""
+
+    def __init__(self, name: str, start: Any, peer: B.Peer) -> None:
+        self.name = name
+        self.start = start
+        self.peer = peer
+        self.session: S.Session | None = None
+        self.dirty = False
+
+    async def open(self, args: argparse.Namespace, res: Results) -> S.Session:
+        if self.dirty:
+            print(f"  ({self.name}: restarted after a failure)", flush=True)
+            self.peer.stop()
+            self.peer = await asyncio.get_running_loop().run_in_executor(None, self.start)
+            self.session = None
+            self.dirty = False
+        if self.session is None:
+            self.session = await S.Session.open(self.peer)
+            info = res.peers[self.name]
+            info["versions"] = {str(k): v for k, v in sorted(self.session.v.chosen.items())}
+            info["topic"] = await self.session.create_topic(S.TOPIC, args.partitions)
+        return self.session
+
+
+async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
+    name = run.name
     st = S.Settings(
         session_ms=args.session_ms,
         heartbeat_ms=args.heartbeat_ms,
@@ -113,16 +140,16 @@ async def run_broker(peer: B.Peer, args: argparse.Namespace, res: Results) -> No
         window=args.window,
         seconds=args.seconds,
     )
-    res.peers[name]["versions"] = {str(k): v for k, v in sorted(session.v.chosen.items())}
-    res.peers[name]["topic"] = await session.create_topic(S.TOPIC, args.partitions)
 
     def fail(rows: list[dict], e: BaseException) -> None:
         text = f"n/a: {e}" if isinstance(e, S.NotSupported) else f"failed: {type(e).__name__}: {e}"
         for r in rows:
             r["values"][name] = text
         print(f"  {name}: {text}", flush=True)
-        if not isinstance(e, S.NotSupported) and args.verbose:
-            traceback.print_exc()
+        if not isinstance(e, S.NotSupported):
+            run.dirty = True
+            if args.verbose:
+                traceback.print_exc()
 
     if "rebalance" in args.scenarios:
         cases = [(n, 1) for n in args.members] + [(n, g) for n, g in args.multi]
@@ -130,7 +157,8 @@ async def run_broker(peer: B.Peer, args: argparse.Namespace, res: Results) -> No
             case = f"N={n}" if g == 1 else f"{g} groups x N={n}"
             rj = res.row("rebalance", case, "join", "ms", "lower")
             rl = res.row("rebalance", case, "one leaves", "ms", "lower")
-            m = B_meter(peer)
+            session = await run.open(args, res)
+            m = Meter(run.peer)
             try:
                 out = await S.rebalance(session, n, g, st, args.timeout)
             except Exception as e:  # noqa: BLE001
@@ -146,25 +174,38 @@ async def run_broker(peer: B.Peer, args: argparse.Namespace, res: Results) -> No
             )
 
     group = None
+    members = args.hb_members
     if {"heartbeat", "commit"} & set(args.scenarios):
-        try:
-            group = await S.stable_group(session, args.hb_members, st, args.timeout)
-        except Exception as e:  # noqa: BLE001
+        for m_try in dict.fromkeys([args.hb_members, min(args.hb_members, 100)]):
+            session = await run.open(args, res)
+            try:
+                group = await S.stable_group(session, m_try, st, args.timeout)
+                members = m_try
+                break
+            except Exception as e:  # noqa: BLE001
+                run.dirty = True
+                print(f"  {name}: a stable group of {m_try} did not form: {e}", flush=True)
+        if group is None:
             rows = []
             if "heartbeat" in args.scenarios:
-                rows.append(res.row("heartbeat", f"M={args.hb_members}", "rate", "req/s", "higher"))
+                rows.append(res.row("heartbeat", hb_case(args), "rate", "req/s", "higher"))
             for p in args.commit_partitions if "commit" in args.scenarios else []:
-                rows.append(res.row("commit", f"P={p}", "rate", "partitions/s", "higher"))
-            fail(rows, e)
+                rows.append(
+                    res.row("commit", commit_case(args, p), "rate", "partitions/s", "higher")
+                )
+            fail(rows, RuntimeError("no stable group formed"))
+    note = "" if members == args.hb_members else f"M={members}: {args.hb_members} did not form"
 
     if group is not None and "heartbeat" in args.scenarios:
-        case = f"M={args.hb_members}, C={args.connections}, W={args.window}"
+        case = hb_case(args)
         r = res.row("heartbeat", case, "rate", "req/s", "higher")
         rp = res.row("heartbeat", case, "p50 / p99", "ms", "lower")
-        m = B_meter(peer)
+        m = Meter(run.peer)
         try:
             out = await S.heartbeat(session, group, st)
             cpu = m.done(out["requests"], "request")
+            if note:
+                r["notes"][name] = rp["notes"][name] = note
             r["values"][name] = out["rate"]
             rp["values"][name] = (out["p50_ms"], out["p99_ms"])
             r["cpu"][name] = cpu
@@ -179,13 +220,15 @@ async def run_broker(peer: B.Peer, args: argparse.Namespace, res: Results) -> No
 
     if group is not None and "commit" in args.scenarios:
         for seq, p in enumerate(args.commit_partitions, 1):
-            case = f"P={p}, C={args.connections}, W={args.window}"
+            case = commit_case(args, p)
             r = res.row("commit", case, "rate", "partitions/s", "higher")
             rp = res.row("commit", case, "p50 / p99", "ms", "lower")
-            m = B_meter(peer)
+            m = Meter(run.peer)
             try:
                 out = await S.commit(session, group, p, st, seq)
                 cpu = m.done(out["requests"], "request")
+                if note:
+                    r["notes"][name] = rp["notes"][name] = note
                 r["values"][name] = out["rate"]
                 rp["values"][name] = (out["p50_ms"], out["p99_ms"])
                 r["cpu"][name] = cpu
@@ -211,7 +254,8 @@ async def run_broker(peer: B.Peer, args: argparse.Namespace, res: Results) -> No
         case = f"M={args.kip848_members}"
         rs = res.row("kip848", case, "stable", "ms", "lower")
         rh = res.row("kip848", case, "heartbeats", "req/s", "higher")
-        m = B_meter(peer)
+        session = await run.open(args, res)
+        m = Meter(run.peer)
         try:
             out = await S.kip848(session, args.kip848_members, st, args.timeout)
             cpu = m.done(out["requests"] + out["join_heartbeats"], "request")
@@ -231,9 +275,12 @@ async def run_broker(peer: B.Peer, args: argparse.Namespace, res: Results) -> No
         case = f"{args.messages:,} msgs, 3 partitions, 3 consumers"
         rc = res.row("e2e", case, "consume all", "s", "lower")
         rpr = res.row("e2e", case, "produce all", "s", "lower")
-        m = B_meter(peer)
+        await run.open(args, res)
+        m = Meter(run.peer)
         try:
-            out = await asyncio.get_running_loop().run_in_executor(None, S.e2e, peer, args.messages)
+            out = await asyncio.get_running_loop().run_in_executor(
+                None, S.e2e, run.peer, args.messages
+            )
             cpu = m.done(out["messages"], "message", out["consumer_cpu_s"])
             rc["values"][name], rpr["values"][name] = out["consume_s"], out["produce_s"]
             rc["cpu"][name] = cpu
@@ -248,8 +295,12 @@ async def run_broker(peer: B.Peer, args: argparse.Namespace, res: Results) -> No
             fail([rc, rpr], e)
 
 
-def B_meter(peer: B.Peer) -> Meter:  # noqa: N802 - reads like a constructor
-    return Meter(peer)
+def hb_case(args: argparse.Namespace) -> str:
+    return f"M={args.hb_members}, C={args.connections}, W={args.window}"
+
+
+def commit_case(args: argparse.Namespace, p: int) -> str:
+    return f"P={p}, M={args.hb_members}, C={args.connections}, W={args.window}"
 
 
 async def run_memory(args: argparse.Namespace, res: Results) -> None:
@@ -333,7 +384,11 @@ def table(res: Results) -> str:
     head = ["scenario", "case", "metric", *res.brokers, "kcoord vs best peer"]
     lines = []
     for r in res.rows:
-        vals = [fmt_value(r["values"].get(b), r["unit"]) for b in res.brokers]
+        vals = [
+            fmt_value(r["values"].get(b), r["unit"])
+            + (f" ({r['notes'][b]})" if r["notes"].get(b) else "")
+            for b in res.brokers
+        ]
         metric = f"{r['metric']} ({r['unit']}, {r['better']} is better)"
         lines.append([r["scenario"], r["case"], metric, *vals, ratio(r)])
     return markdown(head, lines)
@@ -452,25 +507,27 @@ def main() -> None:
     print(f"load average at start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
     for name in args.brokers:
         print(f"== {name}", flush=True)
+        if name == "kcoord":
+            start = functools.partial(B.start_kcoord, profile=args.profile)
+        elif name == "tansu":
+            start = functools.partial(B.start_tansu, args.peers_venv)
+        else:
+            start = B.STARTERS[name]
         try:
-            if name == "kcoord":
-                peer = B.start_kcoord(profile=args.profile)
-            elif name == "tansu":
-                peer = B.start_tansu(args.peers_venv)
-            else:
-                peer = B.STARTERS[name]()
+            peer = start()
         except B.Unavailable as e:
             res.peers[name] = {"unavailable": str(e)}
             print(f"  {name} cannot run here: {e}", flush=True)
             continue
         res.peers[name] = {"version": peer.version, "settings": peer.settings}
         print(f"  {peer.version} on {peer.bootstrap}; {peer.settings}", flush=True)
+        run = Run(name, start, peer)
         try:
             with asyncio.Runner(loop_factory=loop_factory) as runner:
-                runner.run(run_broker(peer, args, res))
-            res.peers[name]["rss_mb_at_end"] = peer.rss_mb()
+                runner.run(run_broker(run, args, res))
+            res.peers[name]["rss_mb_at_end"] = run.peer.rss_mb()
         finally:
-            peer.stop()
+            run.peer.stop()
     if "memory" in args.scenarios:
         print("== memory", flush=True)
         with asyncio.Runner(loop_factory=loop_factory) as runner:
