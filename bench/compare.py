@@ -176,7 +176,7 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
     group = None
     members = args.hb_members
     if {"heartbeat", "commit"} & set(args.scenarios):
-        for m_try in dict.fromkeys([args.hb_members, min(args.hb_members, 100)]):
+        for m_try in dict.fromkeys([args.hb_members, min(args.hb_members, 100), 10]):
             session = await run.open(args, res)
             try:
                 group = await S.stable_group(session, m_try, st, args.timeout)
@@ -260,7 +260,13 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
             out = await S.kip848(session, args.kip848_members, st, args.timeout)
             cpu = m.done(out["requests"] + out["join_heartbeats"], "request")
             rs["values"][name], rh["values"][name] = out["stable_ms"], out["rate"]
-            rh["cpu"][name] = cpu
+            rs["cpu"][name] = cpu  # joining and steady heartbeats together
+            n, bs = out["requests"], out["steady_broker_s"]
+            rh["cpu"][name] = {
+                "per": "request",
+                "broker_us": None if bs is None else bs * 1e6 / n,
+                "client_us": out["steady_client_s"] * 1e6 / n,
+            }
             rs["detail"][name] = out
             print(
                 f"  {name} kip848 M={args.kip848_members}: stable in {out['stable_ms']:.0f} ms "
@@ -381,17 +387,32 @@ def ratio(r: dict[str, Any]) -> str:
 
 
 def table(res: Results) -> str:
+    """The table; long cells (failures, n/a reasons, notes) become numbered notes under it."""
     head = ["scenario", "case", "metric", *res.brokers, "kcoord vs best peer"]
-    lines = []
+    lines: list[list[str]] = []
+    notes: list[str] = []
+
+    def note(text: str) -> str:
+        if text not in notes:
+            notes.append(text)
+        return f"[{notes.index(text) + 1}]"
+
     for r in res.rows:
-        vals = [
-            fmt_value(r["values"].get(b), r["unit"])
-            + (f" ({r['notes'][b]})" if r["notes"].get(b) else "")
-            for b in res.brokers
-        ]
+        vals = []
+        for b in res.brokers:
+            v = r["values"].get(b)
+            cell = fmt_value(v, r["unit"])
+            if isinstance(v, str):
+                cell = f"{v.split(':')[0]} {note(f'{b}: {v}')}"
+            if r["notes"].get(b):
+                cell += f" {note(f'{b}: ' + r['notes'][b])}"
+            vals.append(cell)
         metric = f"{r['metric']} ({r['unit']}, {r['better']} is better)"
         lines.append([r["scenario"], r["case"], metric, *vals, ratio(r)])
-    return markdown(head, lines)
+    out = markdown(head, lines)
+    if notes:
+        out += "\n\n" + "\n".join(f"[{i}] {n}" for i, n in enumerate(notes, 1))
+    return out
 
 
 def cpu_table(res: Results) -> str:

@@ -659,7 +659,9 @@ async def kip848(s: Session, members: int, st: Settings, timeout: float) -> dict
             frames[i % len(conns)].append(W.frame(W.CG_HEARTBEAT, v, request(i), i))
         err_at = W.error_offset(W.CG_HEARTBEAT, v, RESPONSES[W.CG_HEARTBEAT].cls(error_code=0x7EAD))
         loop = W.Loop(conns, frames, min(st.window, max(1, members // len(conns))), err_at)
+        b0, c0 = s.peer.cpu_seconds(), time.process_time()
         elapsed = await loop.run(st.seconds)
+        b1, c1 = s.peer.cpu_seconds(), time.process_time()
     finally:
         for c in conns:
             c.close()
@@ -674,6 +676,9 @@ async def kip848(s: Session, members: int, st: Settings, timeout: float) -> dict
         "p50_ms": p50 * 1000,
         "p99_ms": p99 * 1000,
         "epoch": epochs[0],
+        # CPU of the steady heartbeats alone (the join's heartbeats cost more)
+        "steady_broker_s": None if b0 is None or b1 is None else b1 - b0,
+        "steady_client_s": c1 - c0,
     }
 
 
