@@ -8,6 +8,9 @@
     ranges skip segments and batches. ``.option("level", "segments")`` gives one row per
     segment instead (sizes, offsets, and the error that cut a corrupt or torn tail).
     ``.option("checkCrc", "false")`` skips CRC checks (faster, still length-checked).
+    At the segments level, segments are grouped into Spark partitions of about
+    ``.option("bytesPerPartition", N)`` bytes (default 128 MiB): the summary is cheap next to
+    the fixed cost of a Spark task.
     ``.option("columns", "group,topic,partition,committed_offset")`` narrows the schema to
     those columns (Python data sources get no column pruning from Spark, and every column
     costs conversion time in the JVM).
@@ -17,6 +20,9 @@
     id. ``.option("level", "batches")``: one row per batch (offsets and timestamps, the
     series time lags are interpolated from); ``.option("level", "records")``: the timestamp of
     every record, meant to be filtered (``topic``/``partition``/``offset`` are pushed down).
+    Topic partitions are grouped into Spark partitions of about ``.option("bytesPerPartition",
+    N)`` bytes of log (default 128 MiB; with small logs, one Spark partition reads them all
+    instead of one task per topic partition, each costing more than the reading).
 
 Register both with :func:`register` (:func:`exporter.session.build_session` does).
 
@@ -48,6 +54,35 @@ from pyspark.sql.datasource import (
 
 _LEVELS = ("records", "segments")
 _TOPIC_LEVELS = ("partitions", "batches", "records")
+BYTES_PER_PARTITION = 128 << 20
+
+
+def _bytes_per_partition(options: dict[str, str]) -> int:
+    value = options.get("bytesPerPartition")
+    return int(value) if value else BYTES_PER_PARTITION
+
+
+def _pack(items: list[Any], sizes: list[int], target: int) -> list[list[Any]]:
+    """Consecutive runs of ``items`` of about ``target`` bytes each (an item is never split)."""
+    groups: list[list[Any]] = []
+    current: list[Any] = []
+    total = 0
+    for item, size in zip(items, sizes, strict=True):
+        if current and total + size > target:
+            groups.append(current)
+            current, total = [], 0
+        current.append(item)
+        total += size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def worker_setup() -> None:
@@ -171,11 +206,20 @@ class SegmentPartition(InputPartition):
         self.next_base = next_base
 
 
+class SegmentGroup(InputPartition):
+    """Several segments read by one Spark task (the segments level)."""
+
+    def __init__(self, segments: list[SegmentPartition]):
+        super().__init__([s.value for s in segments])
+        self.segments = segments
+
+
 class KcoordReader(DataSourceReader):
     def __init__(self, options: dict[str, str], level: str) -> None:
         self.data_dir = _path(options)
         self.level = level
         self.check_crc = _flag(options, "checkCrc", True)
+        self.bytes_per_partition = _bytes_per_partition(options)
         from exporter.logread import parse_columns
 
         self.columns = parse_columns(options.get("columns"))
@@ -247,9 +291,12 @@ class KcoordReader(DataSourceReader):
                 out.append(SegmentPartition(p, base, str(path), nxt))
         if not out:
             out.append(SegmentPartition(-1, -1, None, None))
+        elif self.level == "segments":
+            sizes = [_file_size(Path(sp.path)) for sp in out]
+            return [SegmentGroup(g) for g in _pack(out, sizes, self.bytes_per_partition)]
         return out
 
-    def read(self, partition: SegmentPartition) -> Iterator[Any]:
+    def read(self, partition: SegmentPartition | SegmentGroup) -> Iterator[Any]:
         import pyarrow as pa
 
         from exporter.logread import (
@@ -261,6 +308,15 @@ class KcoordReader(DataSourceReader):
         )
 
         worker_setup()
+        if isinstance(partition, SegmentGroup):
+            rows = []
+            for sp in partition.segments:
+                if sp.path is not None:
+                    scan = read_segment(Path(sp.path), sp.base, check_crc=self.check_crc)
+                    rows.append(segment_summary("__consumer_offsets", sp.log_partition, scan))
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=SEGMENT_SCHEMA)
+            return
         if partition.path is None:
             return
         scan = read_segment(Path(partition.path), partition.base, check_crc=self.check_crc)
@@ -314,10 +370,19 @@ class TopicPartitionInput(InputPartition):
         self.path = path
 
 
+class TopicPartitionGroup(InputPartition):
+    """The topic partitions one Spark task reads."""
+
+    def __init__(self, items: list[TopicPartitionInput]):
+        super().__init__([i.value for i in items])
+        self.items = items
+
+
 class KcoordTopicsReader(DataSourceReader):
     def __init__(self, options: dict[str, str], level: str) -> None:
         self.data_dir = _path(options)
         self.level = level
+        self.bytes_per_partition = _bytes_per_partition(options)
         self.topics: set[str] | None = None
         self.partition_range = _Range()
         self.offsets = _Range()
@@ -336,33 +401,48 @@ class KcoordTopicsReader(DataSourceReader):
             yield f
 
     def partitions(self) -> Sequence[InputPartition]:
+        from exporter.logread import list_segments
         from exporter.topics import topic_partitions
 
-        out: list[InputPartition] = []
+        items: list[TopicPartitionInput] = []
+        sizes: list[int] = []
         for topic, p, pdir in topic_partitions(Path(self.data_dir)):
             if self.topics is not None and topic not in self.topics:
                 continue
             if not self.partition_range.contains(p):
                 continue
-            out.append(TopicPartitionInput(topic, p, str(pdir)))
-        return out or [TopicPartitionInput(None, -1, None)]
+            items.append(TopicPartitionInput(topic, p, str(pdir)))
+            segs = list_segments(pdir)
+            if self.level == "partitions":  # reads the last segment (and a header)
+                segs = segs[-1:]
+            sizes.append(sum(_file_size(path) for _, path in segs))
+        if not items:
+            return [TopicPartitionInput(None, -1, None)]
+        return [TopicPartitionGroup(g) for g in _pack(items, sizes, self.bytes_per_partition)]
 
-    def read(self, partition: TopicPartitionInput) -> Iterator[Any]:
+    def read(self, partition: TopicPartitionInput | TopicPartitionGroup) -> Iterator[Any]:
         import pyarrow as pa
 
         from exporter import topics as T
 
         worker_setup()
-        if partition.path is None:
-            return
-        pdir = Path(partition.path)
+        items = partition.items if isinstance(partition, TopicPartitionGroup) else [partition]
+        items = [i for i in items if i.path is not None]
         if self.level == "partitions":
-            row = T.partition_info(Path(self.data_dir), partition.topic, partition.partition, pdir)
-            yield pa.RecordBatch.from_pylist([row], schema=T.PARTITION_SCHEMA)
+            rows = [
+                T.partition_info(Path(self.data_dir), i.topic, i.partition, Path(i.path))
+                for i in items
+            ]
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=T.PARTITION_SCHEMA)
         elif self.level == "batches":
-            yield T.partition_batches(partition.topic, partition.partition, pdir)
+            batches = [T.partition_batches(i.topic, i.partition, Path(i.path)) for i in items]
+            batches = [b for b in batches if b.num_rows]
+            if batches:
+                yield from pa.Table.from_batches(batches).combine_chunks().to_batches()
         else:
-            yield from _record_timestamps(partition, pdir, self.offsets)
+            for i in items:
+                yield from _record_timestamps(i, Path(i.path), self.offsets)
 
 
 def _record_timestamps(

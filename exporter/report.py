@@ -155,10 +155,13 @@ def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
         .load(data_dir)
         .where(F.col("record_type").isin(0, 1) & (F.col("timestamp") <= s.at))
     )
+    # Few rows: read by as many tasks as there are cores, not one per segment (every scan of
+    # a cache with one partition per segment would cost a task per segment).
     meta = (
         spark.read.format("kcoord")
         .load(data_dir)
         .where(F.col("record_type").isin(2, 3, 5) & (F.col("timestamp") <= s.at))
+        .coalesce(max(1, spark.sparkContext.defaultParallelism))
         .cache()  # scanned once; the analytics filter the cache by record type
     )
     segments = spark.read.format("kcoord").option("level", "segments").load(data_dir)
@@ -183,6 +186,7 @@ def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
         .option("level", "batches")
         .load(data_dir)
         .select("topic", "partition", F.col("max_timestamp").alias("timestamp"), "end_offset")
+        .cache()  # the as-of joins, the end offset as of --at and Burrow's recent end use it
     )
     # The end offset as of --at: the log end when the log has nothing newer, else the series.
     asof = (
@@ -200,6 +204,7 @@ def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
             ).otherwise(F.greatest(F.coalesce("_end_at", "log_start_offset"), "log_start_offset")),
         )
         .drop("_end_at")
+        .cache()
     )
 
     def timestamps_at(lookups: Any) -> Any:
@@ -325,7 +330,7 @@ def run_report(
         return ReportResult(out, s.at, groups, partitions, warnings, html_path, elapsed, timings)
     finally:
         prog.stop()
-        for df in (tables.partition_lag, tables.commit_history) if "tables" in locals() else ():
+        for df in tables.cached if "tables" in locals() else ():
             df.unpersist()
 
 
