@@ -23,9 +23,11 @@ class TopicRegistry:
     def __init__(self) -> None:
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self.version = 0  # changes with every add and remove (readers cache by it)
 
     def add(self, topic: Topic) -> None:
         """Add a topic, or replace the one of that name (a new partition count)."""
+        self.version += 1
         old = self._by_name.get(topic.name)
         if old is not None:
             self._by_id.pop(old.topic_id, None)
@@ -33,6 +35,7 @@ class TopicRegistry:
         self._by_id[topic.topic_id] = topic
 
     def remove(self, name: str) -> Topic | None:
+        self.version += 1
         topic = self._by_name.pop(name, None)
         if topic is not None:
             self._by_id.pop(topic.topic_id, None)

@@ -9,13 +9,14 @@ a new version, which is how groups notice that their subscriptions need another 
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 from broker.context import RequestContext
+from broker.topics import Topic, TopicRegistry
 from coordinator.modern.topics import TopicMeta, TopicsImage
 
 _versions = itertools.count(1)
-_cache: dict[int, tuple[list[Any], TopicsImage]] = {}
+# id(registry) -> (the registry, its version then, its topics then, the image built from them)
+_cache: dict[int, tuple[TopicRegistry, int, list[Topic], TopicsImage]] = {}
 
 
 def consumer_protocol_enabled(ctx: RequestContext) -> bool:
@@ -26,15 +27,22 @@ def consumer_protocol_enabled(ctx: RequestContext) -> bool:
 
 def topics_image(ctx: RequestContext) -> TopicsImage:
     registry = ctx.broker.topics
-    topics = registry.all()
     cached = _cache.get(id(registry))
-    if cached is not None:
-        seen, image = cached
+    # The registry itself is kept in the entry: an id can be reused by a later registry.
+    if cached is not None and cached[0] is registry:
+        _, version, seen, image = cached
+        if version == registry.version:
+            return image  # every heartbeat: no topic list to build and compare
+        topics = registry.all()
+        # A version moves on every add; the image changes only if a topic did.
         if len(seen) == len(topics) and all(a is b for a, b in zip(seen, topics, strict=True)):
+            _cache[id(registry)] = (registry, registry.version, seen, image)
             return image
+    else:
+        topics = registry.all()
     image = TopicsImage(
         (TopicMeta(t.topic_id, t.name, t.partitions) for t in topics), next(_versions)
     )
     _cache.clear()  # one registry per broker process; tests start many
-    _cache[id(registry)] = (topics, image)
+    _cache[id(registry)] = (registry, registry.version, topics, image)
     return image
