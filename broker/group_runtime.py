@@ -21,7 +21,7 @@ from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
 from coordinator.result import RebalanceEvent, Result
 from coordinator.shard import Shard
-from protocol.coordinator_records import OffsetCommitKey, decode_record, encode_record
+from protocol.coordinator_records import decode_record, encode_records
 from protocol.errors import ErrorCode
 from protocol.records import build_kv_batch
 from protocol.types import DecodeError
@@ -266,11 +266,8 @@ class GroupRuntime:
         if result.events:
             self._report(result.events)
         if result.records:
-            pairs = []
-            for k, v in result.records:
-                pairs.append(encode_record(k, v))
-                if v is not None and type(k) is OffsetCommitKey:
-                    self.offset_commits += 1
+            pairs, commits = encode_records(result.records)
+            self.offset_commits += commits
             plog = self.logs[p]
             assert plog is not None
             write = plog.append(build_kv_batch(pairs, timestamp=now))

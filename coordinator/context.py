@@ -33,6 +33,12 @@ class Ctx:
         self.records.append((key, value))
         self.shard.replay(key, value)
 
+    def append_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
+        """`append` of each of these OffsetCommit records (of one group and topic, none a
+        tombstone), with the group looked up once rather than per partition."""
+        self.records.extend(records)
+        self.shard.replay_offset_commits(group, topic, records)
+
     def reply(self, req_id: int, response: Any) -> None:
         self.replies[req_id] = response
 

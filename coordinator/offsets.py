@@ -58,6 +58,17 @@ class OffsetStore:
     def put(self, group: str, topic: str, partition: int, om: OffsetAndMetadata) -> None:
         self.by_group.setdefault(group, {}).setdefault(topic, {})[partition] = om
 
+    def put_records(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
+        """`replay` of OffsetCommit records of one group and topic, none a tombstone."""
+        topics = self.by_group.get(group)
+        if topics is None:
+            topics = self.by_group[group] = {}
+        partitions = topics.get(topic)
+        if partitions is None:
+            partitions = topics[topic] = {}
+        for key, value in records:
+            partitions[key.partition] = value
+
     def remove(self, group: str, topic: str, partition: int) -> None:
         topics = self.by_group.get(group)
         if topics is None:
@@ -150,6 +161,7 @@ def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     version = meta.api_version
     Topic = OffsetCommitResponse.OffsetCommitResponseTopic
     Partition = OffsetCommitResponse.OffsetCommitResponsePartition
+    make_topic = Topic.make
     error, check = _validate_commit(ctx, req, version)
     if error != ErrorCode.NONE:
         code = int(error)
@@ -182,45 +194,46 @@ def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     group_id = req.group_id
     now = ctx.now
     with_timestamps = version == COMMIT_TIMESTAMP_VERSION
-    append = ctx.append  # the hot loop of every commit: names bound once
-    Key, Value = OffsetCommitKey, OffsetCommitValue
+    # The hot loop of every commit: names bound once, objects built positionally.
+    make_key, make_value, make_partition = (
+        OffsetCommitKey.make,
+        OffsetCommitValue.make,
+        Partition.make,
+    )
     topics = []
     for t in req.topics:
         name = t.name
         partitions = []
         add = partitions.append
+        records: list[tuple[Any, Any]] = []
+        write = records.append
         for p in t.partitions:
             index = p.partition_index
             if check is not None:
                 code = check(name, index)
                 if code != ErrorCode.NONE:
-                    add(Partition(partition_index=index, error_code=code))
+                    add(make_partition(index, code))
                     continue
             metadata = p.committed_metadata
             if metadata is None:
                 metadata = ""
             elif len(metadata) > half and _utf16_len(metadata) > max_len:
-                add(
-                    Partition(
-                        partition_index=index,
-                        error_code=int(ErrorCode.OFFSET_METADATA_TOO_LARGE),
-                    )
-                )
+                add(make_partition(index, int(ErrorCode.OFFSET_METADATA_TOO_LARGE)))
                 continue
             # retention_time_ms (v2-4) is ignored, as Kafka 4 does: offsets expire by the
             # broker's offsets.retention.minutes only.
             ts = p.commit_timestamp if with_timestamps and p.commit_timestamp != -1 else now
-            append(
-                Key(group=group_id, topic=name, partition=index),
-                Value(
-                    offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch,
-                    metadata=metadata,
-                    commit_timestamp=ts,
-                ),
+            write(
+                (
+                    make_key(group_id, name, index),
+                    # offset, leader epoch, metadata, commit timestamp, no expire timestamp
+                    make_value(p.committed_offset, p.committed_leader_epoch, metadata, ts, -1),
+                )
             )
-            add(Partition(partition_index=index, error_code=0))
-        topics.append(Topic(name=name, partitions=partitions))
+            add(make_partition(index, 0))
+        if records:
+            ctx.append_offset_commits(group_id, name, records)
+        topics.append(make_topic(name, partitions))
     ctx.reply(req_id, OffsetCommitResponse(topics=topics))
 
 

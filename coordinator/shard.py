@@ -280,6 +280,12 @@ class Shard:
                 group = self.groups[key.group] = ClassicGroup(key.group, None)
             group.apply_metadata(value)
 
+    def replay_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
+        """`replay` of OffsetCommit records of one group and topic, none a tombstone."""
+        if group not in self.groups and group not in self.consumer_groups:
+            self.groups[group] = ClassicGroup(group, None)
+        self.offsets.put_records(group, topic, records)
+
     def new_simple_group(self, group_id: str) -> None:
         """A group that only holds committed offsets."""
         self.groups[group_id] = ClassicGroup(group_id, None)
