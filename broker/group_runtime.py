@@ -21,9 +21,9 @@ from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
 from coordinator.result import RebalanceEvent, Result
 from coordinator.shard import Shard
-from protocol.coordinator_records import decode_record, encode_records
+from protocol.coordinator_records import decode_record, encode_record_tails
 from protocol.errors import ErrorCode
-from protocol.records import build_kv_batch
+from protocol.records import build_tail_batch
 from protocol.types import DecodeError
 from storage.durability import Durability
 from storage.log import Log
@@ -266,11 +266,11 @@ class GroupRuntime:
         if result.events:
             self._report(result.events)
         if result.records:
-            pairs, commits = encode_records(result.records)
+            tails, commits = encode_record_tails(result.records)
             self.offset_commits += commits
             plog = self.logs[p]
             assert plog is not None
-            write = plog.append(build_kv_batch(pairs, timestamp=now))
+            write = plog.append(build_tail_batch(tails, timestamp=now))
             self._tail[p] = write
             # Writes of one flush become durable together: the first one's callback releases
             # the replies of all (one callback per flush, not per request).

@@ -12,6 +12,7 @@ import struct
 from typing import Any, NamedTuple
 
 from protocol.codec import DecodeError, MessageType
+from protocol.records import encode_varint, kv_record_tail
 from protocol.schema import coordinator as _decls
 
 TYPES: dict[str, MessageType] = {d.name: MessageType(d) for d in _decls.ALL}
@@ -130,42 +131,70 @@ def encode_record(key: Any, value: Any | None) -> tuple[bytes, bytes | None]:
     return encode_key(key), encode_value(key, value)
 
 
-# An OffsetCommit value (v3) without metadata is one struct call: version, offset, leader
-# epoch, metadata length 0, commit timestamp. Checked against the declared codec below.
-_OFFSET_VALUE_V3_EMPTY = struct.Struct(">hqihq")
-_offset_value_v3 = _WRITERS[_OFFSET_COMMIT_KEY].value_bytes
-_probe = TYPES["OffsetCommitValue"].cls.make(7, 5, "", 9, -1)
-assert _offset_value_v3(_probe) == _OFFSET_VALUE_V3_EMPTY.pack(3, 7, 5, 0, 9)
+# The tail of an OffsetCommit record (`kv_record_tail`: key length, key, value length, value,
+# no headers) whose value (v3) has no metadata: after the key's (type, group, topic) prefix,
+# one struct call writes partition, value length (24, a one-byte varint), version 3, offset,
+# leader epoch, metadata length 0, commit timestamp and the header count 0. Checked below
+# against the declared codec.
+_OFFSET_TAIL_V3_EMPTY = struct.Struct(">iBhqihqB")
+_OFFSET_VALUE_V3_EMPTY_VARINT = 48  # zig-zag varint of 24
+_offset_tail_heads: dict[tuple[str, str], bytes] = {}
 
 
-def encode_records(records: list[tuple[Any, Any | None]]) -> tuple[list[tuple[bytes, Any]], int]:
-    """`encode_record` of each (key, value); and how many are OffsetCommit values (not
-    tombstones). Runs of offset commits of one group and topic (a commit request's records)
-    share the group and topic objects, so their key prefix is found once per run."""
-    out: list[tuple[bytes, Any]] = []
+def _offset_tail_head(group: str, topic: str) -> bytes:
+    prefix = _offset_key_prefixes.get((group, topic)) or _offset_key_prefix(group, topic)
+    if len(_offset_tail_heads) >= OFFSET_KEY_PREFIX_CACHE:
+        _offset_tail_heads.clear()
+    head = _offset_tail_heads[(group, topic)] = encode_varint(len(prefix) + 4) + prefix
+    return head
+
+
+def encode_record_tails(records: list[tuple[Any, Any | None]]) -> tuple[list[bytes], int]:
+    """The `kv_record_tail` of each encoded (key, value), for `build_tail_batch`; and how many
+    are OffsetCommit values (not tombstones). Runs of offset commits of one group and topic
+    (a commit request's records) share the group and topic objects, so their key prefix is
+    found once per run."""
+    out: list[bytes] = []
     add = out.append
     commits = 0
-    group = topic = prefix = None
-    pack_int = _INT32.pack
-    pack_empty = _OFFSET_VALUE_V3_EMPTY.pack
+    group = topic = head = None
+    pack = _OFFSET_TAIL_V3_EMPTY.pack
+    value_length = _OFFSET_VALUE_V3_EMPTY_VARINT
     for key, value in records:
-        if type(key) is not _OFFSET_COMMIT_KEY or value is None or value.expire_timestamp != -1:
-            add((encode_key(key), encode_value(key, value)))
-            if value is not None and type(key) is _OFFSET_COMMIT_KEY:
-                commits += 1
+        if type(key) is not _OFFSET_COMMIT_KEY or value is None:
+            add(kv_record_tail(encode_key(key), encode_value(key, value)))
             continue
         commits += 1
+        if value.metadata or value.expire_timestamp != -1:
+            add(kv_record_tail(encode_key(key), encode_value(key, value)))
+            continue
         if key.group is not group or key.topic is not topic:
             group, topic = key.group, key.topic
-            prefix = _offset_key_prefixes.get((group, topic))
-            if prefix is None:
-                prefix = _offset_key_prefix(group, topic)
-        if value.metadata:
-            data = _offset_value_v3(value)
-        else:
-            data = pack_empty(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
-        add((prefix + pack_int(key.partition), data))  # type: ignore[operator]
+            head = _offset_tail_heads.get((group, topic)) or _offset_tail_head(group, topic)
+        add(
+            head  # type: ignore[operator]
+            + pack(
+                key.partition,
+                value_length,
+                3,
+                value.offset,
+                value.leader_epoch,
+                0,
+                value.commit_timestamp,
+                0,
+            )
+        )
     return out, commits
+
+
+def _check_offset_tail() -> None:
+    key = _OFFSET_COMMIT_KEY.make("g", "t", 7)
+    value = TYPES["OffsetCommitValue"].cls.make(11, 5, "", 13, -1)
+    generic = kv_record_tail(encode_key(key), encode_value(key, value))
+    assert encode_record_tails([(key, value)])[0] == [generic], "OffsetCommit tail layout"
+
+
+_check_offset_tail()
 
 
 def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord:

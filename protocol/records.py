@@ -48,6 +48,8 @@ __all__ = [
     "batch_size_at",
     "build_batch",
     "build_kv_batch",
+    "build_tail_batch",
+    "kv_record_tail",
     "crc32c",
     "decode_record_tuples",
     "decode_records",
@@ -218,29 +220,6 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 # Encoding
 
 
-def _encode_kv(offset_delta: int, key: bytes | None, value: bytes | None) -> bytes:
-    """A header-less record with timestamp delta 0: the coordinator's hot path."""
-    table, size = _UVARINT, _VARINT_TABLE_SIZE
-    u = offset_delta << 1
-    parts = [b"\x00\x00", table[u] if u < size else encode_varint(offset_delta)]
-    if key is None:
-        parts.append(b"\x01")
-    else:
-        u = len(key) << 1
-        parts.append(table[u] if u < size else encode_varint(len(key)))
-        parts.append(key)
-    if value is None:
-        parts.append(b"\x01")
-    else:
-        u = len(value) << 1
-        parts.append(table[u] if u < size else encode_varint(len(value)))
-        parts.append(value)
-    parts.append(b"\x00")
-    body = b"".join(parts)
-    u = len(body) << 1
-    return (table[u] if u < size else encode_varint(len(body))) + body
-
-
 def _encode_record(
     offset_delta: int,
     timestamp_delta: int,
@@ -385,6 +364,23 @@ def build_batch(
     )
 
 
+def kv_record_tail(key: bytes | None, value: bytes | None) -> bytes:
+    """What follows the offset delta in a coordinator-shaped record: key, value, no headers.
+
+    Records built by `build_tail_batch` differ only in their offset delta, which comes before
+    the key; so a caller can encode each record's tail once, however it likes."""
+    table, size = _UVARINT, _VARINT_TABLE_SIZE
+    if key is None:
+        k = b"\x01"
+    else:
+        u = len(key) << 1
+        k = (table[u] if u < size else encode_varint(len(key))) + key
+    if value is None:
+        return k + b"\x01\x00"
+    u = len(value) << 1
+    return k + (table[u] if u < size else encode_varint(len(value))) + value + b"\x00"
+
+
 def build_kv_batch(
     pairs: Iterable[tuple[bytes | None, bytes | None]],
     *,
@@ -402,31 +398,45 @@ def build_kv_batch(
     This is the coordinator's shape of write: a handful of records produced at ``now``.
     ``timestamp`` defaults to the wall clock in milliseconds.
     """
+    return build_tail_batch(
+        [kv_record_tail(k, v) for k, v in pairs],
+        timestamp=timestamp,
+        base_offset=base_offset,
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+        transactional=transactional,
+    )
+
+
+def build_tail_batch(
+    tails: Iterable[bytes],
+    *,
+    timestamp: int | None = None,
+    base_offset: int = 0,
+    compression: int = COMPRESSION_NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    transactional: bool = False,
+) -> bytes:
+    """`build_kv_batch` of records given as their `kv_record_tail`."""
     if timestamp is None:
         timestamp = int(time.time() * 1000)
-    # _encode_kv inlined: the pieces of every record go into one list and one join.
     table, size = _UVARINT, _VARINT_TABLE_SIZE
     parts: list[bytes] = []
     extend = parts.extend
     count = 0
-    for k, v in pairs:
+    for tail in tails:
         u = count << 1
         delta = table[u] if u < size else encode_varint(count)
-        if k is None:
-            k, kh = b"", b"\x01"
-        else:
-            u = len(k) << 1
-            kh = table[u] if u < size else encode_varint(len(k))
-        if v is None:
-            v, vh = b"", b"\x01"
-        else:
-            u = len(v) << 1
-            vh = table[u] if u < size else encode_varint(len(v))
-        # attributes, timestamp delta 0, offset delta, key, value, no headers
-        n = 3 + len(delta) + len(kh) + len(k) + len(vh) + len(v)
+        # length, then attributes and timestamp delta (both 0), offset delta, the tail
+        n = 2 + len(delta) + len(tail)
         u = n << 1
-        extend((table[u] if u < size else encode_varint(n), b"\x00\x00", delta, kh, k, vh, v))
-        parts.append(b"\x00")
+        extend((table[u] if u < size else encode_varint(n), b"\x00\x00", delta, tail))
         count += 1
     if not count:
         raise ValueError("a batch needs at least one record")

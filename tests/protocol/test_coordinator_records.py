@@ -129,3 +129,28 @@ def test_null_tagged_struct_is_left_out() -> None:
     assert v.endswith(b"\x00")  # an empty tagged-field section
     assert cr.decode_record(*cr.encode_record(key, value)).value.classic_member_metadata is None
     assert cr.VALUES[5].cls().classic_member_metadata is None
+
+
+def test_record_tails_match_each_record_encoded_alone() -> None:
+    """The batched encoder (runs of offset commits of one group and topic) writes the same bytes
+    as encoding each record by itself, whatever the mix."""
+    from protocol.records import build_kv_batch, build_tail_batch
+
+    group, topic = "group-" + "x" * 70, "events"  # a key longer than a one-byte varint
+    V = cr.OffsetCommitValue
+    records = [
+        (cr.OffsetCommitKey(group=group, topic=topic, partition=p), V.make(p, -1, "", 5, -1))
+        for p in range(3)
+    ]
+    records += [
+        (cr.OffsetCommitKey(group=group, topic=topic, partition=3), V.make(1, 2, "meta", 5, -1)),
+        (cr.OffsetCommitKey(group="g", topic=topic, partition=0), V.make(1, 2, "", 5, 9)),
+        (cr.OffsetCommitKey(group="g", topic="other", partition=1), None),
+        (cr.GroupMetadataKey(group="g"), None),
+        (cr.OffsetCommitKey(group="g", topic="other", partition=2), V.make(-1, 0, "", 0, -1)),
+    ]
+    tails, commits = cr.encode_record_tails(records)
+    assert commits == 6
+    pairs = [cr.encode_record(k, v) for k, v in records]
+    assert build_tail_batch(tails, timestamp=7) == build_kv_batch(pairs, timestamp=7)
+    assert [cr.decode_record(k, v) for k, v in pairs][0].value == records[0][1]
