@@ -1,16 +1,15 @@
 """PySpark Python data sources over a kcoord (or Kafka) data directory.
 
 ``spark.read.format("kcoord").load(DATA_DIR)``
-    The decoded ``__consumer_offsets`` records (:data:`exporter.logread.RECORD_DDL`), one Spark
-    partition per segment file, yielded as Arrow batches. Filters on ``group``,
+    The decoded ``__consumer_offsets`` records (:data:`exporter.logread.RECORD_DDL`), yielded
+    as Arrow batches. A segment file is read whole by one Spark task; small segments share a
+    task (see :func:`_pack`: ``bytesPerPartition``, ``minPartitions``; ``bytesPerPartition``
+    0 gives one Spark partition per segment). Filters on ``group``,
     ``record_type``, ``log_partition``, ``offset`` and ``timestamp`` are pushed down: a group
     filter reads only the log partition that coordinates the group, offset and timestamp
     ranges skip segments and batches. ``.option("level", "segments")`` gives one row per
     segment instead (sizes, offsets, and the error that cut a corrupt or torn tail).
     ``.option("checkCrc", "false")`` skips CRC checks (faster, still length-checked).
-    At the segments level, segments are grouped into Spark partitions of about
-    ``.option("bytesPerPartition", N)`` bytes (default 128 MiB): the summary is cheap next to
-    the fixed cost of a Spark task.
     ``.option("columns", "group,topic,partition,committed_offset")`` narrows the schema to
     those columns (Python data sources get no column pruning from Spark, and every column
     costs conversion time in the JVM).
@@ -20,9 +19,7 @@
     id. ``.option("level", "batches")``: one row per batch (offsets and timestamps, the
     series time lags are interpolated from); ``.option("level", "records")``: the timestamp of
     every record, meant to be filtered (``topic``/``partition``/``offset`` are pushed down).
-    Topic partitions are grouped into Spark partitions of about ``.option("bytesPerPartition",
-    N)`` bytes of log (default 128 MiB; with small logs, one Spark partition reads them all
-    instead of one task per topic partition, each costing more than the reading).
+    Topic partitions are packed into Spark partitions the same way.
 
 Register both with :func:`register` (:func:`exporter.session.build_session` does).
 
@@ -35,6 +32,7 @@ cache a loaded-and-filtered DataFrame and filter the cache (as :mod:`exporter.re
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,25 +55,30 @@ _TOPIC_LEVELS = ("partitions", "batches", "records")
 BYTES_PER_PARTITION = 128 << 20
 
 
-def _bytes_per_partition(options: dict[str, str]) -> int:
-    value = options.get("bytesPerPartition")
-    return int(value) if value else BYTES_PER_PARTITION
+def _pack(items: list[Any], sizes: list[int], options: dict[str, str]) -> list[list[Any]]:
+    """Group ``items`` (files, never split) into Spark partitions, as Spark's file sources
+    pack small files: a Spark task has a fixed cost (~30 ms of Python worker and ~20 ms of
+    JVM CPU here) that a small segment does not repay.
 
-
-def _pack(items: list[Any], sizes: list[int], target: int) -> list[list[Any]]:
-    """Consecutive runs of ``items`` of about ``target`` bytes each (an item is never split)."""
-    groups: list[list[Any]] = []
-    current: list[Any] = []
-    total = 0
-    for item, size in zip(items, sizes, strict=True):
-        if current and total + size > target:
-            groups.append(current)
-            current, total = [], 0
-        current.append(item)
-        total += size
-    if current:
-        groups.append(current)
-    return groups
+    ``.option("bytesPerPartition", N)`` caps a partition at about N bytes (default 128 MiB;
+    0: one partition per item). The partition count is rounded up to a multiple of
+    ``.option("minPartitions", M)`` (default: this machine's cores) so every core gets a
+    share, and items are dealt largest first to the lightest partition. Each partition keeps
+    its items in their original order."""
+    cap = int(_get(options, "bytesPerPartition") or BYTES_PER_PARTITION)
+    if cap <= 0 or len(items) <= 1:
+        return [[item] for item in items]
+    slots = max(1, int(_get(options, "minPartitions") or os.cpu_count() or 1))
+    total = sum(sizes)
+    count = -(-max(total, 1) // cap)
+    count = min(len(items), -(-count // slots) * slots)
+    loads = [0] * count
+    bins: list[list[int]] = [[] for _ in range(count)]
+    for i in sorted(range(len(items)), key=lambda i: -sizes[i]):
+        b = loads.index(min(loads))
+        bins[b].append(i)
+        loads[b] += sizes[i]
+    return [[items[i] for i in sorted(b)] for b in bins if b]
 
 
 def _file_size(path: Path) -> int:
@@ -96,6 +99,10 @@ def worker_setup() -> None:
     import gc
 
     if gc.get_freeze_count() == 0:
+        # The decoder's modules (numba and LLVM bindings among them) first, so they are frozen.
+        import exporter.logread  # noqa: F401
+        import exporter.topics  # noqa: F401
+
         gc.collect()
         gc.freeze()
 
@@ -115,8 +122,18 @@ def _path(options: dict[str, str]) -> str:
     return path
 
 
+def _lower_keys(options: Any) -> dict[str, str]:
+    """Spark's options are case-insensitive: a plain copy with lower-case keys (read with
+    :func:`_get`)."""
+    return {str(k).lower(): v for k, v in options.items()}
+
+
+def _get(options: dict[str, str], name: str, default: str | None = None) -> str | None:
+    return options.get(name.lower(), options.get(name, default))
+
+
 def _flag(options: dict[str, str], name: str, default: bool) -> bool:
-    value = options.get(name)
+    value = _get(options, name)
     if value is None:
         return default
     return str(value).strip().lower() in ("1", "true", "yes", "on")
@@ -194,7 +211,7 @@ class KcoordDataSource(DataSource):
         return level
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return KcoordReader(dict(self.options), self._level())
+        return KcoordReader(_lower_keys(self.options), self._level())
 
 
 class SegmentPartition(InputPartition):
@@ -207,9 +224,9 @@ class SegmentPartition(InputPartition):
 
 
 class SegmentGroup(InputPartition):
-    """Several segments read by one Spark task (the segments level)."""
+    """The segments one Spark task reads (see :func:`_pack`)."""
 
-    def __init__(self, segments: list[SegmentPartition]):
+    def __init__(self, segments: list[SegmentPartition]) -> None:
         super().__init__([s.value for s in segments])
         self.segments = segments
 
@@ -219,11 +236,11 @@ class KcoordReader(DataSourceReader):
         self.data_dir = _path(options)
         self.level = level
         self.check_crc = _flag(options, "checkCrc", True)
-        self.bytes_per_partition = _bytes_per_partition(options)
+        self.options = options
         from exporter.logread import parse_columns
 
         self.columns = parse_columns(options.get("columns"))
-        n = options.get("offsetsPartitions")
+        n = _get(options, "offsetsPartitions")
         self.offsets_partitions = int(n) if n else None
         self.groups: set[str] | None = None
         self.record_types = _Range()
@@ -291,45 +308,44 @@ class KcoordReader(DataSourceReader):
                 out.append(SegmentPartition(p, base, str(path), nxt))
         if not out:
             out.append(SegmentPartition(-1, -1, None, None))
-        elif self.level == "segments":
-            sizes = [_file_size(Path(sp.path)) for sp in out]
-            return [SegmentGroup(g) for g in _pack(out, sizes, self.bytes_per_partition)]
+        sizes = [_file_size(Path(sp.path)) if sp.path else 0 for sp in out]
+        return [SegmentGroup(g) for g in _pack(out, sizes, self.options)]
         return out
 
     def read(self, partition: SegmentPartition | SegmentGroup) -> Iterator[Any]:
         import pyarrow as pa
 
-        from exporter.logread import (
-            SEGMENT_SCHEMA,
-            Filters,
-            decode_segment,
-            read_segment,
-            segment_summary,
-        )
+        from exporter.logread import SEGMENT_SCHEMA, decode_segment, read_segment, segment_summary
 
         worker_setup()
-        if isinstance(partition, SegmentGroup):
-            rows = []
-            for sp in partition.segments:
-                if sp.path is not None:
-                    scan = read_segment(Path(sp.path), sp.base, check_crc=self.check_crc)
-                    rows.append(segment_summary("__consumer_offsets", sp.log_partition, scan))
+        segments = partition.segments if isinstance(partition, SegmentGroup) else [partition]
+        segments = [sp for sp in segments if sp.path is not None]
+        if self.level == "segments":
+            rows = [
+                segment_summary(
+                    "__consumer_offsets",
+                    sp.log_partition,
+                    read_segment(Path(sp.path), sp.base, check_crc=self.check_crc),
+                )
+                for sp in segments
+            ]
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=SEGMENT_SCHEMA)
             return
-        if partition.path is None:
-            return
-        scan = read_segment(Path(partition.path), partition.base, check_crc=self.check_crc)
-        if self.level == "segments":
-            row = segment_summary("__consumer_offsets", partition.log_partition, scan)
-            yield pa.RecordBatch.from_pylist([row], schema=SEGMENT_SCHEMA)
-            return
+        filters = self._filters()
+        for sp in segments:
+            scan = read_segment(Path(sp.path), sp.base, check_crc=self.check_crc)
+            yield from decode_segment(scan, sp.log_partition, filters, columns=self.columns)
+
+    def _filters(self) -> Any:
+        from exporter.logread import Filters
+
         lo, hi = self.offsets.bounds()
         tlo, thi = self.timestamps.bounds()
         types = self.record_types.values
         if types is None and (self.record_types.lo is not None or self.record_types.hi is not None):
             types = {t for t in range(0, 64) if self.record_types.contains(t)}
-        filters = Filters(
+        return Filters(
             record_types=frozenset(types) if types is not None else None,
             groups=frozenset(self.groups) if self.groups is not None else None,
             min_offset=lo,
@@ -337,7 +353,6 @@ class KcoordReader(DataSourceReader):
             min_timestamp=tlo,
             max_timestamp=thi,
         )
-        yield from decode_segment(scan, partition.log_partition, filters, columns=self.columns)
 
 
 class KcoordTopicsDataSource(DataSource):
@@ -359,7 +374,7 @@ class KcoordTopicsDataSource(DataSource):
         ]
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return KcoordTopicsReader(dict(self.options), self._level())
+        return KcoordTopicsReader(_lower_keys(self.options), self._level())
 
 
 class TopicPartitionInput(InputPartition):
@@ -382,7 +397,7 @@ class KcoordTopicsReader(DataSourceReader):
     def __init__(self, options: dict[str, str], level: str) -> None:
         self.data_dir = _path(options)
         self.level = level
-        self.bytes_per_partition = _bytes_per_partition(options)
+        self.options = options
         self.topics: set[str] | None = None
         self.partition_range = _Range()
         self.offsets = _Range()
@@ -418,7 +433,7 @@ class KcoordTopicsReader(DataSourceReader):
             sizes.append(sum(_file_size(path) for _, path in segs))
         if not items:
             return [TopicPartitionInput(None, -1, None)]
-        return [TopicPartitionGroup(g) for g in _pack(items, sizes, self.bytes_per_partition)]
+        return [TopicPartitionGroup(g) for g in _pack(items, sizes, self.options)]
 
     def read(self, partition: TopicPartitionInput | TopicPartitionGroup) -> Iterator[Any]:
         import pyarrow as pa

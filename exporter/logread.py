@@ -1,22 +1,18 @@
-"""Reading segment files without Spark: batch scanning and vectorised record decoding.
+"""Reading segment files without Spark: batch scanning and record decoding into Arrow.
 
-Everything here is numpy + pyarrow so it runs the same in a Spark worker and in a test.
-Files are only read, never modified (recovery would truncate a torn tail; we just stop there).
+Everything here is numpy + pyarrow + numba so it runs the same in a Spark worker and in a
+test. Files are only read, never modified (recovery would truncate a torn tail; we just stop
+there).
 
-Decoding is done a chunk of batches at a time:
-
-1. A tight Python loop walks the batch chain (``batchLength`` gives the next position) and
-   validates each batch (magic, length, CRC32C, offsets increasing). The first bad batch ends
-   the segment: a torn or corrupt tail is reported in :class:`SegmentScan` and skipped.
-2. Batch header fields are gathered with numpy from the batch start positions.
-3. Record positions are found with a "wavefront": the first record of every batch at once,
-   then the second record of every batch with two or more records, and so on, each step a
-   vectorised varint decode.
-4. Record fields, OffsetCommit keys (types 0/1) and values (versions 0-3) are decoded with
-   numpy; their strings become Arrow arrays via a ``take`` over a zero-copy binary view of the
-   file, so no Python object is made per record.
-5. Every other record (group metadata, KIP-848 records, flexible v4+ values, batches with
-   compression, headers or anything unexpected) goes through the Python decoder of
+1. :func:`exporter.fastscan.walk_batches` follows the batch chain (``batchLength`` gives the
+   next position) and checks each batch's magic, length and offsets; CRC32Cs are checked
+   after. The first bad batch ends the segment: a torn or corrupt tail is reported in
+   :class:`SegmentScan` and skipped.
+2. A chunk of batches at a time, :func:`exporter.fastscan.decode_records` decodes every
+   OffsetCommit key (types 0/1) and value (versions 0-3) into flat arrays in one pass, and
+   the strings are copied into Arrow buffers; no Python object is made per record.
+3. Every other record (group metadata, KIP-848 records, flexible v4+ values) and every batch
+   with compression, headers or anything unexpected goes through the Python decoder of
    ``protocol.coordinator_records``; there are few of them in a real log.
 """
 
@@ -33,32 +29,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from exporter import fastscan as FS
 from protocol.codec import DecodeError
 from protocol.coordinator_records import decode_record
 from protocol.records import (
-    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     RecordError,
     crc32c,
     decode_record_tuples,
 )
 
 log = logging.getLogger("kcoord.exporter")
+_SCRATCH = FS.Scratch()  # decode_records' output, reused by every chunk of this process
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOG_SUFFIX = ".log"
-ATTR_COMPRESSION = 0x07
-ATTR_LOG_APPEND_TIME = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
 # Records decoded per chunk: bounds worker memory and the size of each Arrow batch.
 CHUNK_RECORDS = 262_144
-_PAD = 16  # zero bytes after the file so vectorised varint reads never run off the end
 
 _LEN = struct.Struct(">qi")
-_unpack_header = HEADER.unpack_from
 
 # ---------------------------------------------------------------------------------------------
 # Arrow schema of the coordinator records (the "kcoord" data source)
@@ -241,39 +231,51 @@ def scan_batches(
     data: bytes, base_offset: int = 0, *, check_crc: bool = True
 ) -> tuple[list[int], int, str | None]:
     """Walk the batch chain of a segment's bytes: (start positions, valid bytes, error)."""
-    n = len(data)
-    starts: list[int] = []
-    append = starts.append
-    pos = 0
-    expected = base_offset
-    unpack = _LEN.unpack_from
-    mv = memoryview(data)
+    starts, valid, error = _scan(np.frombuffer(data, np.uint8), base_offset, check_crc)
+    return starts.tolist(), valid, error
+
+
+def _scan(u8: np.ndarray, base_offset: int, check_crc: bool) -> tuple[np.ndarray, int, str | None]:
+    n = u8.size
+    starts, pos, reason = FS.walk_batches(u8, n, base_offset)
+    pos = int(pos)
     error = None
-    min_len = MIN_BATCH_LENGTH
-    while pos < n:
-        if n - pos < HEADER_SIZE:
-            error = f"torn batch header at position {pos} ({n - pos} of {HEADER_SIZE} bytes)"
-            break
-        base, length = unpack(data, pos)
-        end = pos + LOG_OVERHEAD + length
-        if length < min_len or data[pos + 16] != 2:
-            error = f"bad batch length {length} or magic {data[pos + 16]} at position {pos}"
-            break
-        if end > n:
-            error = f"torn batch at position {pos} ({n - pos} of {end - pos} bytes)"
-            break
-        if base < expected:
-            error = f"offset {base} at position {pos} goes back (expected >= {expected})"
-            break
-        if check_crc:
-            stored = int.from_bytes(data[pos + 17 : pos + 21], "big")
-            if crc32c(mv[pos + 21 : end]) != stored:
-                error = f"CRC mismatch in the batch at position {pos} (base offset {base})"
-                break
-        append(pos)
-        expected = base + 1
-        pos = end
+    if reason == FS.TORN_HEADER:
+        error = f"torn batch header at position {pos} ({n - pos} of {HEADER_SIZE} bytes)"
+    elif reason == FS.BAD_BATCH:
+        length = int(_LEN.unpack_from(u8, pos)[1])
+        error = f"bad batch length {length} or magic {u8[pos + 16]} at position {pos}"
+    elif reason == FS.TORN_BATCH:
+        length = int(_LEN.unpack_from(u8, pos)[1])
+        error = f"torn batch at position {pos} ({n - pos} of {LOG_OVERHEAD + length} bytes)"
+    elif reason == FS.OFFSET_BACK:
+        base = int(_LEN.unpack_from(u8, pos)[0])
+        expected = base_offset if starts.size == 0 else _batch_last(u8, int(starts[-1])) + 1
+        error = f"offset {base} at position {pos} goes back (expected >= {expected})"
+    if check_crc and starts.size:
+        bad = _first_crc_mismatch(u8, starts)
+        if bad is not None:
+            pos = int(starts[bad])
+            base = int(_LEN.unpack_from(u8, pos)[0])
+            error = f"CRC mismatch in the batch at position {pos} (base offset {base})"
+            starts = starts[:bad]
     return starts, pos, error
+
+
+def _batch_last(u8: np.ndarray, pos: int) -> int:
+    base = int(_LEN.unpack_from(u8, pos)[0])
+    return base + int.from_bytes(u8[pos + 23 : pos + 27].tobytes(), "big")
+
+
+def _first_crc_mismatch(u8: np.ndarray, starts: np.ndarray) -> int | None:
+    """Index of the first batch whose stored CRC32C (of attributes to the end) is wrong."""
+    mv = memoryview(u8)
+    ends = (starts + LOG_OVERHEAD + _be(u8, starts + 8, 4)).tolist()
+    stored = (_be(u8, starts + 17, 4) & 0xFFFFFFFF).tolist()
+    for i, (s, e, want) in enumerate(zip(starts.tolist(), ends, stored, strict=True)):
+        if crc32c(mv[s + 21 : e]) != want:
+            return i
+    return None
 
 
 def read_segment(
@@ -282,8 +284,8 @@ def read_segment(
     data = Path(path).read_bytes()
     if base_offset is None:
         base_offset = segment_base(Path(path).name) or 0
-    starts, valid, error = scan_batches(data, base_offset, check_crc=check_crc)
-    scan = SegmentScan(Path(path), base_offset, data, np.asarray(starts, np.int64), valid, error)
+    starts, valid, error = _scan(np.frombuffer(data, np.uint8), base_offset, check_crc)
+    scan = SegmentScan(Path(path), base_offset, data, starts, valid, error)
     if error is not None:
         log.warning(
             "%s: skipping %d bytes after position %d: %s", path, len(data) - valid, valid, error
@@ -295,82 +297,38 @@ def read_segment(
 # Vectorised helpers
 
 
-_VIEWS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-
-
-def _view(u8: np.ndarray, width: int) -> np.ndarray:
-    """``u8`` as overlapping big-endian integers of ``width`` bytes: element i is bytes
-    i..i+width-1, so one gather reads an unaligned field at any position."""
-    key = (id(u8), width)
-    hit = _VIEWS.get(key)
-    if hit is not None and hit[0] is u8:
-        return hit[1]
-    if len(_VIEWS) > 32:
-        _VIEWS.clear()
-    view = np.ndarray((u8.size - width + 1,), f">i{width}", u8, 0, (1,))
-    _VIEWS[key] = (u8, view)
-    return view
-
-
 def _be(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """Big-endian signed integers of ``width`` bytes at each position, as int64."""
-    view = _view(u8, width)
-    return view[np.clip(pos, 0, view.size - 1)].astype(np.int64)
+    """Big-endian signed integers of ``width`` bytes at each position, as int64 (positions
+    past the end read as 0: callers pass validated batch positions)."""
+    idx = pos[:, None] + np.arange(width)
+    b = np.take(u8, idx, mode="clip").astype(np.int64)
+    v = np.zeros(pos.size, np.int64)
+    for k in range(width):
+        v = (v << 8) | b[:, k]
+    if width < 8:
+        sign = np.int64(1) << (8 * width - 1)
+        v = np.where(v >= sign, v - (sign << 1), v)
+    return v
 
 
-def _uvarint(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Unsigned varint at each position: (value, byte count, ok). ``ok`` is False for a varint
-    longer than 10 bytes."""
-    limit = u8.size - 1
-    p = np.minimum(pos, limit)
-    b = u8[p].astype(np.int64)
-    val = b & 0x7F
-    nbytes = np.ones(pos.size, np.int64)
-    ok = np.ones(pos.size, bool)
-    idx = np.nonzero(b & 0x80)[0]
-    shift = 7
-    while idx.size:
-        if shift > 63:
-            ok[idx] = False
-            break
-        b = u8[np.minimum(p[idx] + nbytes[idx], limit)].astype(np.int64)
-        val[idx] |= (b & 0x7F) << shift
-        nbytes[idx] += 1
-        idx = idx[(b & 0x80) != 0]
-        shift += 7
-    return val, nbytes, ok
-
-
-def _zz(u: np.ndarray) -> np.ndarray:
-    return (u >> 1) ^ -(u & 1)
-
-
-def _varint(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    u, n, ok = _uvarint(u8, pos)
-    return _zz(u), n, ok
-
-
-def take_strings(buf: pa.Buffer, pos: np.ndarray, length: np.ndarray) -> pa.Array:
-    """``buf[pos[i]:pos[i]+length[i]]`` as a string array, built in C++ by a ``take`` over a
-    binary array whose offsets alternate string starts and ends (positions must increase and
-    not overlap)."""
-    n = pos.size
-    if n == 0:
-        return pa.array([], pa.string())
-    offs = np.empty(2 * n, np.int64)
-    offs[0::2] = pos
-    offs[1::2] = pos + length
-    view = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(offs), buf]
-    )
-    taken = view.take(pa.array(np.arange(0, 2 * n - 1, 2, dtype=np.int64)))
+def gather_strings(
+    u8: np.ndarray, pos: np.ndarray, length: np.ndarray, null: np.ndarray | None = None
+) -> pa.Array:
+    """``u8[pos[i]:pos[i]+length[i]]`` as a string array (``null`` marks nulls). Bytes that
+    are not UTF-8 are decoded with replacement characters."""
+    offsets, data = FS.gather_bytes(u8, pos, length)
+    arr = pa.LargeStringArray.from_buffers(pos.size, pa.py_buffer(offsets), pa.py_buffer(data))
     try:
-        return taken.cast(pa.large_string()).cast(pa.string())
-    except pa.ArrowInvalid:  # not UTF-8: decode with replacement, rare
-        return pa.array(
-            [None if b is None else b.decode("utf-8", "replace") for b in taken.to_pylist()],
-            pa.string(),
+        arr.validate(full=True)
+    except pa.ArrowInvalid:  # not UTF-8: rare
+        arr = pa.array(
+            [b.decode("utf-8", "replace") for b in arr.cast(pa.large_binary()).to_pylist()],
+            pa.large_string(),
         )
+    out = arr.cast(pa.string())
+    if null is not None:
+        out = pc.if_else(pa.array(~null), out, pa.scalar(None, pa.string()))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -529,8 +487,7 @@ def decode_segment(
     if starts.size == 0:
         return
     data = scan.data
-    u8 = np.frombuffer(data + bytes(_PAD), np.uint8) if _PAD else np.frombuffer(data, np.uint8)
-    buf = pa.py_buffer(u8)
+    u8 = np.frombuffer(data, np.uint8)
     counts = _be(u8, starts + 57, 4)
     base_offsets = _be(u8, starts, 8)
     last_offsets = base_offsets + _be(u8, starts + 23, 4)
@@ -556,7 +513,7 @@ def decode_segment(
     for part in np.split(idx, bounds + 1 if bounds.size else []):
         if part.size == 0:
             continue
-        table = _decode_batches(scan, u8, buf, starts[part], log_partition, filters, columns)
+        table = _decode_batches(scan, u8, starts[part], log_partition, filters, columns)
         if table.num_rows:
             if columns:
                 table = table.select(columns)
@@ -566,106 +523,17 @@ def decode_segment(
 def _decode_batches(
     scan: SegmentScan,
     u8: np.ndarray,
-    buf: pa.Buffer,
     starts: np.ndarray,
     log_partition: int,
     filters: Filters,
     columns: list[str] | None = None,
 ) -> pa.Table:
-    attrs = _be(u8, starts + 21, 2)
-    counts = _be(u8, starts + 57, 4)
-    lengths = _be(u8, starts + 8, 4)
-    ends = starts + LOG_OVERHEAD + lengths
-    base_off = _be(u8, starts, 8)
-    base_ts = _be(u8, starts + 27, 8)
-    max_ts = _be(u8, starts + 35, 8)
-    control = (attrs & ATTR_CONTROL) != 0
-    slow_batch = ((attrs & ATTR_COMPRESSION) != 0) & ~control
-    counts = np.where(control | slow_batch, 0, counts)  # slow batches are decoded in Python
-    nb = starts.size
-    first = np.cumsum(counts) - counts
-    total = int(counts.sum())
-    rec_pos = np.empty(total, np.int64)
-    rec_batch = np.repeat(np.arange(nb), counts)
-    bad_batch = np.zeros(nb, bool)
-    cur = starts + HEADER_SIZE
-    active = np.nonzero(counts > 0)[0]
-    k = 0
-    while active.size:
-        p = cur[active]
-        rec_pos[first[active] + k] = p
-        ln, n, ok = _varint(u8, p)
-        nxt = p + n + ln
-        over = (nxt > ends[active]) | (ln < 0) | ~ok
-        if over.any():
-            bad_batch[active[over]] = True
-            nxt = np.where(over, ends[active], nxt)
-        cur[active] = nxt
-        k += 1
-        active = active[counts[active] > k]
-    bad_batch |= (cur != ends) & (counts > 0)
-
-    # Record fields.
-    p = rec_pos
-    ln, n, ok_all = _varint(u8, p)
-    body = p + n
-    rec_end = body + ln
-    p = body + 1  # attributes
-    tsd, n, ok = _varint(u8, p)
-    ok_all &= ok
-    p = p + n
-    od, n, ok = _varint(u8, p)
-    ok_all &= ok
-    p = p + n
-    klen, n, ok = _varint(u8, p)
-    ok_all &= ok
-    p = p + n
-    kpos = p
-    p = p + np.maximum(klen, 0)
-    vlen, n, ok = _varint(u8, p)
-    ok_all &= ok
-    p = p + n
-    vpos = p
-    p = p + np.maximum(vlen, 0)
-    hcount = u8[np.minimum(p, u8.size - 1)]
-    p = p + 1
-    ok_all &= (p == rec_end) & (hcount == 0) & (klen >= 2)
-    b_of = rec_batch
-    offsets = base_off[b_of] + od
-    lat = (attrs[b_of] & ATTR_LOG_APPEND_TIME) != 0
-    timestamps = np.where(lat, max_ts[b_of], base_ts[b_of] + tsd)
-
-    ktype = _be(u8, kpos, 2)
-    is_commit = ok_all & ((ktype == 0) | (ktype == 1))
-    # OffsetCommit key: group, topic (int16 length strings), partition int32.
-    glen = _be(u8, kpos + 2, 2)
-    gpos = kpos + 4
-    tlen = _be(u8, gpos + glen, 2)
-    tpos = gpos + glen + 2
-    part = _be(u8, tpos + tlen, 4)
-    is_commit &= (glen >= 0) & (tlen >= 0) & (tpos + tlen + 4 == kpos + klen)
-    # OffsetCommit value v0-3.
-    tomb = vlen < 0
-    ver = np.where(tomb, -1, _be(u8, vpos, 2))
-    coff = _be(u8, vpos + 2, 8)
-    q = vpos + 10
-    has_le = ver >= 3
-    lepoch = np.where(has_le, _be(u8, q, 4), -1)
-    q = q + np.where(has_le, 4, 0)
-    mlen = _be(u8, q, 2)
-    mpos = q + 2
-    q = mpos + np.maximum(mlen, 0)
-    cts = _be(u8, q, 8)
-    q = q + 8
-    has_exp = ver == 1
-    ets = np.where(has_exp, _be(u8, q, 8), -1)
-    q = q + np.where(has_exp, 8, 0)
-    value_ok = tomb | ((ver >= 0) & (ver <= 3) & (mlen >= 0) & (q == vpos + vlen))
-    fast = is_commit & value_ok
-    # A record that failed structural checks spoils its batch (decoded in Python below).
-    bad_batch[rec_batch[~ok_all]] = True
-    fast &= ~bad_batch[rec_batch]
-
+    counts = FS.record_counts(u8, starts)
+    kind, ints, pos = _SCRATCH.get(int(counts.sum()))
+    bad_batch = np.zeros(starts.size, bool)
+    FS.decode_records(u8, starts, counts, kind, ints, pos, bad_batch)
+    offsets, timestamps, ktype, ver, part, coff, lepoch, cts, ets = ints
+    fast = kind == FS.FAST
     # Row filters on the fast rows.
     if filters.record_types is not None:
         fast &= np.isin(ktype, np.fromiter(filters.record_types, np.int64))
@@ -680,21 +548,18 @@ def _decode_batches(
 
     fi = np.nonzero(fast)[0]
     tables = []
+    if columns and filters.groups is not None and "group" not in columns:
+        columns = [*columns, "group"]  # for the group filter below; the caller selects
     if fi.size:
-        tomb_f = tomb[fi]
-        notomb = ~tomb_f
-        want = set(columns or RECORD_SCHEMA.names) | {"group"}
+        tomb_f = ver[fi] < 0
+        want = set(columns or RECORD_SCHEMA.names)
 
-        def strings(name: str, pos: np.ndarray, length: np.ndarray) -> pa.Array:
+        def strings(name: str, col: int, null: np.ndarray | None = None) -> pa.Array:
             if name not in want:
-                return pa.nulls(pos.size, pa.string())
-            return take_strings(buf, pos, length)
+                return pa.nulls(fi.size, pa.string())
+            return gather_strings(u8, pos[col][fi], pos[col + 1][fi], null)
 
-        meta = strings("metadata", mpos[fi], np.where(notomb, mlen[fi], 0))
-        if tomb_f.any() and "metadata" in want:
-            meta = pc.if_else(pa.array(notomb), meta, pa.scalar(None, pa.string()))
         n_f = fi.size
-        nulls_i64 = pa.nulls(n_f, pa.int64())
         cols = {
             "log_partition": pa.array(np.full(n_f, log_partition, np.int32)),
             "segment": pa.array(np.full(n_f, scan.base_offset, np.int64)),
@@ -702,13 +567,13 @@ def _decode_batches(
             "timestamp": pa.array(timestamps[fi]),
             "record_type": pa.array(ktype[fi].astype(np.int16)),
             "tombstone": pa.array(tomb_f),
-            "group": strings("group", gpos[fi], glen[fi]),
-            "topic": strings("topic", tpos[fi], tlen[fi]),
+            "group": strings("group", 0),
+            "topic": strings("topic", 2),
             "partition": pa.array(part[fi].astype(np.int32)),
             "member_id": pa.nulls(n_f, pa.string()),
             "committed_offset": pa.array(coff[fi], mask=tomb_f),
             "leader_epoch": pa.array(lepoch[fi].astype(np.int32), mask=tomb_f),
-            "metadata": meta,
+            "metadata": strings("metadata", 4, tomb_f if tomb_f.any() else None),
             "commit_timestamp": pa.array(cts[fi], mask=tomb_f),
             "expire_timestamp": pa.array(ets[fi], mask=tomb_f),
             "value_version": pa.array(ver[fi].astype(np.int16), mask=tomb_f),
@@ -716,17 +581,20 @@ def _decode_batches(
             "generation": pa.nulls(n_f, pa.int32()),
             "protocol": pa.nulls(n_f, pa.string()),
             "leader": pa.nulls(n_f, pa.string()),
-            "state_timestamp": nulls_i64,
+            "state_timestamp": pa.nulls(n_f, pa.int64()),
             "members": pa.nulls(n_f, RECORD_SCHEMA.field("members").type),
         }
-        tables.append(pa.Table.from_pydict(cols, schema=RECORD_SCHEMA))
+        if columns:
+            cols = {c: cols[c] for c in columns}
+        tables.append(pa.Table.from_pydict(cols, schema=record_schema(columns)))
 
     # Python path: other record types in good batches, then whole slow/bad batches.
     rows: list[dict[str, Any]] = []
-    slow = ~fast & ok_all & ~bad_batch[rec_batch]
+    slow = kind == FS.PYTHON
     if filters.record_types is not None:
         slow &= np.isin(ktype, np.fromiter(filters.record_types, np.int64))
     data = scan.data
+    kpos, klen, vpos, vlen = pos[6], pos[7], pos[8], pos[9]
     for i in np.nonzero(slow)[0]:
         off, ts = int(offsets[i]), int(timestamps[i])
         if not _row_wanted(filters, off, ts):
@@ -737,7 +605,7 @@ def _decode_batches(
         if row is not None:
             row.update(offset=off, timestamp=ts)
             rows.append(row)
-    for b in np.nonzero(bad_batch | slow_batch)[0]:
+    for b in np.nonzero(bad_batch)[0]:
         try:
             recs = decode_record_tuples(data, int(starts[b]))
         except RecordError as e:
@@ -757,9 +625,10 @@ def _decode_batches(
         for row in rows:
             row["log_partition"] = log_partition
             row["segment"] = scan.base_offset
-        tables.append(pa.Table.from_pylist(rows, schema=RECORD_SCHEMA))
+        table = pa.Table.from_pylist(rows, schema=RECORD_SCHEMA)
+        tables.append(table.select(columns) if columns else table)
     if not tables:
-        return _empty_table()
+        return record_schema(columns).empty_table()
     table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
     if filters.groups is not None:
         mask = pc.is_in(table["group"], value_set=pa.array(sorted(filters.groups), pa.string()))
@@ -783,7 +652,7 @@ def batch_headers(scan: SegmentScan) -> dict[str, np.ndarray]:
     """Header fields of every valid batch of a scanned segment, as numpy arrays."""
     if scan.header:
         return scan.header
-    u8 = np.frombuffer(scan.data + bytes(_PAD), np.uint8)
+    u8 = np.frombuffer(scan.data, np.uint8)
     s = scan.starts
     h = {
         "position": s,

@@ -1,4 +1,4 @@
-"""The data sources through Spark: one partition per segment, pushdown that prunes files but
+"""The data sources through Spark: segments packed into partitions, pushdown that prunes files but
 never changes results, the topics source, and a log compacted by storage's cleaner."""
 
 from __future__ import annotations
@@ -30,12 +30,21 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def test_one_partition_per_segment_and_pushdown(spark: Any, data: Path) -> None:
-    df = spark.read.format("kcoord").load(str(data))
+def test_segments_to_partitions_and_pushdown(spark: Any, data: Path) -> None:
     segments = sorted(data.glob("__consumer_offsets-*/*.log"))
-    assert df.rdd.getNumPartitions() == len(segments) > 5
-    assert df.count() == 200
-    g2 = spark.read.format("kcoord").load(str(data)).where("`group` = 'g2'")
+    one_each = spark.read.format("kcoord").option("bytesPerPartition", "0").load(str(data))
+    assert one_each.rdd.getNumPartitions() == len(segments) > 5
+    assert one_each.count() == 200
+    # Small segments share a task: as many partitions as asked for (cores by default).
+    df = spark.read.format("kcoord").option("minPartitions", "3").load(str(data))
+    assert df.rdd.getNumPartitions() == 3
+    assert sorted(df.toPandas().offset) == sorted(one_each.toPandas().offset)
+    g2 = (
+        spark.read.format("kcoord")
+        .option("bytesPerPartition", "0")
+        .load(str(data))
+        .where("`group` = 'g2'")
+    )
     # Only the segments of partition_for("g2") are read.
     own = len(list((data / f"__consumer_offsets-{S.partition_for('g2')}").glob("*.log")))
     assert g2.rdd.getNumPartitions() == own < len(segments)
@@ -129,3 +138,17 @@ def test_end_offset_snapshot_and_interpolated_time_lag(spark: Any, tmp_path: Pat
     # Offset 49 was the 50th of 100 records produced over 100 s; offset 149 the 50th of 200
     # produced over the next 100 s; partition 1 was already past 3 at its only sample.
     assert got == {(0, 49): T0 + 50_000, (0, 149): T0 + 125_000, (1, 3): T0}
+
+
+def test_pack_balances_whole_files_and_keeps_their_order() -> None:
+    from exporter.datasource import _pack
+
+    items = list("abcdefgh")
+    sizes = [100, 1, 1, 50, 50, 1, 1, 100]
+    groups = _pack(items, sizes, {"bytesPerPartition": "120", "minPartitions": "2"})
+    assert sorted(x for g in groups for x in g) == items  # every file once, none split
+    assert len(groups) == 4  # 304 bytes / 120 -> 3, rounded up to a multiple of 2
+    assert all(g == sorted(g) for g in groups)
+    loads = [sum(sizes[items.index(x)] for x in g) for g in groups]
+    assert max(loads) == 100  # the two big files alone, the rest dealt around them
+    assert _pack(items, sizes, {"bytesPerPartition": "0"}) == [[x] for x in items]

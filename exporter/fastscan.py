@@ -1,0 +1,310 @@
+"""The two loops of segment decoding that numpy cannot vectorise, compiled with numba.
+
+- :func:`walk_batches` follows the batch chain of a segment (each batch's length gives the
+  next position) and stops at the first batch that is torn or malformed.
+- :func:`decode_records` walks the records of a run of batches once, decoding OffsetCommit
+  keys (types 0/1) and values (versions 0-3) into flat arrays; every other record is marked
+  for the Python decoder, and a batch whose records do not parse is marked as a whole.
+
+Both read only inside the bounds they are given (numba does not check array bounds, so every
+position is compared with the end of its batch before it is read). Without numba the same
+functions run as plain Python: correct, but far slower.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+# Compiled code is cached beside this file, or, where that is read-only (an installed
+# package run by another user, as in the container), in a per-user temp folder.
+if "NUMBA_CACHE_DIR" not in os.environ and not os.access(Path(__file__).parent, os.W_OK):
+    os.environ["NUMBA_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / f"kcoord-numba-{os.getuid()}")
+
+try:
+    from numba import njit
+except ImportError:  # pragma: no cover - numba is a dependency of the exporter
+
+    def njit(*args, **kwargs):  # type: ignore[no-redef]
+        if args and callable(args[0]):
+            return args[0]
+        return lambda f: f
+
+
+HEADER_SIZE = 61  # protocol.records.HEADER_SIZE: baseOffset .. recordsCount
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+ATTR_COMPRESSION = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_CONTROL = 0x20
+
+# walk_batches stop reasons
+OK, TORN_HEADER, BAD_BATCH, TORN_BATCH, OFFSET_BACK = 0, 1, 2, 3, 4
+
+# decode_records kinds of record
+FAST = 0  # an OffsetCommit record decoded here
+PYTHON = 1  # a record to decode in Python (another type, a newer value version)
+SKIP = 2  # not a record to produce: its batch is decoded in Python, or a control batch
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _be(u8, pos, width):
+    v = 0
+    for i in range(width):
+        v = (v << 8) | np.int64(u8[pos + i])
+    if width < 8 and v >= np.int64(1) << (8 * width - 1):
+        v -= np.int64(1) << (8 * width)
+    return v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varint(u8, pos, end):
+    """Zigzag varint at ``pos``: (value, next position); next position -1 if it runs past
+    ``end`` or is longer than 10 bytes. (int64 throughout: mixing in uint64 makes numba
+    compute in floats.)"""
+    u = np.int64(0)
+    shift = 0
+    p = pos
+    while True:
+        if p >= end or shift > 63:
+            return np.int64(0), np.int64(-1)
+        b = np.int64(u8[p])
+        p += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    return ((u >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(u & 1), p
+
+
+@njit(cache=True, nogil=True)
+def walk_batches(u8, n, base_offset):
+    """Start positions of the valid batches in ``u8[:n]``; (starts, stop position, reason)."""
+    starts = np.empty(n // HEADER_SIZE + 1, np.int64)
+    count = 0
+    pos = 0
+    expected = base_offset
+    reason = OK
+    while pos < n:
+        if n - pos < HEADER_SIZE:
+            reason = TORN_HEADER
+            break
+        base = _be(u8, pos, 8)
+        length = _be(u8, pos + 8, 4)
+        if length < MIN_BATCH_LENGTH or u8[pos + 16] != 2:
+            reason = BAD_BATCH
+            break
+        end = pos + LOG_OVERHEAD + length
+        if end > n:
+            reason = TORN_BATCH
+            break
+        if base < expected:
+            reason = OFFSET_BACK
+            break
+        starts[count] = pos
+        count += 1
+        expected = base + 1
+        pos = end
+    return starts[:count], pos, reason
+
+
+def record_counts(u8: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Record count of each batch at ``starts``, 0 where the header's count cannot be right
+    (each record takes at least 7 bytes)."""
+    idx = starts[:, None] + np.arange(4)
+    hdr = u8[idx + 57].astype(np.int64)
+    counts = (hdr[:, 0] << 24) | (hdr[:, 1] << 16) | (hdr[:, 2] << 8) | hdr[:, 3]
+    ln = u8[idx + 8].astype(np.int64)
+    lengths = (ln[:, 0] << 24) | (ln[:, 1] << 16) | (ln[:, 2] << 8) | ln[:, 3]
+    counts = np.where(counts >= 1 << 31, counts - (1 << 32), counts)
+    return np.where((counts < 0) | (counts * 7 > lengths), 0, counts)
+
+
+class Scratch:
+    """Output arrays of :func:`decode_records`, kept between calls: fresh arrays of this size
+    cost more in page faults than the decoding (callers copy out what they keep)."""
+
+    def __init__(self) -> None:
+        self.size = -1
+
+    def get(self, total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if total > self.size:
+            self.size = max(total, 1024)
+            self.kind = np.empty(self.size, np.int8)
+            self.ints = np.empty((9, self.size), np.int64)
+            self.pos = np.empty((10, self.size), np.int64)
+        return self.kind[:total], self.ints[:, :total], self.pos[:, :total]
+
+
+@njit(cache=True, nogil=True)
+def decode_records(u8, starts, counts, kind, ints, pos, batch_bad):
+    """Decode the records of the batches at ``starts`` (valid, per :func:`walk_batches`;
+    ``counts`` from :func:`record_counts`) into ``kind``, ``ints`` and ``pos`` (one slot per
+    record, in order).
+
+    Per record slot, ``kind`` is FAST, PYTHON or SKIP; ``ints`` rows are offset, timestamp,
+    key type, value version (-1 for a tombstone), partition, committed offset, leader epoch,
+    commit timestamp, expire timestamp; ``pos`` rows are (position, length) of group, topic,
+    metadata, key and value (length -1 for a null value). ``batch_bad`` marks batches to
+    decode in Python as a whole."""
+    nb = starts.size
+    kind[:] = SKIP
+    i = 0
+    for b in range(nb):
+        s = starts[b]
+        first = i
+        end = s + LOG_OVERHEAD + _be(u8, s + 8, 4)
+        attrs = _be(u8, s + 21, 2)
+        c = counts[b]
+        i += c
+        if attrs & ATTR_CONTROL:
+            continue
+        if attrs & ATTR_COMPRESSION or c != _be(u8, s + 57, 4):
+            batch_bad[b] = True
+            continue
+        base_off = _be(u8, s, 8)
+        last_delta = _be(u8, s + 23, 4)
+        base_ts = _be(u8, s + 27, 8)
+        max_ts = _be(u8, s + 35, 8)
+        log_append = (attrs & ATTR_LOG_APPEND_TIME) != 0
+        p = s + HEADER_SIZE
+        bad = False
+        for r in range(c):
+            j = first + r
+            ln, body = _varint(u8, p, end)
+            if body < 0 or ln < 0 or body + ln > end:
+                bad = True
+                break
+            rec_end = body + ln
+            q = body + 1  # attributes
+            tsd, q = _varint(u8, q, rec_end)
+            if q < 0:
+                bad = True
+                break
+            od, q = _varint(u8, q, rec_end)
+            if q < 0 or od < 0 or od > last_delta:
+                bad = True
+                break
+            klen, q = _varint(u8, q, rec_end)
+            if q < 0 or klen < -1 or q + max(klen, 0) > rec_end:
+                bad = True
+                break
+            kpos = q
+            q += max(klen, 0)
+            vlen, q = _varint(u8, q, rec_end)
+            if q < 0 or vlen < -1 or q + max(vlen, 0) > rec_end:
+                bad = True
+                break
+            vpos = q
+            q += max(vlen, 0)
+            hcount, q = _varint(u8, q, rec_end)
+            if q != rec_end or hcount != 0:
+                bad = True
+                break
+            p = rec_end
+            ints[0, j] = base_off + od
+            ints[1, j] = max_ts if log_append else base_ts + tsd
+            pos[6, j] = kpos
+            pos[7, j] = klen
+            pos[8, j] = vpos
+            pos[9, j] = vlen
+            kind[j] = PYTHON
+            ints[2, j] = -1
+            if klen < 2:
+                continue
+            ktype = _be(u8, kpos, 2)
+            ints[2, j] = ktype
+            if ktype != 0 and ktype != 1:
+                continue
+            # OffsetCommit key: group and topic (int16-length strings), partition int32.
+            kend = kpos + klen
+            if kpos + 4 > kend:
+                continue
+            glen = _be(u8, kpos + 2, 2)
+            gpos = kpos + 4
+            if glen < 0 or gpos + glen + 2 > kend:
+                continue
+            tlen = _be(u8, gpos + glen, 2)
+            tpos = gpos + glen + 2
+            if tlen < 0 or tpos + tlen + 4 != kend:
+                continue
+            pos[0, j] = gpos
+            pos[1, j] = glen
+            pos[2, j] = tpos
+            pos[3, j] = tlen
+            ints[4, j] = _be(u8, tpos + tlen, 4)
+            if vlen < 0:
+                ints[3, j] = -1
+                ints[5, j] = 0
+                ints[6, j] = -1
+                ints[7, j] = 0
+                ints[8, j] = -1
+                pos[4, j] = 0
+                pos[5, j] = 0
+                kind[j] = FAST
+                continue
+            # OffsetCommit value v0-3 (v4+ is flexible: decoded in Python).
+            vend = vpos + vlen
+            if vlen < 12:
+                continue
+            ver = _be(u8, vpos, 2)
+            if ver < 0 or ver > 3:
+                continue
+            q = vpos + 10
+            lepoch = np.int64(-1)
+            if ver >= 3:
+                if q + 4 > vend:
+                    continue
+                lepoch = _be(u8, q, 4)
+                q += 4
+            if q + 2 > vend:
+                continue
+            mlen = _be(u8, q, 2)
+            mpos = q + 2
+            q = mpos + mlen
+            if mlen < 0 or q + 8 > vend:
+                continue
+            cts = _be(u8, q, 8)
+            q += 8
+            ets = np.int64(-1)
+            if ver == 1:
+                if q + 8 > vend:
+                    continue
+                ets = _be(u8, q, 8)
+                q += 8
+            if q != vend:
+                continue
+            ints[3, j] = ver
+            ints[5, j] = _be(u8, vpos + 2, 8)
+            ints[6, j] = lepoch
+            ints[7, j] = cts
+            ints[8, j] = ets
+            pos[4, j] = mpos
+            pos[5, j] = mlen
+            kind[j] = FAST
+        if bad or p != end:
+            batch_bad[b] = True
+            for j in range(first, first + c):
+                kind[j] = SKIP
+
+
+@njit(cache=True, nogil=True)
+def gather_bytes(u8, pos, length):
+    """Concatenate ``u8[pos[i]:pos[i]+length[i]]``: (int64 Arrow offsets, bytes)."""
+    n = pos.size
+    offsets = np.empty(n + 1, np.int64)
+    total = 0
+    for i in range(n):
+        offsets[i] = total
+        total += max(length[i], 0)
+    offsets[n] = total
+    out = np.empty(total, np.uint8)
+    for i in range(n):
+        o = offsets[i]
+        p = pos[i]
+        for k in range(offsets[i + 1] - o):
+            out[o + k] = u8[p + k]
+    return offsets, out
