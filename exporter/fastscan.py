@@ -50,11 +50,22 @@ PYTHON = 1  # a record to decode in Python (another type, a newer value version)
 SKIP = 2  # not a record to produce: its batch is decoded in Python, or a control batch
 
 
+# Arrays are indexed with unsigned positions: numba then skips its negative-index wraparound
+# code, which otherwise keeps LLVM from merging byte loads (4x on these loops).
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _byte(u8, pos):
+    return np.int64(u8[np.uint64(pos)])
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _be(u8, pos, width):
-    v = 0
+    """Big-endian signed integer of ``width`` (2, 4 or 8) bytes at ``pos``."""
+    q = np.uint64(pos)
+    v = np.int64(0)
     for i in range(width):
-        v = (v << 8) | np.int64(u8[pos + i])
+        v = (v << 8) | np.int64(u8[q + np.uint64(i)])
     if width < 8 and v >= np.int64(1) << (8 * width - 1):
         v -= np.int64(1) << (8 * width)
     return v
@@ -71,7 +82,7 @@ def _varint(u8, pos, end):
     while True:
         if p >= end or shift > 63:
             return np.int64(0), np.int64(-1)
-        b = np.int64(u8[p])
+        b = _byte(u8, p)
         p += 1
         u |= (b & 0x7F) << shift
         if b < 0x80:
@@ -94,7 +105,7 @@ def walk_batches(u8, n, base_offset):
             break
         base = _be(u8, pos, 8)
         length = _be(u8, pos + 8, 4)
-        if length < MIN_BATCH_LENGTH or u8[pos + 16] != 2:
+        if length < MIN_BATCH_LENGTH or _byte(u8, pos + 16) != 2:
             reason = BAD_BATCH
             break
         end = pos + LOG_OVERHEAD + length
@@ -303,8 +314,8 @@ def gather_bytes(u8, pos, length):
     offsets[n] = total
     out = np.empty(total, np.uint8)
     for i in range(n):
-        o = offsets[i]
-        p = pos[i]
-        for k in range(offsets[i + 1] - o):
+        o = np.uint64(offsets[i])
+        p = np.uint64(pos[i])
+        for k in range(np.uint64(offsets[i + 1]) - o):
             out[o + k] = u8[p + k]
     return offsets, out
