@@ -72,21 +72,6 @@ def commits(records: DataFrame, s: Settings) -> DataFrame:
     )
 
 
-def live_commits(cm: DataFrame) -> DataFrame:
-    """Commits after the last tombstone of their key (a tombstone ends a key's history: the
-    offset was deleted, expired, or the group was deleted)."""
-    w = Window.partitionBy(*KEY)
-    last_tomb = F.max(F.when(F.col("tombstone"), F.struct("timestamp", "log_offset"))).over(w)
-    return (
-        cm.withColumn("_lt", last_tomb)
-        .where(
-            ~F.col("tombstone")
-            & (F.col("_lt").isNull() | (F.struct("timestamp", "log_offset") > F.col("_lt")))
-        )
-        .drop("_lt")
-    )
-
-
 def latest_offsets(cm: DataFrame) -> DataFrame:
     """The committed offset in force per (group, topic, partition): the newest record of each
     key, dropped if it is a tombstone."""
@@ -116,29 +101,6 @@ def latest_offsets(cm: DataFrame) -> DataFrame:
         F.col("l.commit_timestamp").alias("commit_timestamp"),
         F.col("l.expire_timestamp").alias("expire_timestamp"),
     )
-
-
-def end_offsets_asof(ends: DataFrame, points: DataFrame, ts_col: str, out: str) -> DataFrame:
-    """``points`` (with topic, partition and a time column) plus ``out``: the log end offset
-    as of that time (the largest end offset of the series at or before it; null before the
-    first point). An as-of join done as a union and a running max over each partition."""
-    cols = points.columns
-    tagged = points.withColumn("_t", F.col(ts_col)).withColumn("_kind", F.lit(1))
-    series = ends.select(
-        *TP,
-        F.col("timestamp").alias("_t"),
-        F.col("end_offset").alias("_e"),
-        F.lit(0).alias("_kind"),
-    )
-    u = tagged.withColumn("_e", F.lit(None).cast("bigint")).unionByName(
-        series, allowMissingColumns=True
-    )
-    w = (
-        Window.partitionBy(*TP)
-        .orderBy("_t", "_kind")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    return u.withColumn(out, F.max("_e").over(w)).where(F.col("_kind") == 1).select(*cols, out)
 
 
 def end_at(ends: DataFrame, t: int, out: str) -> DataFrame:
