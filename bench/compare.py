@@ -317,8 +317,11 @@ async def run_memory(args: argparse.Namespace, res: Results) -> None:
         if name != "kcoord":
             r["values"][name] = "n/a: not run (needs a connection per parked JoinGroup)"
             continue
-        # A fresh broker with an initial rebalance delay (500 ms): one generation per group.
-        peer = B.start_kcoord({"group.initial.rebalance.delay.ms": "500"})
+        # A fresh broker with Kafka's default initial rebalance delay (3 s, extended by each
+        # new member): one generation per group even when a loaded machine reads the shared
+        # connections slowly (at 500 ms some groups formed without all their members, and
+        # those members, parked behind other groups' joins, never rejoined).
+        peer = B.start_kcoord({"group.initial.rebalance.delay.ms": str(S.MEMORY_JOIN_DELAY_MS)})
         try:
             session = await S.Session.open(peer)
             await session.create_topic(S.TOPIC, max(p, 1))

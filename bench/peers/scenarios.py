@@ -813,13 +813,17 @@ def e2e(peer: Peer, messages: int, partitions: int = 3, consumers: int = 3) -> d
 # -- memory ----------------------------------------------------------------------------------
 
 
+MEMORY_JOIN_DELAY_MS = 3000  # the broker's group.initial.rebalance.delay.ms for `memory`
+
+
 async def memory(s: Session, groups: int, members: int, partitions: int, wave: int = 1000) -> dict:
     """`groups` groups of `members` members (joined, synced) that each commit `partitions`
     offsets; the broker's RSS before and after. Members share `members` connections (member j
     of every group on connection j; requests pipelined), so this needs a broker that keeps
-    reading a connection while a JoinGroup on it is parked. No heartbeats: the session timeout
-    is long enough for the run, and the broker's initial rebalance delay (500 ms)
-    lets all members of a group join one generation."""
+    reading a connection while a JoinGroup on it is parked. No heartbeats (they would queue
+    behind parked joins): the session timeout is long enough for the run, and the broker's
+    initial rebalance delay (MEMORY_JOIN_DELAY_MS) lets all members of a group join one
+    generation."""
     conns = await W.connect_many(s.port, members)
     rss0 = s.peer.rss_mb()
     st = Settings(session_ms=600_000, partitions=max(partitions, 1))
