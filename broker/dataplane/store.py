@@ -200,7 +200,9 @@ class TopicStore:
         reason = names.invalid_reason(name)
         if reason is not None:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        if name in self.catalog.topics:
+        # __consumer_offsets exists from start-up on (the group runtime owns it), even in the
+        # moments before it is listed: the answer must not depend on that race.
+        if name in self.catalog.topics or name == names.OFFSETS_TOPIC:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if names.is_internal(name):
             raise TopicError(

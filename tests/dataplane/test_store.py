@@ -121,7 +121,8 @@ async def test_create_refuses_bad_names_collisions_and_duplicates(open_store) ->
         "..": ErrorCode.INVALID_TOPIC_EXCEPTION,
         "has space": ErrorCode.INVALID_TOPIC_EXCEPTION,
         "x" * 250: ErrorCode.INVALID_TOPIC_EXCEPTION,
-        "__consumer_offsets": ErrorCode.INVALID_REQUEST,
+        "__consumer_offsets": ErrorCode.TOPIC_ALREADY_EXISTS,  # owned by the group runtime
+        "__transaction_state": ErrorCode.INVALID_REQUEST,
     }
     for name, code in cases.items():
         with pytest.raises(TopicError) as e:
