@@ -18,6 +18,7 @@ from coordinator.classic.rebalance import reschedule_heartbeat
 from coordinator.context import Ctx
 from coordinator.keys import group_record_key, offset_record_key
 from coordinator.modern.commit import validate_commit as validate_consumer_commit
+from coordinator.modern.commit import validate_fetch as validate_consumer_fetch
 from coordinator.modern.membership import delete_group_and_offsets
 from protocol.coordinator_records import OffsetCommitKey, OffsetCommitValue
 from protocol.errors import ErrorCode
@@ -241,15 +242,26 @@ OffsetRow = tuple[str, int, int, int, str, int]
 
 
 def fetch_offsets(
-    shard: Any, group_id: str, topics: list[tuple[str, list[int]]] | None
+    shard: Any,
+    group_id: str,
+    topics: list[tuple[str, list[int]]] | None,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> tuple[int, list[OffsetRow]]:
     """(group error, [(topic, partition, offset, leader epoch, metadata, error)]).
 
     An unknown group, or a partition without a commit, reads as offset -1 with no error; a
-    group that does not exist has no partitions when all are asked for.
+    group that does not exist has no partitions when all are asked for. A consumer group
+    checks the member (OffsetFetch v9+) first: an unknown member or a stale epoch is a group
+    error and no offsets.
     """
     group = shard.groups.get(group_id)
-    known = (group is not None and group.state is not DEAD) or group_id in shard.consumer_groups
+    consumer = shard.consumer_groups.get(group_id)
+    if consumer is not None:
+        error = validate_consumer_fetch(consumer, member_id, member_epoch)
+        if error != ErrorCode.NONE:
+            return int(error), []
+    known = (group is not None and group.state is not DEAD) or consumer is not None
     committed = shard.offsets.of_group(group_id) if known else {}
     rows: list[OffsetRow] = []
     if topics is None:

@@ -231,10 +231,13 @@ class Shard:
         require_stable: bool,
         api_version: int,
         now: int,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[int, list[tuple[str, int, int, int, str, int]]]:
         # require_stable only matters with pending transactional offsets, which the classic
-        # API never writes; api_version changes nothing the coordinator decides.
-        return _offsets.fetch_offsets(self, group_id, topics)
+        # API never writes; api_version changes nothing the coordinator decides (member_id
+        # and member_epoch come with v9).
+        return _offsets.fetch_offsets(self, group_id, topics, member_id, member_epoch)
 
     def describe_group(self, group_id: str, api_version: int) -> Any:
         consumer = self.consumer_groups.get(group_id)

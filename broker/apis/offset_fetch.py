@@ -17,12 +17,21 @@ Resp = OffsetFetchResponse
 Fetched = tuple[int, list[tuple[str, int, int, int, str, int]]]
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: list | None, stable: bool) -> Any:
+def _fetch(
+    ctx: RequestContext,
+    group_id: str,
+    topics: list | None,
+    stable: bool,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+) -> Any:
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     version = ctx.api_version
     return ctx.broker.groups.read(
         group_id,
-        lambda shard, now: shard.fetch_offsets(group_id, wanted, stable, version, now),
+        lambda shard, now: shard.fetch_offsets(
+            group_id, wanted, stable, version, now, member_id, member_epoch
+        ),
         lambda code: (code, []),
     )
 
@@ -73,7 +82,11 @@ def handle(ctx: RequestContext, req):
         return single()
 
     reads = [
-        (g.group_id, _fetch(ctx, g.group_id, g.topics, req.require_stable)) for g in req.groups
+        (
+            g.group_id,
+            _fetch(ctx, g.group_id, g.topics, req.require_stable, g.member_id, g.member_epoch),
+        )
+        for g in req.groups
     ]
     if not any(asyncio.isfuture(r) for _, r in reads):
         return Resp(groups=[_group(g, r) for g, r in reads])

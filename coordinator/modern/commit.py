@@ -1,5 +1,5 @@
-"""OffsetCommit validation for consumer groups (Kafka's ConsumerGroup.validateOffsetCommit with
-KIP-1251 assignment epochs).
+"""OffsetCommit and OffsetFetch validation for consumer groups (Kafka's
+ConsumerGroup.validateOffsetCommit with KIP-1251 assignment epochs, and validateOffsetFetch).
 
 A commit carrying the member's current epoch is accepted. One carrying an older epoch (the
 member has not yet seen the heartbeat response that bumped it) is accepted per partition when
@@ -46,3 +46,19 @@ def validate_commit(
         return ErrorCode.NONE
 
     return ErrorCode.NONE, check
+
+
+def validate_fetch(group: ConsumerGroup, member_id: str | None, epoch: int) -> ErrorCode:
+    """An OffsetFetch (v9+) naming a member must come from a current member at its current
+    epoch; one without a member id and epoch (the admin client) is always accepted."""
+    if member_id is None and epoch < 0:
+        return ErrorCode.NONE
+    member = group.members.get(member_id) if member_id is not None else None
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if epoch != member.member_epoch:
+        # A classic-protocol member's epoch is its generation.
+        if member.uses_classic_protocol():
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE

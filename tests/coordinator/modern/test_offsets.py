@@ -86,3 +86,22 @@ def test_offsets_of_unsubscribed_topics_expire_and_an_empty_group_goes() -> None
     h.apply(h.shard.expire_offsets(h.now))
     assert "g" not in h.shard.consumer_groups and "g" not in h.shard.groups
     assert h.replayed().consumer_groups == {}
+
+
+def test_fetch_by_a_member_checks_its_epoch() -> None:
+    """OffsetFetch v9 (ConsumerGroup.validateOffsetFetch): a member id must name a member, at
+    its current epoch; no member id and epoch -1 (the admin client) is always accepted."""
+    h = _two_members()
+    assert h.commit("g", "a", 2, {("foo", 0): 10}) == {("foo", 0): 0}
+
+    def fetch(member_id: str | None, epoch: int) -> tuple[int, list]:
+        return h.shard.fetch_offsets("g", [("foo", [0])], False, 9, h.now, member_id, epoch)
+
+    assert fetch("a", 2) == (0, [("foo", 0, 10, -1, "", 0)])
+    assert fetch(None, -1) == (0, [("foo", 0, 10, -1, "", 0)])
+    assert fetch("a", 1) == (E.STALE_MEMBER_EPOCH, [])
+    assert fetch("a", 3) == (E.STALE_MEMBER_EPOCH, [])
+    assert fetch("zz", 2) == (E.UNKNOWN_MEMBER_ID, [])
+    assert fetch("", -1) == (E.UNKNOWN_MEMBER_ID, [])
+    # Classic groups and unknown groups take no member check.
+    assert h.shard.fetch_offsets("other", None, False, 9, h.now, "x", 5) == (0, [])
