@@ -416,6 +416,12 @@ class _Generator:
             self.dec_len(lines, ind, n, flex, wide=typ != "string")
             ind2 = self.dec_null(lines, ind, n, target, f)
             e = self.tmp("e")
+            if typ == "string":
+                # Empty strings are common (commit metadata, client ids): no slice to decode.
+                lines.append(f"{ind2}if {n} == 0:")
+                lines.append(f"{ind2}    {target} = ''")
+                lines.append(f"{ind2}else:")
+                ind2 += "    "
             lines.append(f"{ind2}{e} = pos + {n}")
             lines.append(f"{ind2}if {e} > end:")
             lines.append(f"{ind2}    raise _DE('truncated {f.decl.name}')")

@@ -41,7 +41,10 @@ def handle(ctx: RequestContext, req):
         topic = topics.get(t.name)
         count = topic.partitions if topic else 0
         ps = t.partitions
-        if all(0 <= p.partition_index < count for p in ps):
+        for p in ps:  # a plain loop: a generator costs twice as much per partition
+            if not 0 <= p.partition_index < count:
+                break
+        else:
             if ps:
                 known.append(t)  # the common case: the request's own topic object
             continue
