@@ -92,6 +92,7 @@ class GroupRuntime:
         self._partition_cache: dict[str, int] = {}  # the Java hash costs per request otherwise
         self._tasks: set[asyncio.Task] = set()
         self.loaded = asyncio.Event()
+        self._deleted_while_loading: set[str] = set()  # topics; see on_topic_deleted
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
         self.on_event: Callable[[Any], None] | None = None
@@ -109,6 +110,7 @@ class GroupRuntime:
         for p in range(self.partitions):
             total += await self._load(p)
         self.loaded.set()
+        self._deleted_while_loading.clear()
         log.info(
             "loaded %d partitions of %s (%d records) in %.2fs",
             self.partitions,
@@ -150,7 +152,20 @@ class GroupRuntime:
         self.logs[p] = plog
         self.shards[p] = shard
         self._apply(p, shard.on_loaded(now_ms()))
+        if self._deleted_while_loading:
+            self._apply(p, shard.delete_topic_offsets(self._deleted_while_loading, now_ms()))
         return count
+
+    def on_topic_deleted(self, name: str, partitions: int) -> None:
+        """Tombstones for every group's offsets of a deleted topic, as Kafka's coordinator
+        writes on a topic deletion. Written now on the loaded shards, so a commit to a topic
+        of that name created again afterwards comes later in the log; a shard still loading
+        gets them once loaded."""
+        if not self.loaded.is_set():
+            self._deleted_while_loading.add(name)
+        for p, shard in enumerate(self.shards):
+            if shard is not None:
+                self._apply(p, shard.delete_topic_offsets({name}, now_ms()))
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -67,6 +67,7 @@ class Broker:
         state.topics = state.data.registry
         state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability)
         state.groups.on_event = self.metrics.on_event
+        state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.groups.start()
         self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
         if self.metrics_address is not None:

@@ -3,6 +3,7 @@ Kafka's OffsetMetadataManager does them."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -363,6 +364,19 @@ def expire_offsets(ctx: Ctx) -> None:
         )
         if all_expired and consumer.is_empty():
             delete_group_and_offsets(ctx, consumer)
+
+
+def delete_topic_offsets(ctx: Ctx, topics: Collection[str]) -> None:
+    """Tombstones for every group's offsets of deleted topics (Kafka's onPartitionsDeleted).
+    A group left empty and without offsets goes at the next expiration pass."""
+    doomed = [
+        (group_id, topic, partition)
+        for group_id, committed in ctx.shard.offsets.by_group.items()
+        for topic in topics
+        for partition in committed.get(topic, ())
+    ]
+    for group_id, topic, partition in doomed:  # each append removes its offset at once
+        ctx.append(offset_record_key(group_id, topic, partition), None)
 
 
 def _expire_group_offsets(

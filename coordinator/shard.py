@@ -11,7 +11,7 @@ transient, as in Kafka, and a reload brings the group back as of its last record
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +169,11 @@ class Shard:
     def expire_offsets(self, now: int) -> Result:
         ctx = Ctx(self, now)
         _offsets.expire_offsets(ctx)
+        return ctx.result()
+
+    def delete_topic_offsets(self, topics: Collection[str], now: int) -> Result:
+        ctx = Ctx(self, now)
+        _offsets.delete_topic_offsets(ctx, topics)
         return ctx.result()
 
     # -- KIP-848 rebalances, for the runtime's logs and metrics -------------------------------

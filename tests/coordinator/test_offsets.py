@@ -241,3 +241,20 @@ def test_all_versions_encode(version: int) -> None:
     )
     h.apply(h.shard.commit_offsets(req, h.meta(version), rid, 0))
     h.reply(rid).encode(version)
+
+
+def test_deleting_a_topic_writes_tombstones_for_every_groups_offsets() -> None:
+    h = Harness()
+    h.commit("a", {("gone", 0): 1, ("gone", 1): 2, ("kept", 0): 3})
+    h.commit("b", {("gone", 0): 4})
+    h.commit("c", {("kept", 0): 5})
+    result = h.apply(h.shard.delete_topic_offsets({"gone"}, h.now))
+    assert sorted((k.group, k.topic, k.partition, v) for k, v in result.records) == [
+        ("a", "gone", 0, None),
+        ("a", "gone", 1, None),
+        ("b", "gone", 0, None),
+    ]
+    assert h.fetch("a") == {("kept", 0): (3, -1, "", 0)}
+    assert h.fetch("b") == {}
+    assert h.fetch("c") == {("kept", 0): (5, -1, "", 0)}
+    assert h.apply(h.shard.delete_topic_offsets({"gone"}, h.now)).records == []
