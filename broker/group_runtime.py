@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode
 from protocol.records import build_tail_batch
 from protocol.types import DecodeError
 from storage.durability import Durability
-from storage.log import Log
+from storage.log import Log, LogFailedError
 from storage.logconfig import OFFSETS_TOPIC_CONFIG, LogConfig
 
 log = logging.getLogger("kcoord.groups")
@@ -92,12 +92,15 @@ class GroupRuntime:
         self._partition_cache: dict[str, int] = {}  # the Java hash costs per request otherwise
         self._tasks: set[asyncio.Task] = set()
         self.loaded = asyncio.Event()
-        self._deleted_while_loading: set[str] = set()  # topics; see on_topic_deleted
+        # Per partition, topics deleted while its shard was not loaded (see on_topic_deleted).
+        self._deleted_while_unloaded: list[set[str]] = [set() for _ in range(self.partitions)]
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
         self.on_event: Callable[[Any], None] | None = None
         # Called with the partition after each durable append (wakes fetches of the topic).
         self.on_durable: Callable[[int], None] | None = None
+        # Called with the partition once its log was reopened after a failed write.
+        self.on_reload: Callable[[int], None] | None = None
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -110,7 +113,6 @@ class GroupRuntime:
         for p in range(self.partitions):
             total += await self._load(p)
         self.loaded.set()
-        self._deleted_while_loading.clear()
         log.info(
             "loaded %d partitions of %s (%d records) in %.2fs",
             self.partitions,
@@ -152,19 +154,21 @@ class GroupRuntime:
         self.logs[p] = plog
         self.shards[p] = shard
         self._apply(p, shard.on_loaded(now_ms()))
-        if self._deleted_while_loading:
-            self._apply(p, shard.delete_topic_offsets(self._deleted_while_loading, now_ms()))
+        deleted = self._deleted_while_unloaded[p]
+        if deleted:
+            self._apply(p, shard.delete_topic_offsets(deleted, now_ms()))
+            self._deleted_while_unloaded[p] = set()
         return count
 
     def on_topic_deleted(self, name: str, partitions: int) -> None:
         """Tombstones for every group's offsets of a deleted topic, as Kafka's coordinator
         writes on a topic deletion. Written now on the loaded shards, so a commit to a topic
         of that name created again afterwards comes later in the log; a shard still loading
-        gets them once loaded."""
-        if not self.loaded.is_set():
-            self._deleted_while_loading.add(name)
+        gets them once loaded (or reloaded)."""
         for p, shard in enumerate(self.shards):
-            if shard is not None:
+            if shard is None:
+                self._deleted_while_unloaded[p].add(name)
+            else:
                 self._apply(p, shard.delete_topic_offsets({name}, now_ms()))
 
     async def close(self) -> None:
@@ -285,7 +289,11 @@ class GroupRuntime:
             self.offset_commits += commits
             plog = self.logs[p]
             assert plog is not None
-            write = plog.append(build_tail_batch(tails, timestamp=now))
+            try:
+                write = plog.append(build_tail_batch(tails, timestamp=now))
+            except LogFailedError as e:  # an earlier write failed: the log takes no more
+                write = loop.create_future()
+                write.set_exception(e)
             self._tail[p] = write
             # Writes of one flush become durable together: the first one's callback releases
             # the replies of all (one callback per flush, not per request).
@@ -331,8 +339,43 @@ class GroupRuntime:
             self._releasing[p] = None
         for replies in waiting:
             self._release(replies, write)
-        if self.on_durable is not None and not write.cancelled() and write.exception() is None:
+        if write.cancelled() or write.exception() is not None:
+            self._recover(p)
+        elif self.on_durable is not None:
             self.on_durable(p)
+
+    def _recover(self, p: int) -> None:
+        """A write of partition ``p`` failed: its log takes no more appends, and its shard has
+        applied records that may not be on disk. The shard is dropped (requests get
+        COORDINATOR_LOAD_IN_PROGRESS) and loaded again from a reopened log, whose recovery
+        keeps only whole batches; retried while the disk keeps failing."""
+        if self.shards[p] is None:
+            return  # already recovering
+        self.shards[p] = None
+        for key in [k for k in self._timers if k[0] == p]:
+            self._timers.pop(key).cancel()
+        self._spawn(self._reload(p))
+
+    async def _reload(self, p: int) -> None:
+        delay = 0.1
+        while True:
+            plog, self.logs[p] = self.logs[p], None
+            if plog is not None:
+                try:
+                    await plog.close()
+                except Exception as e:  # it failed already; what matters is the reopen
+                    log.debug("closing failed log %s-%d: %s", OFFSETS_TOPIC, p, e)
+            try:
+                await self._load(p)
+            except Exception:
+                log.exception("reloading %s-%d failed; retrying in %.1fs", OFFSETS_TOPIC, p, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            log.warning("reloaded %s-%d after a failed write", OFFSETS_TOPIC, p)
+            if self.on_reload is not None:
+                self.on_reload(p)
+            return
 
     def _release(self, replies: dict[int, Any], write: asyncio.Future | None) -> None:
         failed = write is not None and (write.cancelled() or write.exception() is not None)

@@ -134,6 +134,13 @@ async def _publish_offsets_topic(state: BrokerState) -> None:
 
     groups.on_durable = wake
 
+    def reattach(p: int) -> None:
+        # A partition's log was reopened after a failed write: serve Fetch from the new one.
+        if all(plog is not None for plog in groups.logs):
+            data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
+
+    groups.on_reload = reattach
+
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from broker.group_runtime import GroupRuntime
 from coordinator.shard import RequestMeta
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetCommitRequest
+from storage.log import LogFailedError
 
 GROUP = "wal-group"
 META = RequestMeta(api_version=8, client_id="c", client_host="/127.0.0.1")
@@ -86,6 +88,59 @@ async def test_failed_append_is_not_acknowledged(tmp_path: Path) -> None:
     held.appends[0].set_exception(OSError("disk full"))
     assert await reply == ErrorCode.NOT_COORDINATOR
     await rt.close()
+
+
+class FailingLog:
+    """A real log whose next write fails, after which it takes no more (as a log whose disk
+    write or fsync failed): the runtime must not keep state the log does not have."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.failed = False
+
+    def append(self, data: bytes) -> asyncio.Future:
+        if self.failed:
+            raise LogFailedError("log failed earlier")
+        self.failed = True
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_exception(LogFailedError("disk full"))
+        return fut
+
+    async def close(self) -> None:
+        await self.real.close()
+
+
+async def test_a_failed_write_reloads_the_partition_from_its_log(tmp_path: Path) -> None:
+    cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
+    rt = GroupRuntime(tmp_path, cfg, cfg.durability)
+    rt.start()
+    await rt.loaded.wait()
+    p = rt.partition_of(GROUP)
+    assert (await commit(rt, 1)).topics[0].partitions[0].error_code == ErrorCode.NONE
+    rt.logs[p] = FailingLog(rt.logs[p])  # type: ignore[assignment]
+    first, second = commit(rt, 7), commit(rt, 8)  # one flush: both fail
+    assert await first == ErrorCode.NOT_COORDINATOR
+    assert await second == ErrorCode.NOT_COORDINATOR
+    assert commit(rt, 9) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    for _ in range(200):
+        if rt.shards[p] is not None:
+            break
+        await asyncio.sleep(0.01)
+    # Reloaded from what the log kept: the failed commits are not there, new ones work.
+    _, rows = await asyncio.ensure_future(_awaitable(fetch(rt)))
+    assert rows[0][2] == 1
+    assert (await commit(rt, 10)).topics[0].partitions[0].error_code == ErrorCode.NONE
+    await rt.close()
+    again = GroupRuntime(tmp_path, cfg, cfg.durability)
+    again.start()
+    await again.loaded.wait()
+    _, rows = fetch(again)
+    assert rows[0][2] == 10
+    await again.close()
+
+
+async def _awaitable(value: Any) -> Any:
+    return await value if asyncio.isfuture(value) else value
 
 
 async def test_requests_during_load_get_load_in_progress(tmp_path: Path) -> None:
