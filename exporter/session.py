@@ -54,10 +54,6 @@ def build_session(
     """Get or create the session. ``master`` None means local[2] unless spark-submit set one."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # Spark starts its Python workers with `python -m pyspark.daemon` in the current folder,
-    # which Python would put first on the module path: a stray grp.py or select.py there
-    # would be imported in place of the standard module. Local workers inherit this.
-    os.environ.setdefault("PYTHONSAFEPATH", "1")
     from pyspark.sql import SparkSession
 
     submitted = "SPARK_SUBMIT_OPTS" in os.environ or "spark.master" in os.environ.get(
@@ -82,7 +78,11 @@ def build_session(
         "spark.sql.python.filterPushdown.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.executorEnv.PYTHONSAFEPATH": "1",  # the same for a cluster's executors
+        # Spark starts its Python workers with `python -m pyspark.daemon` in the current
+        # folder, which Python would put first on the module path: a stray grp.py there would
+        # be imported in place of the standard module. (Only the workers: a driver-wide
+        # setting would reach every Python the driver starts.)
+        "spark.executorEnv.PYTHONSAFEPATH": "1",
     }
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
