@@ -8,7 +8,7 @@ holding the group's partitions (``--per-batch`` records), groups spread over the
 __consumer_offsets partitions (one ~6 MiB segment each at 5M records). Topic logs give the end
 offsets. Targets on a 2-core machine: >= 5,000,000 records/s read; report < 60 s.
 
-Reads are timed as count + max over the DataFrame, best of three, with the CPU time of the
+Reads are timed as count + max over the DataFrame, best of ``--runs``, with the CPU time of the
 Spark JVM and of the Python workers (decoding) shown apart: the JVM turns every Arrow row into
 a Spark row, so its share grows with the number of columns.
 """
@@ -132,6 +132,9 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--dir", type=Path, help="keep the generated data here (reused if present)")
     ap.add_argument("--no-report", action="store_true")
+    ap.add_argument(
+        "--runs", type=int, default=5, help="reads per variant, best kept (the JVM warms up)"
+    )
     args = ap.parse_args()
     tmp = None
     if args.dir is None:
@@ -165,7 +168,7 @@ def main() -> None:
             ("all columns, one Spark partition per segment", {"bytesPerPartition": "0"}),
         ]:
             runs = []
-            for _ in range(3):
+            for _ in range(args.runs):
                 df = spark.read.format("kcoord").options(**opts).load(str(d))
                 c = spark_cpu_seconds()
                 t = time.perf_counter()
