@@ -54,21 +54,25 @@ class Settings:
 # Commits and the end-offset series
 
 
+# The columns of :func:`commits`, in order (``log_offset`` is the record's ``offset``).
+COMMITS_TABLE_COLUMNS = [
+    *KEY,
+    "log_partition",
+    "log_offset",
+    "timestamp",
+    "tombstone",
+    "committed_offset",
+    "leader_epoch",
+    "metadata",
+    "commit_timestamp",
+    "expire_timestamp",
+]
+
+
 def commits(records: DataFrame, s: Settings) -> DataFrame:
     """OffsetCommit records (types 0/1) up to ``at``, tombstones included."""
     return records.where((F.col("record_type").isin(0, 1)) & (F.col("timestamp") <= s.at)).select(
-        "group",
-        "topic",
-        "partition",
-        "log_partition",
-        F.col("offset").alias("log_offset"),
-        "timestamp",
-        "tombstone",
-        "committed_offset",
-        "leader_epoch",
-        "metadata",
-        "commit_timestamp",
-        "expire_timestamp",
+        *[F.col("offset").alias(c) if c == "log_offset" else c for c in COMMITS_TABLE_COLUMNS]
     )
 
 
@@ -113,16 +117,7 @@ def end_at(ends: DataFrame, t: int, out: str) -> DataFrame:
 
 
 HISTORY_COLUMNS = [
-    *KEY,
-    "log_partition",
-    "log_offset",
-    "timestamp",
-    "tombstone",
-    "committed_offset",
-    "leader_epoch",
-    "metadata",
-    "commit_timestamp",
-    "expire_timestamp",
+    *COMMITS_TABLE_COLUMNS,
     "prev_offset",
     "prev_ts",
     "gap_ms",
