@@ -290,7 +290,7 @@ class GroupRuntime:
             plog = self.logs[p]
             assert plog is not None
             try:
-                write = plog.append(build_tail_batch(tails, timestamp=now))
+                write = plog.append(build_tail_batch(tails, timestamp=now), built_here=True)
             except LogFailedError as e:  # an earlier write failed: the log takes no more
                 write = loop.create_future()
                 write.set_exception(e)

@@ -25,7 +25,7 @@ class HeldLog:
     def __init__(self) -> None:
         self.appends: list[asyncio.Future] = []
 
-    def append(self, data: bytes) -> asyncio.Future:
+    def append(self, data: bytes, *, built_here: bool = False) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
         self.appends.append(fut)
         return fut
@@ -98,7 +98,7 @@ class FailingLog:
         self.real = real
         self.failed = False
 
-    def append(self, data: bytes) -> asyncio.Future:
+    def append(self, data: bytes, *, built_here: bool = False) -> asyncio.Future:
         if self.failed:
             raise LogFailedError("log failed earlier")
         self.failed = True
