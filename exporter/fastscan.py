@@ -14,6 +14,7 @@ functions run as plain Python: correct, but far slower.
 from __future__ import annotations
 
 import os
+import platform
 import tempfile
 from pathlib import Path
 
@@ -32,6 +33,21 @@ except ImportError:  # pragma: no cover - numba is a dependency of the exporter
         if args and callable(args[0]):
             return args[0]
         return lambda f: f
+
+
+def _has_sse42() -> bool:
+    """Whether CRC32C can use the CPU's crc32 instruction (x86-64 with SSE4.2)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        from llvmlite import binding
+
+        return bool(binding.get_host_cpu_features().get("sse4.2"))
+    except Exception:
+        return False
+
+
+HAS_SSE42 = _has_sse42()
 
 
 HEADER_SIZE = 61  # protocol.records.HEADER_SIZE: baseOffset .. recordsCount
@@ -319,3 +335,56 @@ def gather_bytes(u8, pos, length):
         for k in range(np.uint64(offsets[i + 1]) - o):
             out[o + k] = u8[p + k]
     return offsets, out
+
+
+# CRC32C with the crc32 instruction (SSE4.2), for checking every batch in one call: a Python
+# loop calling the crc32c package per batch cost more than the checksums themselves.
+if HAS_SSE42:
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    def _crc_intrinsic(name: str, width: int, crc_type: object, data_type: object) -> object:
+        def typer(typingctx, crc, data):
+            def codegen(context, builder, signature, args):
+                fnty = ir.FunctionType(ir.IntType(width), [ir.IntType(width), args[1].type])
+                fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+                return builder.call(fn, args)
+
+            return crc_type(crc_type, data_type), codegen
+
+        return intrinsic(typer)
+
+    _crc_u64 = _crc_intrinsic("llvm.x86.sse42.crc32.64.64", 64, types.uint64, types.uint64)
+    _crc_u8 = _crc_intrinsic("llvm.x86.sse42.crc32.32.8", 32, types.uint32, types.uint8)
+
+    @njit(cache=True, nogil=True)
+    def crc32c(u8, start, end):
+        """CRC32C (Castagnoli) of ``u8[start:end]``."""
+        c = np.uint64(0xFFFFFFFF)
+        p = np.uint64(start)
+        e = np.uint64(end)
+        while p + np.uint64(8) <= e:
+            v = np.uint64(0)
+            for k in range(8):  # little-endian, as the instruction takes it
+                v |= np.uint64(u8[p + np.uint64(k)]) << np.uint64(8 * k)
+            c = _crc_u64(c, v)
+            p += np.uint64(8)
+        c32 = np.uint32(c)
+        while p < e:
+            c32 = _crc_u8(c32, u8[p])
+            p += np.uint64(1)
+        return c32 ^ np.uint32(0xFFFFFFFF)
+
+    @njit(cache=True, nogil=True)
+    def first_crc_mismatch(u8, starts):
+        """Index of the first batch at ``starts`` whose stored CRC32C (of attributes to the
+        end) is wrong, or -1."""
+        for i in range(starts.size):
+            s = starts[i]
+            end = s + LOG_OVERHEAD + _be(u8, s + 8, 4)
+            stored = np.uint32(_be(u8, s + 17, 4) & 0xFFFFFFFF)
+            if crc32c(u8, s + 21, end) != stored:
+                return i
+        return -1

@@ -269,6 +269,9 @@ def _batch_last(u8: np.ndarray, pos: int) -> int:
 
 def _first_crc_mismatch(u8: np.ndarray, starts: np.ndarray) -> int | None:
     """Index of the first batch whose stored CRC32C (of attributes to the end) is wrong."""
+    if FS.HAS_SSE42:
+        bad = int(FS.first_crc_mismatch(u8, starts))
+        return None if bad < 0 else bad
     mv = memoryview(u8)
     ends = (starts + LOG_OVERHEAD + _be(u8, starts + 8, 4)).tolist()
     stored = (_be(u8, starts + 17, 4) & 0xFFFFFFFF).tolist()

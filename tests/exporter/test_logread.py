@@ -297,3 +297,16 @@ def test_narrow_columns_with_a_group_filter(tmp_path: Path) -> None:
     f = L.Filters(groups=frozenset({"g1"}))
     got = _decode_dir(pdir, 0, filters=f, columns=["committed_offset", "partition"])
     assert got == [{"committed_offset": i, "partition": i % 2} for i in range(30) if i % 3 == 1]
+
+
+def test_compiled_crc32c_matches_the_crc32c_package() -> None:
+    import crc32c
+    import numpy as np
+
+    from exporter import fastscan as FS
+
+    if not FS.HAS_SSE42:
+        pytest.skip("no SSE4.2 crc32 instruction: the crc32c package checks batches")
+    data = np.frombuffer(bytes(range(256)) * 40 + b"tail", np.uint8)
+    for start, end in [(0, 0), (0, 1), (3, 10), (0, 8), (5, 13), (1, data.size), (0, data.size)]:
+        assert FS.crc32c(data, start, end) == crc32c.crc32c(data[start:end].tobytes())
