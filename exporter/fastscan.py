@@ -107,6 +107,16 @@ def _varint(u8, pos, end):
     return ((u >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(u & 1), p
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bytes_field(u8, pos, end):
+    """A record's key or value (varint length, -1 for null, then the bytes): (position,
+    length, next position); next position -1 if it does not fit before ``end``."""
+    length, q = _varint(u8, pos, end)
+    if q < 0 or length < -1 or q + max(length, 0) > end:
+        return q, length, np.int64(-1)
+    return q, length, q + max(length, 0)
+
+
 @njit(cache=True, nogil=True)
 def walk_batches(u8, n, base_offset):
     """Start positions of the valid batches in ``u8[:n]``; (starts, stop position, reason)."""
@@ -215,18 +225,14 @@ def decode_records(u8, starts, counts, kind, ints, pos, batch_bad):
             if q < 0 or od < 0 or od > last_delta:
                 bad = True
                 break
-            klen, q = _varint(u8, q, rec_end)
-            if q < 0 or klen < -1 or q + max(klen, 0) > rec_end:
+            kpos, klen, q = _bytes_field(u8, q, rec_end)
+            if q < 0:
                 bad = True
                 break
-            kpos = q
-            q += max(klen, 0)
-            vlen, q = _varint(u8, q, rec_end)
-            if q < 0 or vlen < -1 or q + max(vlen, 0) > rec_end:
+            vpos, vlen, q = _bytes_field(u8, q, rec_end)
+            if q < 0:
                 bad = True
                 break
-            vpos = q
-            q += max(vlen, 0)
             hcount, q = _varint(u8, q, rec_end)
             if q != rec_end or hcount != 0:
                 bad = True
