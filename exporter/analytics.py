@@ -176,15 +176,15 @@ def history_internal(cm: DataFrame, ends: DataFrame, s: Settings) -> DataFrame:
         .where(F.col("_kind") == 1)
         .select(*cols, "_tid", "_kh", "end_offset_at_commit")
     )
-    # Live commits: those after the key's last tombstone, found by row numbers (a tombstone
-    # sorts after a commit of the same time and log offset: that commit is not after it).
+    # Live commits: those after the key's last tombstone. A key's records are all in one log
+    # partition, so (timestamp, log offset) orders them without ties.
     w = Window.partitionBy("_kh", "_tid", *KEY).orderBy("timestamp", "log_offset", "tombstone")
     w_all = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    at = F.struct("timestamp", "log_offset")
     lc = (
-        a.withColumn("_rn", F.row_number().over(w))
-        .withColumn("_lt", F.max(F.when(F.col("tombstone"), F.col("_rn"))).over(w_all))
-        .where(~F.col("tombstone") & (F.col("_lt").isNull() | (F.col("_rn") > F.col("_lt"))))
-        .drop("_rn", "_lt")
+        a.withColumn("_lt", F.max(F.when(F.col("tombstone"), at)).over(w_all))
+        .where(~F.col("tombstone") & (F.col("_lt").isNull() | (at > F.col("_lt"))))
+        .drop("_lt")
     )
     # One Window operator for everything computed over the live commits.
     lc = lc.withColumn(
