@@ -4,7 +4,6 @@ Kafka's OffsetMetadataManager does them."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import Any
 
 from coordinator.classic.group import (
@@ -32,42 +31,27 @@ GROUP_ID_NOT_FOUND_VERSION = 9
 COMMIT_TIMESTAMP_VERSION = 1
 
 
-@dataclass(slots=True)
-class OffsetAndMetadata:
-    offset: int
-    leader_epoch: int  # -1: none
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1  # only from old v1 records: an explicit per-offset expiry
-
-    @classmethod
-    def from_record(cls, value: Any) -> OffsetAndMetadata:
-        return cls(
-            value.offset,
-            value.leader_epoch,
-            value.metadata,
-            value.commit_timestamp,
-            value.expire_timestamp,
-        )
-
-
 class OffsetStore:
-    """group -> topic -> partition -> committed offset, in commit order."""
+    """group -> topic -> partition -> committed offset, in commit order.
+
+    The OffsetCommit record values are kept as they are (offset, leader_epoch, metadata,
+    commit_timestamp, expire_timestamp): records are never changed once written."""
 
     def __init__(self) -> None:
-        self.by_group: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        self.by_group: dict[str, dict[str, dict[int, OffsetCommitValue]]] = {}
 
-    def put(self, group: str, topic: str, partition: int, om: OffsetAndMetadata) -> None:
-        self.by_group.setdefault(group, {}).setdefault(topic, {})[partition] = om
-
-    def put_records(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
-        """`replay` of OffsetCommit records of one group and topic, none a tombstone."""
+    def _partitions(self, group: str, topic: str) -> dict[int, OffsetCommitValue]:
         topics = self.by_group.get(group)
         if topics is None:
             topics = self.by_group[group] = {}
         partitions = topics.get(topic)
         if partitions is None:
             partitions = topics[topic] = {}
+        return partitions
+
+    def put_records(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
+        """`replay` of OffsetCommit records of one group and topic, none a tombstone."""
+        partitions = self._partitions(group, topic)
         for key, value in records:
             partitions[key.partition] = value
 
@@ -84,26 +68,17 @@ class OffsetStore:
             if not topics:
                 del self.by_group[group]
 
-    def get(self, group: str, topic: str, partition: int) -> OffsetAndMetadata | None:
+    def get(self, group: str, topic: str, partition: int) -> OffsetCommitValue | None:
         return self.by_group.get(group, {}).get(topic, {}).get(partition)
 
-    def of_group(self, group: str) -> dict[str, dict[int, OffsetAndMetadata]]:
+    def of_group(self, group: str) -> dict[str, dict[int, OffsetCommitValue]]:
         return self.by_group.get(group, {})
 
     def replay(self, key: Any, value: Any | None) -> None:
         if value is None:
             self.remove(key.group, key.topic, key.partition)
-            return
-        # The record's value (OffsetCommitValue: offset, leader_epoch, metadata,
-        # commit_timestamp, expire_timestamp) is kept as it is: it has OffsetAndMetadata's
-        # fields, and records are never changed once written.
-        topics = self.by_group.get(key.group)
-        if topics is None:
-            topics = self.by_group[key.group] = {}
-        partitions = topics.get(key.topic)
-        if partitions is None:
-            partitions = topics[key.topic] = {}
-        partitions[key.partition] = value
+        else:
+            self._partitions(key.group, key.topic)[key.partition] = value
 
 
 def _utf16_len(s: str) -> int:
@@ -321,7 +296,7 @@ def _delete_offsets(ctx: Ctx, req: Any, req_id: int, group: Any) -> None:
     ctx.reply(req_id, OffsetDeleteResponse(error_code=0, topics=topics))
 
 
-def _expiration_base(group: ClassicGroup, om: OffsetAndMetadata) -> int | None:
+def _expiration_base(group: ClassicGroup, om: OffsetCommitValue) -> int | None:
     """Kafka's offsetExpirationCondition: the time an offset's retention counts from, or None
     if the group's offsets do not expire now."""
     if group.protocol_type is None:
