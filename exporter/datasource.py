@@ -215,7 +215,7 @@ class KcoordDataSource(DataSource):
 
 
 class SegmentPartition(InputPartition):
-    def __init__(self, log_partition: int, base: int, path: str | None, next_base: int | None):
+    def __init__(self, log_partition: int, base: int, path: str, next_base: int | None):
         super().__init__((log_partition, base, path))
         self.log_partition = log_partition
         self.base = base
@@ -307,19 +307,17 @@ class KcoordReader(DataSourceReader):
                     continue
                 out.append(SegmentPartition(p, base, str(path), nxt))
         if not out:
-            out.append(SegmentPartition(-1, -1, None, None))
-        sizes = [_file_size(Path(sp.path)) if sp.path else 0 for sp in out]
+            return [SegmentGroup([])]  # Spark wants a partition even when none exists
+        sizes = [_file_size(Path(sp.path)) for sp in out]
         return [SegmentGroup(g) for g in _pack(out, sizes, self.options)]
-        return out
 
-    def read(self, partition: SegmentPartition | SegmentGroup) -> Iterator[Any]:
+    def read(self, partition: SegmentGroup) -> Iterator[Any]:
         import pyarrow as pa
 
         from exporter.logread import SEGMENT_SCHEMA, decode_segment, read_segment, segment_summary
 
         worker_setup()
-        segments = partition.segments if isinstance(partition, SegmentGroup) else [partition]
-        segments = [sp for sp in segments if sp.path is not None]
+        segments = partition.segments
         if self.level == "segments":
             rows = [
                 segment_summary(
@@ -378,7 +376,7 @@ class KcoordTopicsDataSource(DataSource):
 
 
 class TopicPartitionInput(InputPartition):
-    def __init__(self, topic: str | None, partition: int, path: str | None):
+    def __init__(self, topic: str, partition: int, path: str):
         super().__init__((topic, partition, path))
         self.topic = topic
         self.partition = partition
@@ -432,17 +430,16 @@ class KcoordTopicsReader(DataSourceReader):
                 segs = segs[-1:]
             sizes.append(sum(_file_size(path) for _, path in segs))
         if not items:
-            return [TopicPartitionInput(None, -1, None)]
+            return [TopicPartitionGroup([])]  # Spark wants a partition even when none exists
         return [TopicPartitionGroup(g) for g in _pack(items, sizes, self.options)]
 
-    def read(self, partition: TopicPartitionInput | TopicPartitionGroup) -> Iterator[Any]:
+    def read(self, partition: TopicPartitionGroup) -> Iterator[Any]:
         import pyarrow as pa
 
         from exporter import topics as T
 
         worker_setup()
-        items = partition.items if isinstance(partition, TopicPartitionGroup) else [partition]
-        items = [i for i in items if i.path is not None]
+        items = partition.items
         if self.level == "partitions":
             rows = [
                 T.partition_info(Path(self.data_dir), i.topic, i.partition, Path(i.path))

@@ -148,15 +148,24 @@ def walk_batches(u8, n, base_offset):
     return starts[:count], pos, reason
 
 
+def be_array(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """Big-endian signed integers of ``width`` bytes at each position, as int64 (numpy;
+    positions past the end read as the last byte: callers pass validated batch positions)."""
+    b = np.take(u8, pos[:, None] + np.arange(width), mode="clip").astype(np.int64)
+    v = np.zeros(pos.size, np.int64)
+    for k in range(width):
+        v = (v << 8) | b[:, k]
+    if width < 8:
+        sign = np.int64(1) << (8 * width - 1)
+        v = np.where(v >= sign, v - (sign << 1), v)
+    return v
+
+
 def record_counts(u8: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Record count of each batch at ``starts``, 0 where the header's count cannot be right
     (each record takes at least 7 bytes)."""
-    idx = starts[:, None] + np.arange(4)
-    hdr = u8[idx + 57].astype(np.int64)
-    counts = (hdr[:, 0] << 24) | (hdr[:, 1] << 16) | (hdr[:, 2] << 8) | hdr[:, 3]
-    ln = u8[idx + 8].astype(np.int64)
-    lengths = (ln[:, 0] << 24) | (ln[:, 1] << 16) | (ln[:, 2] << 8) | ln[:, 3]
-    counts = np.where(counts >= 1 << 31, counts - (1 << 32), counts)
+    counts = be_array(u8, starts + 57, 4)
+    lengths = be_array(u8, starts + 8, 4)
     return np.where((counts < 0) | (counts * 7 > lengths), 0, counts)
 
 

@@ -41,6 +41,7 @@ from protocol.records import (
 )
 
 log = logging.getLogger("kcoord.exporter")
+_be = FS.be_array
 _SCRATCH = FS.Scratch()  # decode_records' output, reused by every chunk of this process
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -300,20 +301,6 @@ def read_segment(
 # Vectorised helpers
 
 
-def _be(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """Big-endian signed integers of ``width`` bytes at each position, as int64 (positions
-    past the end read as 0: callers pass validated batch positions)."""
-    idx = pos[:, None] + np.arange(width)
-    b = np.take(u8, idx, mode="clip").astype(np.int64)
-    v = np.zeros(pos.size, np.int64)
-    for k in range(width):
-        v = (v << 8) | b[:, k]
-    if width < 8:
-        sign = np.int64(1) << (8 * width - 1)
-        v = np.where(v >= sign, v - (sign << 1), v)
-    return v
-
-
 def gather_strings(
     u8: np.ndarray, pos: np.ndarray, length: np.ndarray, null: np.ndarray | None = None
 ) -> pa.Array:
@@ -470,10 +457,6 @@ class Filters:
     max_offset: int | None = None  # inclusive
     max_timestamp: int | None = None  # inclusive
     min_timestamp: int | None = None  # inclusive
-
-
-def _empty_table() -> pa.Table:
-    return RECORD_SCHEMA.empty_table()
 
 
 def decode_segment(
