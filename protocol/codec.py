@@ -15,7 +15,7 @@ import re
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from protocol import types as t
 from protocol.schema.dsl import F, Message, Versions
@@ -71,11 +71,11 @@ class MessageType:
         self.flexible = Versions.parse(decl.flexible)
         self.common = {s.name: s.fields for s in decl.common}
         self.struct_fields: dict[str, list[Field]] = {}
-        self.classes: dict[str, type] = {}
+        self.classes: dict[str, type[Any]] = {}
         self._collect(decl.name, decl.fields)
         for sname in reversed(list(self.struct_fields)):
             self.classes[sname] = self._make_class(sname, self.struct_fields[sname])
-        self.cls = self.classes[decl.name]
+        self.cls: type[Any] = self.classes[decl.name]
         for sname, scls in self.classes.items():
             if sname != decl.name:
                 setattr(self.cls, sname, scls)
@@ -129,7 +129,7 @@ class MessageType:
             return t.ZERO_UUID
         return self.classes[base]()
 
-    def _make_class(self, sname: str, fields: list[Field]) -> type:
+    def _make_class(self, sname: str, fields: list[Field]) -> type[Any]:
         attrs = [f.attr for f in fields]
         ns: dict[str, Any] = {"_M": _MISSING}
         params, body = [], []
@@ -242,7 +242,7 @@ class _Base:
         return self._type.encode(self, version)
 
     @classmethod
-    def decode(cls, buf: bytes, version: int) -> Any:
+    def decode(cls, buf: bytes, version: int) -> Self:
         return cls._type.decode(buf, version)[0]
 
 
@@ -297,7 +297,7 @@ class _Generator:
                 tagged.append(f)
             else:
                 regular.append(f)
-        tagged.sort(key=lambda f: f.tag)
+        tagged.sort(key=lambda f: f.tag or 0)
         return regular, tagged
 
     def is_flex(self, f: Field) -> bool:

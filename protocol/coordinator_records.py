@@ -9,14 +9,18 @@ ConsumerGroupRegularExpression. Decoding accepts every version Kafka has written
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.codec import DecodeError, MessageType
 from protocol.records import encode_varint, kv_record_tail
 from protocol.schema import coordinator as _decls
 
 TYPES: dict[str, MessageType] = {d.name: MessageType(d) for d in _decls.ALL}
-globals().update({name: mt.cls for name, mt in TYPES.items()})
+if TYPE_CHECKING:
+    # What the update below makes, as mypy and editors can see it (protocol.schema.gen_stubs).
+    from protocol.record_classes import *  # noqa: F403
+else:
+    globals().update({name: mt.cls for name, mt in TYPES.items()})
 
 KEYS: dict[int, MessageType] = {}
 VALUES: dict[int, MessageType] = {}

@@ -6,14 +6,13 @@ always use header v0 so that a client that does not yet know our versions can re
 
 from __future__ import annotations
 
-from protocol.messages import REQUESTS, TYPES
+from protocol.messages import REQUESTS, TYPES, RequestHeader, ResponseHeader
 
 API_VERSIONS = 18
 CONTROLLED_SHUTDOWN = 7
 
 _REQ_HEADER = TYPES["RequestHeader"]
 _RESP_HEADER = TYPES["ResponseHeader"]
-RequestHeader = _REQ_HEADER.cls
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
@@ -60,7 +59,7 @@ _REQ_VERSIONS: dict[tuple[int, int], int] = {}
 _RESP_VERSIONS: dict[tuple[int, int], int] = {}
 
 
-def decode_request_header(frame: bytes) -> tuple[object, int]:
+def decode_request_header(frame: bytes) -> tuple[RequestHeader, int]:
     """Decode the header at the start of a request frame; returns (header, body offset).
 
     Unknown api keys decode with header v1, enough to answer them or drop the connection.
@@ -75,7 +74,6 @@ def decode_request_header(frame: bytes) -> tuple[object, int]:
 
 
 _RESP_ENCODERS = [_RESP_HEADER.encoder(v) for v in _RESP_HEADER.versions()]
-ResponseHeader = _RESP_HEADER.cls
 
 
 def encode_response_header(out: bytearray, correlation_id: int, header_version: int) -> None:

@@ -50,7 +50,7 @@ class F:
     nullable: str = "none"
     tagged: str = "none"
     tag: int | None = None
-    default: object = None
+    default: str | None = None
     # Kafka lets a field opt out of the flexible (compact) encoding, e.g. the header ClientId.
     flexible: str | None = None
     fields: tuple[F, ...] = ()
