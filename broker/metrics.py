@@ -226,7 +226,7 @@ def _group_families(runtime: Any) -> Iterator[Any]:
             st = g.state
             groups[("consumer", str(getattr(st, "value", st)))] += 1
             members["consumer"] += len(g.members)
-    fam = GaugeMetricFamily(
+    fam: GaugeMetricFamily | CounterMetricFamily = GaugeMetricFamily(
         "kcoord_groups",
         "Groups this broker coordinates, by type and state.",
         labels=["type", "state"],

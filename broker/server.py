@@ -123,6 +123,7 @@ async def _publish_offsets_topic(state: BrokerState) -> None:
     """Once the group runtime has opened `__consumer_offsets`, list it in Metadata as an
     internal topic and serve Fetch/ListOffsets of it, as Kafka does (its tools read it)."""
     groups, data = state.groups, state.data
+    assert data is not None  # the server builds the data plane before it starts this task
     await groups.loaded.wait()
     await data.register_internal(OFFSETS_TOPIC, groups.partitions)
     data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]

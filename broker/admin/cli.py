@@ -137,7 +137,7 @@ def describe(admin: AdminClient, group_id: str) -> dict[str, Any]:
     ends = admin.list_offsets(topics, LATEST) if topics else {}
     offsets = []
     for tp in tps:
-        cur, end, m = committed.get(tp), ends.get(tp), owner.get(tp)
+        cur, end, who = committed.get(tp), ends.get(tp), owner.get(tp)
         offsets.append(
             {
                 "topic": tp[0],
@@ -145,9 +145,9 @@ def describe(admin: AdminClient, group_id: str) -> dict[str, Any]:
                 "committed": cur,
                 "log_end": end,
                 "lag": None if cur is None or end is None else max(end - cur, 0),
-                "member_id": m.member_id if m else None,
-                "client_id": m.client_id if m else None,
-                "host": m.client_host if m else None,
+                "member_id": who.member_id if who else None,
+                "client_id": who.client_id if who else None,
+                "host": who.client_host if who else None,
             }
         )
     return {

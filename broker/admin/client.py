@@ -44,7 +44,7 @@ _ResponseHeader = TYPES["ResponseHeader"]
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 # The newest version of each API this client was written against.
-_WANTED = {
+_WANTED: dict[int, int] = {
     K.API_VERSIONS: 3,
     K.METADATA: 12,
     K.FIND_COORDINATOR: 4,

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.errors import ErrorCode
-from protocol.messages import ConsumerGroupDescribeResponse
+from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 
 CONSUMER_GROUP_DESCRIBE = 69
 Resp = ConsumerGroupDescribeResponse
 
 
 @serves(CONSUMER_GROUP_DESCRIBE, 0, 0)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest):
     if not consumer_protocol_enabled(ctx):
         code = ErrorCode.UNSUPPORTED_VERSION
         return Resp(
@@ -23,14 +24,15 @@ def handle(ctx: RequestContext, req):
         )
     groups = ctx.broker.groups
     image = topics_image(ctx)
-    reads = [
-        groups.read(
+
+    def read(g: str) -> Any:
+        return groups.read(
             g,
-            lambda shard, now, g=g: shard.consumer_group_describe([g], image)[0],
-            lambda code, g=g: Resp.DescribedGroup(error_code=code, group_id=g),
+            lambda shard, now: shard.consumer_group_describe([g], image)[0],
+            lambda code: Resp.DescribedGroup(error_code=code, group_id=g),
         )
-        for g in req.group_ids
-    ]
+
+    reads = [read(g) for g in req.group_ids]
     if not any(asyncio.isfuture(r) for r in reads):
         return Resp(groups=reads)
 

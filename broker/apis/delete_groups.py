@@ -1,18 +1,20 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.errors import ErrorCode
-from protocol.messages import DeleteGroupsResponse
+from protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
 DELETE_GROUPS = 42
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
 @serves(DELETE_GROUPS, 0, 2)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: DeleteGroupsRequest):
     groups = ctx.broker.groups
     by_partition: dict[int, list[str]] = {}
     for g in req.groups_names:
@@ -23,11 +25,11 @@ def handle(ctx: RequestContext, req):
         if groups.shards[p] is None
         for g in names
     ]
-    writes = [
-        groups.run_on_partition(p, lambda shard, now, names=names: shard.delete_groups(names, now))
-        for p, names in by_partition.items()
-        if groups.shards[p] is not None
-    ]
+
+    def write(p: int, names: list[str]) -> Awaitable[Any]:
+        return groups.run_on_partition(p, lambda shard, now: shard.delete_groups(names, now))
+
+    writes = [write(p, names) for p, names in by_partition.items() if groups.shards[p] is not None]
 
     async def gather() -> DeleteGroupsResponse:
         results = list(loading)

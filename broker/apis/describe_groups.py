@@ -1,27 +1,29 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import serves
-from protocol.messages import DescribeGroupsResponse
+from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
 DESCRIBE_GROUPS = 15
 Resp = DescribeGroupsResponse
 
 
 @serves(DESCRIBE_GROUPS, 0, 5)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: DescribeGroupsRequest):
     version = ctx.api_version
     groups = ctx.broker.groups
-    reads = [
-        groups.read(
+
+    def read(g: str) -> Any:
+        return groups.read(
             g,
-            lambda shard, now, g=g: shard.describe_group(g, version),
-            lambda code, g=g: Resp.DescribedGroup(error_code=code, group_id=g),
+            lambda shard, now: shard.describe_group(g, version),
+            lambda code: Resp.DescribedGroup(error_code=code, group_id=g),
         )
-        for g in req.groups
-    ]
+
+    reads = [read(g) for g in req.groups]
     if not any(asyncio.isfuture(r) for r in reads):
         return Resp(groups=reads)
 

@@ -67,7 +67,7 @@ def handle(ctx: RequestContext, req):
         return Resp(topics=rejected)
     req.topics = known
     m = meta(ctx)
-    reply = ctx.broker.groups.call(
+    reply: Any = ctx.broker.groups.call(
         req.group_id,
         lambda shard, rid, now: shard.commit_offsets(req, m, rid, now),
         lambda code: _error_response(req, code),
