@@ -39,7 +39,8 @@ def serves(api_key: int, min_version: int, max_version: int) -> Callable[[Handle
             raise ValueError(f"{req.name}: version {v} is not declared")
 
     def register(fn: Handler) -> Handler:
-        APIS[api_key] = Api(api_key, min_version, max_version, fn)
+        # A plain int (not the ApiKey member): it is looked up and compared on every request.
+        APIS[int(api_key)] = Api(int(api_key), min_version, max_version, fn)
         return fn
 
     return register

@@ -6,10 +6,8 @@ always use header v0 so that a client that does not yet know our versions can re
 
 from __future__ import annotations
 
+from protocol.api_keys import ApiKey
 from protocol.messages import REQUESTS, TYPES, RequestHeader, ResponseHeader
-
-API_VERSIONS = 18
-CONTROLLED_SHUTDOWN = 7
 
 _REQ_HEADER = TYPES["RequestHeader"]
 _RESP_HEADER = TYPES["ResponseHeader"]
@@ -32,7 +30,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 def _request_header_version(api_key: int, api_version: int) -> int:
     if is_flexible(api_key, api_version):
         return 2
-    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     return 1
 
@@ -47,7 +45,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
 
 
 def _response_header_version(api_key: int, api_version: int) -> int:
-    if api_key == API_VERSIONS:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     return 1 if is_flexible(api_key, api_version) else 0
 

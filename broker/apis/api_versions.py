@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import APIS, serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsResponse
 
-API_VERSIONS = 18
+API_VERSIONS = int(ApiKey.API_VERSIONS)  # broker/connection.py compares it per request
 
 
 def advertised() -> list:
@@ -22,7 +23,7 @@ def unsupported_version_response() -> ApiVersionsResponse:
     return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=advertised())
 
 
-@serves(API_VERSIONS, 0, 4)
+@serves(ApiKey.API_VERSIONS, 0, 4)
 def handle(ctx: RequestContext, req) -> ApiVersionsResponse:
     # v3+ clients send their software name and version; Kafka rejects malformed ones.
     if ctx.api_version >= 3 and not (

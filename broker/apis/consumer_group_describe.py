@@ -8,14 +8,14 @@ from typing import Any
 from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 
-CONSUMER_GROUP_DESCRIBE = 69
 Resp = ConsumerGroupDescribeResponse
 
 
-@serves(CONSUMER_GROUP_DESCRIBE, 0, 0)
+@serves(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0)
 def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest):
     if not consumer_protocol_enabled(ctx):
         code = ErrorCode.UNSUPPORTED_VERSION

@@ -6,13 +6,12 @@ from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupHeartbeatResponse
 
-CONSUMER_GROUP_HEARTBEAT = 68
 
-
-@serves(CONSUMER_GROUP_HEARTBEAT, 0, 1)
+@serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
 def handle(ctx: RequestContext, req):
     if not consumer_protocol_enabled(ctx):
         return ConsumerGroupHeartbeatResponse(

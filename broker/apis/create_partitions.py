@@ -7,10 +7,10 @@ from collections import Counter
 from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsResponse
 
-CREATE_PARTITIONS = 37
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
@@ -29,7 +29,7 @@ def _assignment_error(ctx: RequestContext, t) -> str | None:
     return None
 
 
-@serves(CREATE_PARTITIONS, 0, 3)
+@serves(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def handle(ctx: RequestContext, req) -> CreatePartitionsResponse:
     store = ctx.broker.data
     counts = Counter(t.name for t in req.topics)

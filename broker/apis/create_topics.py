@@ -8,11 +8,11 @@ from broker.context import RequestContext
 from broker.dataplane import topicconfig
 from broker.dataplane.store import TopicError, TopicStore
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsResponse
 from protocol.types import ZERO_UUID
 
-CREATE_TOPICS = 19
 Resp = CreateTopicsResponse
 
 
@@ -97,7 +97,7 @@ async def _create(ctx: RequestContext, store: TopicStore, t, validate_only: bool
     return result
 
 
-@serves(CREATE_TOPICS, 0, 7)
+@serves(ApiKey.CREATE_TOPICS, 0, 7)
 async def handle(ctx: RequestContext, req) -> CreateTopicsResponse:
     store = ctx.broker.data
     results = []

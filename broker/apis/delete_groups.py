@@ -6,14 +6,14 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
-DELETE_GROUPS = 42
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-@serves(DELETE_GROUPS, 0, 2)
+@serves(ApiKey.DELETE_GROUPS, 0, 2)
 def handle(ctx: RequestContext, req: DeleteGroupsRequest):
     groups = ctx.broker.groups
     by_partition: dict[int, list[str]] = {}

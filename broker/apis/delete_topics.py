@@ -9,11 +9,11 @@ from __future__ import annotations
 from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteTopicsResponse
 from protocol.types import ZERO_UUID
 
-DELETE_TOPICS = 20
 Result = DeleteTopicsResponse.DeletableTopicResult
 
 
@@ -38,7 +38,7 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id) -> Result:
     return result
 
 
-@serves(DELETE_TOPICS, 0, 6)
+@serves(ApiKey.DELETE_TOPICS, 0, 6)
 async def handle(ctx: RequestContext, req) -> DeleteTopicsResponse:
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]

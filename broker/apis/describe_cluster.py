@@ -2,12 +2,11 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.messages import DescribeClusterResponse
 
-DESCRIBE_CLUSTER = 60
 
-
-@serves(DESCRIBE_CLUSTER, 0, 1)
+@serves(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 def handle(ctx: RequestContext, req) -> DescribeClusterResponse:
     b = ctx.broker
     return DescribeClusterResponse(

@@ -11,10 +11,10 @@ from broker.config import SETTINGS
 from broker.context import RequestContext
 from broker.dataplane import topicconfig as tc
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeConfigsResponse
 
-DESCRIBE_CONFIGS = 32
 TOPIC, BROKER = 2, 4
 Resp = DescribeConfigsResponse
 _BROKER_TYPES = {
@@ -96,6 +96,6 @@ def _describe(ctx: RequestContext, req, r) -> Resp.DescribeConfigsResult:
     return result
 
 
-@serves(DESCRIBE_CONFIGS, 0, 4)
+@serves(ApiKey.DESCRIBE_CONFIGS, 0, 4)
 def handle(ctx: RequestContext, req) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(results=[_describe(ctx, req, r) for r in req.resources])

@@ -5,13 +5,13 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
-DESCRIBE_GROUPS = 15
 Resp = DescribeGroupsResponse
 
 
-@serves(DESCRIBE_GROUPS, 0, 5)
+@serves(ApiKey.DESCRIBE_GROUPS, 0, 5)
 def handle(ctx: RequestContext, req: DescribeGroupsRequest):
     version = ctx.api_version
     groups = ctx.broker.groups

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 
-FETCH = 1
 READ_COMMITTED = 1
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 Resp = FetchResponse
@@ -142,7 +142,7 @@ def _error(index: int, code: int) -> PartData:
     )
 
 
-@serves(FETCH, 4, 16)
+@serves(ApiKey.FETCH, 4, 16)
 def handle(ctx: RequestContext, req) -> FetchResponse | Awaitable[FetchResponse]:
     if ctx.api_version >= 7:
         error = _session_error(req)

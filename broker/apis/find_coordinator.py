@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorResponse
 
-FIND_COORDINATOR = 10
 GROUP, TRANSACTION = 0, 1
 
 
@@ -25,7 +25,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     return ErrorCode.NONE, b.node_id, b.advertised_host, b.advertised_port
 
 
-@serves(FIND_COORDINATOR, 0, 6)
+@serves(ApiKey.FIND_COORDINATOR, 0, 6)
 def handle(ctx: RequestContext, req) -> FindCoordinatorResponse:
     if ctx.api_version < 4:
         err, node, host, port = _lookup(ctx, req.key, req.key_type)

@@ -3,13 +3,12 @@ from __future__ import annotations
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import HeartbeatResponse
 
-HEARTBEAT = 12
 
-
-@serves(HEARTBEAT, 0, 4)
+@serves(ApiKey.HEARTBEAT, 0, 4)
 def handle(ctx: RequestContext, req):
     m = meta(ctx)
     return ctx.broker.groups.call(

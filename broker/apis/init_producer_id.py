@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdResponse
 
-INIT_PRODUCER_ID = 22
 
-
-@serves(INIT_PRODUCER_ID, 0, 5)
+@serves(ApiKey.INIT_PRODUCER_ID, 0, 5)
 async def handle(ctx: RequestContext, req) -> InitProducerIdResponse:
     store = ctx.broker.data
     if req.transactional_id is not None or store is None:

@@ -3,12 +3,11 @@ from __future__ import annotations
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.messages import JoinGroupResponse
 
-JOIN_GROUP = 11
 
-
-@serves(JOIN_GROUP, 0, 9)
+@serves(ApiKey.JOIN_GROUP, 0, 9)
 def handle(ctx: RequestContext, req):
     m = meta(ctx)
     return ctx.broker.groups.call(

@@ -3,12 +3,11 @@ from __future__ import annotations
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.messages import LeaveGroupResponse
 
-LEAVE_GROUP = 13
 
-
-@serves(LEAVE_GROUP, 0, 5)
+@serves(ApiKey.LEAVE_GROUP, 0, 5)
 def handle(ctx: RequestContext, req):
     m = meta(ctx)
     return ctx.broker.groups.call(

@@ -2,13 +2,12 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ListGroupsResponse
 
-LIST_GROUPS = 16
 
-
-@serves(LIST_GROUPS, 0, 5)
+@serves(ApiKey.LIST_GROUPS, 0, 5)
 def handle(ctx: RequestContext, req) -> ListGroupsResponse:
     shards = ctx.broker.groups.all_loaded_shards()
     if shards is None:

@@ -11,10 +11,10 @@ from broker.context import RequestContext
 from broker.dataplane import timestamps
 from broker.dataplane.partition import LEADER_EPOCH
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsResponse
 
-LIST_OFFSETS = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 Resp = ListOffsetsResponse
 PartResp = Resp.ListOffsetsPartitionResponse
@@ -36,7 +36,7 @@ def _lookup(log, ts: int) -> tuple[int, int]:
     return found
 
 
-@serves(LIST_OFFSETS, 1, 9)
+@serves(ApiKey.LIST_OFFSETS, 1, 9)
 def handle(ctx: RequestContext, req) -> ListOffsetsResponse:
     store = ctx.broker.data
     topics = []

@@ -13,11 +13,11 @@ from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
 from broker.topics import Topic
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataResponse
 from protocol.types import ZERO_UUID
 
-METADATA = 3
 Resp = MetadataResponse
 
 
@@ -73,7 +73,7 @@ async def _create_then_answer(ctx: RequestContext, req, names: list[str]) -> Met
     return _answer(ctx, req, errors)
 
 
-@serves(METADATA, 0, 12)
+@serves(ApiKey.METADATA, 0, 12)
 def handle(ctx: RequestContext, req) -> MetadataResponse | Awaitable[MetadataResponse]:
     missing = _to_create(ctx, req)
     if missing:

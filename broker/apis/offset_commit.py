@@ -9,10 +9,10 @@ from typing import Any
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
-OFFSET_COMMIT = 8
 Resp = OffsetCommitResponse
 
 
@@ -33,7 +33,7 @@ def _error_response(req: Any, code: int) -> OffsetCommitResponse:
     )
 
 
-@serves(OFFSET_COMMIT, 0, 9)
+@serves(ApiKey.OFFSET_COMMIT, 0, 9)
 def handle(ctx: RequestContext, req):
     topics = ctx.broker.topics
     known, unknown = [], []

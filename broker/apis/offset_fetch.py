@@ -7,10 +7,10 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetFetchResponse
 
-OFFSET_FETCH = 9
 Resp = OffsetFetchResponse
 
 # (group error, [(topic, partition, offset, leader epoch, metadata, error)])
@@ -68,7 +68,7 @@ def _group(group_id: str, fetched: Fetched) -> Resp.OffsetFetchResponseGroup:
     return Resp.OffsetFetchResponseGroup(group_id=group_id, topics=topics, error_code=code)
 
 
-@serves(OFFSET_FETCH, 0, 9)
+@serves(ApiKey.OFFSET_FETCH, 0, 9)
 def handle(ctx: RequestContext, req):
     version = ctx.api_version
     if version < 8:

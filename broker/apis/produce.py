@@ -18,6 +18,7 @@ from collections.abc import Awaitable
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.registry import serves
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
 from protocol.records import (
@@ -32,7 +33,6 @@ from protocol.records import (
 )
 from storage.log import LogFailedError
 
-PRODUCE = 0
 Resp = ProduceResponse
 PartResp = Resp.PartitionProduceResponse
 
@@ -92,7 +92,7 @@ def _part(index: int, code: int, offset: int = -1, start: int = -1, msg: str | N
     )
 
 
-@serves(PRODUCE, 3, 11)
+@serves(ApiKey.PRODUCE, 3, 11)
 def handle(ctx: RequestContext, req) -> ProduceResponse | Awaitable[ProduceResponse] | None:
     acks = req.acks
     store = ctx.broker.data
