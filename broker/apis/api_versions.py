@@ -4,7 +4,7 @@ from broker.context import RequestContext
 from broker.registry import APIS, serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import ApiVersionsResponse
+from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 API_VERSIONS = int(ApiKey.API_VERSIONS)  # broker/connection.py compares it per request
 
@@ -24,7 +24,7 @@ def unsupported_version_response() -> ApiVersionsResponse:
 
 
 @serves(ApiKey.API_VERSIONS, 0, 4)
-def handle(ctx: RequestContext, req) -> ApiVersionsResponse:
+def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     # v3+ clients send their software name and version; Kafka rejects malformed ones.
     if ctx.api_version >= 3 and not (
         _valid_software(req.client_software_name) and _valid_software(req.client_software_version)

@@ -8,11 +8,11 @@ from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import ConsumerGroupHeartbeatResponse
+from protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
 
 @serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest):
     if not consumer_protocol_enabled(ctx):
         return ConsumerGroupHeartbeatResponse(
             error_code=ErrorCode.UNSUPPORTED_VERSION,

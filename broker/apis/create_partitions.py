@@ -9,7 +9,7 @@ from broker.dataplane.store import TopicError
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import CreatePartitionsResponse
+from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
@@ -30,7 +30,7 @@ def _assignment_error(ctx: RequestContext, t) -> str | None:
 
 
 @serves(ApiKey.CREATE_PARTITIONS, 0, 3)
-async def handle(ctx: RequestContext, req) -> CreatePartitionsResponse:
+async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
     store = ctx.broker.data
     counts = Counter(t.name for t in req.topics)
     results = []

@@ -11,7 +11,7 @@ from broker.dataplane.store import TopicError
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import DeleteTopicsResponse
+from protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from protocol.types import ZERO_UUID
 
 Result = DeleteTopicsResponse.DeletableTopicResult
@@ -39,7 +39,7 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id) -> Result:
 
 
 @serves(ApiKey.DELETE_TOPICS, 0, 6)
-async def handle(ctx: RequestContext, req) -> DeleteTopicsResponse:
+async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:

@@ -3,11 +3,11 @@ from __future__ import annotations
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
-from protocol.messages import DescribeClusterResponse
+from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
 
 @serves(ApiKey.DESCRIBE_CLUSTER, 0, 1)
-def handle(ctx: RequestContext, req) -> DescribeClusterResponse:
+def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     b = ctx.broker
     return DescribeClusterResponse(
         cluster_id=b.identity.cluster_id,

@@ -13,7 +13,7 @@ from broker.dataplane import topicconfig as tc
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import DescribeConfigsResponse
+from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 
 TOPIC, BROKER = 2, 4
 Resp = DescribeConfigsResponse
@@ -97,5 +97,5 @@ def _describe(ctx: RequestContext, req, r) -> Resp.DescribeConfigsResult:
 
 
 @serves(ApiKey.DESCRIBE_CONFIGS, 0, 4)
-def handle(ctx: RequestContext, req) -> DescribeConfigsResponse:
+def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(results=[_describe(ctx, req, r) for r in req.resources])

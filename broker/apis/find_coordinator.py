@@ -10,7 +10,7 @@ from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import FindCoordinatorResponse
+from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 GROUP, TRANSACTION = 0, 1
 
@@ -26,7 +26,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
 
 
 @serves(ApiKey.FIND_COORDINATOR, 0, 6)
-def handle(ctx: RequestContext, req) -> FindCoordinatorResponse:
+def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.api_version < 4:
         err, node, host, port = _lookup(ctx, req.key, req.key_type)
         return FindCoordinatorResponse(error_code=err, node_id=node, host=host, port=port)

@@ -5,11 +5,11 @@ from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import HeartbeatResponse
+from protocol.messages import HeartbeatRequest, HeartbeatResponse
 
 
 @serves(ApiKey.HEARTBEAT, 0, 4)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: HeartbeatRequest):
     m = meta(ctx)
     return ctx.broker.groups.call(
         req.group_id,

@@ -12,11 +12,11 @@ from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import InitProducerIdResponse
+from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 
 @serves(ApiKey.INIT_PRODUCER_ID, 0, 5)
-async def handle(ctx: RequestContext, req) -> InitProducerIdResponse:
+async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     store = ctx.broker.data
     if req.transactional_id is not None or store is None:
         return InitProducerIdResponse(

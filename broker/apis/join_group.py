@@ -4,11 +4,11 @@ from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
-from protocol.messages import JoinGroupResponse
+from protocol.messages import JoinGroupRequest, JoinGroupResponse
 
 
 @serves(ApiKey.JOIN_GROUP, 0, 9)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: JoinGroupRequest):
     m = meta(ctx)
     return ctx.broker.groups.call(
         req.group_id,

@@ -4,11 +4,11 @@ from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
-from protocol.messages import LeaveGroupResponse
+from protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
 
 @serves(ApiKey.LEAVE_GROUP, 0, 5)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: LeaveGroupRequest):
     m = meta(ctx)
     return ctx.broker.groups.call(
         req.group_id,

@@ -4,11 +4,11 @@ from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import ListGroupsResponse
+from protocol.messages import ListGroupsRequest, ListGroupsResponse
 
 
 @serves(ApiKey.LIST_GROUPS, 0, 5)
-def handle(ctx: RequestContext, req) -> ListGroupsResponse:
+def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     shards = ctx.broker.groups.all_loaded_shards()
     if shards is None:
         return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

@@ -13,7 +13,7 @@ from broker.dataplane.partition import LEADER_EPOCH
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import ListOffsetsResponse
+from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 Resp = ListOffsetsResponse
@@ -37,7 +37,7 @@ def _lookup(log, ts: int) -> tuple[int, int]:
 
 
 @serves(ApiKey.LIST_OFFSETS, 1, 9)
-def handle(ctx: RequestContext, req) -> ListOffsetsResponse:
+def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     store = ctx.broker.data
     topics = []
     for t in req.topics:

@@ -16,7 +16,7 @@ from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 Resp = OffsetCommitResponse
 
 
-def _error_response(req: Any, code: int) -> OffsetCommitResponse:
+def _error_response(req: OffsetCommitRequest, code: int) -> OffsetCommitResponse:
     return Resp(
         topics=[
             Resp.OffsetCommitResponseTopic(
@@ -34,7 +34,7 @@ def _error_response(req: Any, code: int) -> OffsetCommitResponse:
 
 
 @serves(ApiKey.OFFSET_COMMIT, 0, 9)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: OffsetCommitRequest):
     topics = ctx.broker.topics
     known, unknown = [], []
     for t in req.topics:

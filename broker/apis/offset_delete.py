@@ -4,11 +4,11 @@ from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
-from protocol.messages import OffsetDeleteResponse
+from protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 
 
 @serves(ApiKey.OFFSET_DELETE, 0, 0)
-def handle(ctx: RequestContext, req):
+def handle(ctx: RequestContext, req: OffsetDeleteRequest):
     m = meta(ctx)
     return ctx.broker.groups.call(
         req.group_id,
