@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from protocol.api_keys import ApiKey
 from protocol.messages import DescribeConfigsRequest
 from tests.kcoord_process import READY
 from tests.wire import WireClient
 
-DESCRIBE_CONFIGS, BROKER_RESOURCE = 32, 4
+DESCRIBE_CONFIGS, BROKER_RESOURCE = ApiKey.DESCRIBE_CONFIGS, 4
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from protocol.api_keys import ApiKey
 from protocol.messages import (
     DeleteTopicsRequest,
     OffsetCommitRequest,
@@ -15,7 +16,11 @@ from tests.dataplane.wire import create_topic
 from tests.kcoord_process import start_kcoord
 from tests.wire import WireClient
 
-OFFSET_COMMIT, OFFSET_FETCH, DELETE_TOPICS = 8, 9, 20
+OFFSET_COMMIT, OFFSET_FETCH, DELETE_TOPICS = (
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.DELETE_TOPICS,
+)
 
 
 def _commit(c: WireClient, group: str, offsets: dict[str, int]) -> int:

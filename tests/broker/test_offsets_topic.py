@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 
 from coordinator.partitioning import partition_for
+from protocol.api_keys import ApiKey
 from protocol.coordinator_records import decode_record
 from tests.kcoord_process import KcoordProcess
 from tests.storage.test_crash import commit_request, create_topic
 from tests.wire import WireClient
 
-OFFSET_COMMIT = 8
+OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
 
 
 def test_committed_offsets_are_readable_from_the_offsets_topic(kcoord: KcoordProcess) -> None:

@@ -9,12 +9,18 @@ import pytest
 
 import broker.apis  # noqa: F401  (fills the registry)
 from broker.registry import APIS
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import TYPES
 from tests.kcoord_process import KcoordProcess, start_kcoord
 from tests.wire import WireClient
 
-API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 18, 3, 10, 60
+API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = (
+    ApiKey.API_VERSIONS,
+    ApiKey.METADATA,
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.DESCRIBE_CLUSTER,
+)
 ApiVersionsRequest = TYPES["ApiVersionsRequest"].cls
 MetadataRequest = TYPES["MetadataRequest"].cls
 FindCoordinatorRequest = TYPES["FindCoordinatorRequest"].cls

@@ -5,13 +5,24 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from protocol.api_keys import ApiKey
 from protocol.messages import TYPES
 from protocol.records import build_kv_batch
 from tests.wire import WireClient
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 19, 20, 22
-DESCRIBE_CONFIGS, CREATE_PARTITIONS = 32, 37
+# The test modules import these names from here.
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = (
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.LIST_OFFSETS,
+    ApiKey.METADATA,
+)
+CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = (
+    ApiKey.CREATE_TOPICS,
+    ApiKey.DELETE_TOPICS,
+    ApiKey.INIT_PRODUCER_ID,
+)
+DESCRIBE_CONFIGS, CREATE_PARTITIONS = ApiKey.DESCRIBE_CONFIGS, ApiKey.CREATE_PARTITIONS
 
 
 def cls(name: str) -> Any:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
     ConsumerGroupDescribeRequest,
@@ -18,7 +19,12 @@ from protocol.messages import (
 from tests.kcoord_process import KcoordProcess, start_kcoord
 from tests.wire import WireClient
 
-HEARTBEAT, DESCRIBE, METADATA, CREATE_TOPICS = 68, 69, 3, 19
+HEARTBEAT, DESCRIBE, METADATA, CREATE_TOPICS = (
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.METADATA,
+    ApiKey.CREATE_TOPICS,
+)
 
 
 def _create(c: WireClient, name: str, partitions: int) -> object:

@@ -14,12 +14,17 @@ import threading
 import time
 from pathlib import Path
 
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsRequest, OffsetCommitRequest, OffsetFetchRequest
 from tests.kcoord_process import KcoordProcess, start_kcoord
 from tests.wire import WireClient
 
-OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS = 8, 9, 19
+OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS = (
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.CREATE_TOPICS,
+)
 TOPIC, PARTITIONS, WRITERS, KILLS = "crash", 4, 6, 8
 
 
