@@ -37,7 +37,12 @@ ApiRanges = dict[int, tuple[int, int]]
 
 
 class ProtocolError(Exception):
-    """The broker answered something this client cannot match to its request."""
+    """The broker answered something this client cannot use; ``code`` is the Kafka error code
+    when the answer carried one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def encode_request(
@@ -162,7 +167,7 @@ class Client:
         if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
             resp = self.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
         if resp.error_code != ErrorCode.NONE:
-            raise ProtocolError(f"ApiVersions failed with error {resp.error_code}")
+            raise ProtocolError(f"ApiVersions failed with error {resp.error_code}", resp.error_code)
         self.versions = api_ranges(resp)
         return self.versions
 

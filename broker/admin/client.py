@@ -13,20 +13,16 @@ errors (a coordinator still loading, not yet elected) are retried until the time
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.api_keys import ApiKey as K
+from protocol.client import Client, ProtocolError, choose_version
 from protocol.errors import RETRIABLE, ErrorCode
-from protocol.headers import request_header_version, response_header_version
 from protocol.messages import (
     REQUESTS,
-    RESPONSES,
-    TYPES,
-    ApiVersionsRequest,
     ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -37,9 +33,6 @@ from protocol.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
-
-_RequestHeader = TYPES["RequestHeader"]
-_ResponseHeader = TYPES["ResponseHeader"]
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
@@ -106,44 +99,6 @@ class GroupDescription:
     epoch: int | None = None  # generation (classic) is not in DescribeGroups; KIP-848 epoch
 
 
-class _Connection:
-    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
-        self.address = (host, port)
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.client_id = client_id
-        self.correlation = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def request(self, api_key: int, version: int, request: Any) -> Any:
-        self.correlation += 1
-        header = _RequestHeader.cls(
-            request_api_key=api_key,
-            request_api_version=version,
-            correlation_id=self.correlation,
-            client_id=self.client_id,
-        )
-        body = _RequestHeader.encode(header, request_header_version(api_key, version))
-        body += REQUESTS[api_key].encode(request, version)
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        data = self._read(struct.unpack(">i", self._read(4))[0])
-        resp_header, pos = _ResponseHeader.decode(data, response_header_version(api_key, version))
-        if resp_header.correlation_id != self.correlation:
-            raise AdminError("response out of order")
-        response, _ = RESPONSES[api_key].decode(data, version, pos)
-        return response
-
-    def _read(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError(f"connection closed by {self.address[0]}:{self.address[1]}")
-            out += chunk
-        return bytes(out)
-
-
 class AdminClient:
     def __init__(
         self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "kcoord-admin"
@@ -151,7 +106,7 @@ class AdminClient:
         self.timeout = timeout
         self.client_id = client_id
         host, port = parse_bootstrap(bootstrap)
-        self._conns: dict[tuple[str, int], _Connection] = {}
+        self._conns: dict[tuple[str, int], Client] = {}
         self._bootstrap = self._connect(host, port)
         self.versions: dict[int, tuple[int, int]] = {}
         self.api_versions()
@@ -167,28 +122,30 @@ class AdminClient:
             conn.close()
         self._conns.clear()
 
-    def _connect(self, host: str, port: int) -> _Connection:
+    def _connect(self, host: str, port: int) -> Client:
         conn = self._conns.get((host, port))
         if conn is None:
             try:
-                conn = _Connection(host, port, self.timeout, self.client_id)
+                # Not strict about trailing bytes: any Kafka-compatible broker may answer.
+                conn = Client(
+                    host, port, timeout=self.timeout, client_id=self.client_id, strict=False
+                )
             except OSError as e:
                 raise AdminError(f"cannot connect to {host}:{port}: {e}") from None
             self._conns[(host, port)] = conn
         return conn
 
     def version(self, api_key: int) -> int:
-        lo, hi = self.versions.get(api_key, (-1, -1))
-        wanted = _WANTED[api_key]
-        if hi < 0 or lo > wanted:
+        v = choose_version(self.versions, api_key, _WANTED[api_key])
+        if v is None:
             raise AdminError(f"the broker does not serve {REQUESTS[api_key].name}")
-        return min(hi, wanted)
+        return v
 
-    def _call(self, api_key: int, request: Any, conn: _Connection | None = None) -> Any:
+    def _call(self, api_key: int, request: Any, conn: Client | None = None) -> Any:
         conn = conn or self._bootstrap
         try:
             return conn.request(api_key, self.version(api_key), request)
-        except OSError as e:
+        except (OSError, ProtocolError) as e:
             raise AdminError(f"{REQUESTS[api_key].name} to {conn.address[0]}: {e}") from None
 
     def _retrying(self, fn: Any) -> Any:
@@ -207,20 +164,12 @@ class AdminClient:
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """ApiVersions (v3, or v0 when the broker answers UNSUPPORTED_VERSION)."""
         try:
-            resp = self._bootstrap.request(
-                K.API_VERSIONS,
-                3,
-                ApiVersionsRequest(
-                    client_software_name="kcoord-admin", client_software_version="1"
-                ),
-            )
-            if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
-                resp = self._bootstrap.request(K.API_VERSIONS, 0, ApiVersionsRequest())
+            self.versions = self._bootstrap.negotiate(("kcoord-admin", "1"))
         except OSError as e:
             raise AdminError(f"ApiVersions to {self._bootstrap.address[0]}: {e}") from None
-        if resp.error_code != 0:
-            raise AdminError(f"ApiVersions: {error_name(resp.error_code)}", resp.error_code)
-        self.versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+        except ProtocolError as e:
+            what = str(e) if e.code is None else error_name(e.code)
+            raise AdminError(f"ApiVersions: {what}", e.code) from None
         return self.versions
 
     def partitions(self, topics: list[str]) -> dict[str, list[int]]:
@@ -237,7 +186,7 @@ class AdminClient:
             out[t.name] = sorted(p.partition_index for p in t.partitions)
         return out
 
-    def coordinator(self, group_id: str) -> _Connection:
+    def coordinator(self, group_id: str) -> Client:
         """FindCoordinator for the group, and a connection to it."""
 
         def find() -> tuple[str, int]:
@@ -305,7 +254,7 @@ class AdminClient:
             self._add_consumer_group_view(desc, conn)
         return desc
 
-    def _add_consumer_group_view(self, desc: GroupDescription, conn: _Connection) -> None:
+    def _add_consumer_group_view(self, desc: GroupDescription, conn: Client) -> None:
         """A KIP-848 group: members, epochs and assignments come from ConsumerGroupDescribe."""
         req = ConsumerGroupDescribeRequest(
             group_ids=[desc.group_id], include_authorized_operations=False
