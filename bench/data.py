@@ -30,45 +30,43 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from broker.dataplane.memory import keep_large_buffers_in_heap  # noqa: E402
-from protocol.headers import request_header_version, response_header_version  # noqa: E402
+from protocol import client  # noqa: E402
+from protocol.api_keys import ApiKey  # noqa: E402
+from protocol.client import encode_request  # noqa: E402
 from protocol.messages import TYPES  # noqa: E402
 from protocol.records import HEADER, LOG_OVERHEAD, build_kv_batch  # noqa: E402
 
 MESSAGE = 1024
 PER_BATCH = 16
 TOPIC = "bench"
-PRODUCE, FETCH, METADATA, CREATE_TOPICS = 0, 1, 3, 19
+PRODUCE, FETCH, METADATA, CREATE_TOPICS = (
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.METADATA,
+    ApiKey.CREATE_TOPICS,
+)
 PRODUCE_V, FETCH_V = 11, 16
 
 
 def frame(api_key: int, version: int, request: object, correlation: int = 0) -> bytearray:
-    header = TYPES["RequestHeader"].cls(
-        request_api_key=api_key,
-        request_api_version=version,
-        correlation_id=correlation,
-        client_id="bench",
-    )
-    body = TYPES["RequestHeader"].encode(header, request_header_version(api_key, version))
-    body += request.encode(version)
-    return bytearray(struct.pack(">i", len(body)) + body)
+    # A bytearray: the produce loop patches the correlation id of reused frames in place.
+    return bytearray(encode_request(api_key, version, request, correlation, "bench"))
 
 
-class Client:
-    """Blocking, allocation-light: frames are read into one reusable buffer."""
+class Client(client.Client):
+    """protocol.client's, allocation-light: frames are read into one reusable buffer."""
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
+        super().__init__("127.0.0.1", port, timeout=None, client_id="bench")
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray(64 << 20)
         self.view = memoryview(self.buf)
-
-    def close(self) -> None:
-        self.sock.close()
 
     def _fill(self, n: int) -> None:
         got = 0
@@ -87,27 +85,17 @@ class Client:
         self._fill(size)
         return self.view[:size]
 
-    def read(self, api_key: int, version: int) -> object:
-        data = bytes(self.read_raw())
-        hv = response_header_version(api_key, version)
-        _, pos = TYPES["ResponseHeader"].decode(data, hv)
-        return TYPES[_response_name(api_key)].decode(data, version, pos)[0]
+    def read_frame(self) -> bytes:
+        return bytes(self.read_raw())
+
+    def read(self, api_key: int, version: int) -> Any:
+        return self.read_response(api_key, version)[1]
 
     def send(self, data: bytes | bytearray) -> None:
         self.sock.sendall(data)
 
-    def call(self, api_key: int, version: int, request: object) -> object:
-        self.send(frame(api_key, version, request))
-        return self.read(api_key, version)
-
-
-def _response_name(api_key: int) -> str:
-    return {
-        PRODUCE: "ProduceResponse",
-        FETCH: "FetchResponse",
-        METADATA: "MetadataResponse",
-        CREATE_TOPICS: "CreateTopicsResponse",
-    }[api_key]
+    def call(self, api_key: int, version: int, request: object) -> Any:
+        return self.request(api_key, version, request)
 
 
 def batches(count: int) -> list[bytes]:

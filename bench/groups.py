@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import os
 import shutil
 import struct
@@ -49,7 +48,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -57,17 +55,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from protocol.headers import request_header_version, response_header_version  # noqa: E402
-from protocol.messages import REQUESTS, RESPONSES, TYPES  # noqa: E402
+from protocol.api_keys import ApiKey  # noqa: E402
+from protocol.client import AsyncConnection, encode_request  # noqa: E402
+from protocol.client import decode_response as _decode_response  # noqa: E402
+from protocol.headers import response_header_version  # noqa: E402
+from protocol.messages import REQUESTS  # noqa: E402
 
-JOIN_GROUP, HEARTBEAT, SYNC_GROUP, OFFSET_COMMIT, CREATE_TOPICS = 11, 12, 14, 8, 19
+JOIN_GROUP, HEARTBEAT, SYNC_GROUP = ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.SYNC_GROUP
+OFFSET_COMMIT, CREATE_TOPICS = ApiKey.OFFSET_COMMIT, ApiKey.CREATE_TOPICS
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V = 9, 5, 4, 8
 
 NONE, COORDINATOR_LOAD_IN_PROGRESS, TOPIC_ALREADY_EXISTS = 0, 14, 36
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 22, 25, 27, 79
 
-RequestHeader = TYPES["RequestHeader"]
-ResponseHeader = TYPES["ResponseHeader"]
 JoinGroupRequest = REQUESTS[JOIN_GROUP].cls
 SyncGroupRequest = REQUESTS[SYNC_GROUP].cls
 HeartbeatRequest = REQUESTS[HEARTBEAT].cls
@@ -80,20 +80,11 @@ TOPIC = "bench-topic"
 
 
 def encode_frame(api_key: int, version: int, request: Any, correlation: int = 0) -> bytes:
-    header = RequestHeader.cls(
-        request_api_key=api_key,
-        request_api_version=version,
-        correlation_id=correlation,
-        client_id="bench",
-    )
-    body = RequestHeader.encode(header, request_header_version(api_key, version))
-    body += REQUESTS[api_key].encode(request, version)
-    return struct.pack(">i", len(body)) + body
+    return encode_request(api_key, version, request, correlation, "bench")
 
 
 def decode_response(api_key: int, version: int, frame: bytes) -> Any:
-    _, pos = ResponseHeader.decode(frame, response_header_version(api_key, version))
-    return RESPONSES[api_key].decode(frame, version, pos)[0]
+    return _decode_response(api_key, version, frame, strict=False)[1]
 
 
 def error_offset(api_key: int, version: int) -> int:
@@ -103,57 +94,13 @@ def error_offset(api_key: int, version: int) -> int:
     return header + 4
 
 
-class Conn(asyncio.Protocol):
-    """One connection; replies come back in request order, so a FIFO of callbacks will do.
-    The correlation id is not checked: the broker answers in order (tests check that)."""
+class Conn(AsyncConnection):
+    """One connection (protocol.client's): replies come back in request order, so hot loops
+    send pre-encoded frames to a FIFO of callbacks and check no correlation ids (the broker
+    answers in order: tests check that)."""
 
     def __init__(self) -> None:
-        self.buf = bytearray()
-        self.callbacks: deque[Callable[[bytes], None]] = deque()
-        self.transport: asyncio.Transport | None = None
-        self.closed = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(exc)
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        pos, n = 0, len(buf)
-        callbacks = self.callbacks
-        while n - pos >= 4:
-            size = int.from_bytes(buf[pos : pos + 4], "big")
-            if n - pos - 4 < size:
-                break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-            callbacks.popleft()(frame)
-        if pos:
-            del buf[:pos]
-
-    def send(self, frame: bytes, callback: Callable[[bytes], None]) -> None:
-        self.callbacks.append(callback)
-        assert self.transport is not None
-        self.transport.write(frame)
-
-    def send_many(self, frames: list[bytes], callback: Callable[[bytes], None]) -> None:
-        self.callbacks.extend(itertools.repeat(callback, len(frames)))
-        assert self.transport is not None
-        self.transport.write(b"".join(frames))
-
-    async def request(self, api_key: int, version: int, request: Any) -> Any:
-        fut = asyncio.get_running_loop().create_future()
-        self.send(encode_frame(api_key, version, request), fut.set_result)
-        frame = await fut
-        return decode_response(api_key, version, frame)
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+        super().__init__("bench", strict=False)
 
 
 async def connect(port: int) -> Conn:

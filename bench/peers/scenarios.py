@@ -216,7 +216,7 @@ class Member:
                 await self.join_and_sync()
 
     async def sync(self, version: int, req: Any) -> Any:
-        f = await self.conn.request_raw(W.SYNC, version, req)
+        f = await self.conn.request_raw(W.frame(W.SYNC, version, req))
         try:
             return G.decode_response(W.SYNC, version, f)
         except DecodeError:

@@ -13,14 +13,15 @@ from typing import Any
 
 import groups as G  # bench/groups.py: Conn, connect, framing
 
-from protocol.headers import request_header_version, response_header_version
-from protocol.messages import REQUESTS, RESPONSES, TYPES
+from protocol.api_keys import ApiKey as K
+from protocol.client import api_ranges, choose_version
+from protocol.headers import response_header_version
+from protocol.messages import RESPONSES, ApiVersionsRequest
 from protocol.types import ZERO_UUID  # noqa: F401 - re-exported for scenarios
 
-RequestHeader = TYPES["RequestHeader"]
-
-API_VERSIONS, METADATA, CREATE_TOPICS = 18, 3, 19
-JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH_OFFSETS, CG_HEARTBEAT = 11, 14, 12, 13, 8, 9, 68
+API_VERSIONS, METADATA, CREATE_TOPICS = K.API_VERSIONS, K.METADATA, K.CREATE_TOPICS
+JOIN, SYNC, HEARTBEAT, LEAVE = K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP
+COMMIT, FETCH_OFFSETS, CG_HEARTBEAT = K.OFFSET_COMMIT, K.OFFSET_FETCH, K.CONSUMER_GROUP_HEARTBEAT
 
 # The versions we would like; each broker gets min(ours, its max) (and at least its min).
 PREFERRED = {
@@ -41,12 +42,9 @@ class Versions:
         self.ranges = ranges
         self.chosen: dict[int, int] = {}
         for key, want in PREFERRED.items():
-            r = ranges.get(key)
-            if r is None:
-                continue
-            ours = REQUESTS[key].valid.versions()
-            v = min(want, r[1], max(ours), caps.get(key, want))
-            if v >= r[0] and v in ours:
+            # A peer's cap (the librdkafka mock advertises versions it mis-answers) lowers ours.
+            v = choose_version(ranges, key, min(want, caps.get(key, want)))
+            if v is not None:
                 self.chosen[key] = v
 
     def __getitem__(self, key: int) -> int:
@@ -59,44 +57,24 @@ class Versions:
 async def negotiate(port: int, caps: dict[int, int], host: str = "127.0.0.1") -> Versions:
     conn = await connect(port, host)
     try:
-        r = await conn.request(API_VERSIONS, 0, REQUESTS[API_VERSIONS].cls())
+        r = await conn.request(API_VERSIONS, 0, ApiVersionsRequest())
     finally:
         conn.close()
-    return Versions({k.api_key: (k.min_version, k.max_version) for k in r.api_keys}, caps)
+    return Versions(api_ranges(r), caps)
 
 
 class Conn(G.Conn):
-    """bench/groups.py's connection, but a request fails when the broker closes the
-    connection (instead of waiting forever), and so does a closed loop running on it."""
+    """bench/groups.py's connection (a request fails when the broker closes the connection),
+    and so does a closed loop running on it."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.waiting: set[asyncio.Future] = set()
         self.on_lost: Callable[[], None] | None = None
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        for fut in self.waiting:
-            if not fut.done():
-                fut.set_exception(ConnectionError(f"broker closed the connection ({exc})"))
-        self.waiting.clear()
         if self.on_lost is not None:
             self.on_lost()
-
-    async def request(self, api_key: int, version: int, request: Any) -> Any:
-        f = await self.request_raw(api_key, version, request)
-        return G.decode_response(api_key, version, f)
-
-    async def request_raw(self, api_key: int, version: int, request: Any) -> bytes:
-        if self.transport is None or self.transport.is_closing():
-            raise ConnectionError("connection closed")
-        fut = asyncio.get_running_loop().create_future()
-        self.waiting.add(fut)
-        self.send(G.encode_frame(api_key, version, request), fut.set_result)
-        try:
-            return await fut
-        finally:
-            self.waiting.discard(fut)
 
 
 async def connect(port: int, host: str = "127.0.0.1") -> Conn:
@@ -131,13 +109,6 @@ def error_offset(api_key: int, version: int, probe: Any) -> int:
     at = bytes(out).find(b"\x7e\xad")
     assert at >= 0, "probe has no sentinel error code"
     return header + at
-
-
-def request_header_len(api_key: int, version: int) -> int:
-    h = RequestHeader.cls(
-        request_api_key=api_key, request_api_version=version, correlation_id=0, client_id="bench"
-    )
-    return len(RequestHeader.encode(h, request_header_version(api_key, version)))
 
 
 def with_correlation(f: bytes, correlation: int) -> bytes:
