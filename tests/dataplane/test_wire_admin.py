@@ -17,6 +17,7 @@ from tests.dataplane.wire import (
     DELETE_TOPICS,
     DESCRIBE_CONFIGS,
     FETCH,
+    METADATA,
     batch,
     cls,
     create_topic,
@@ -120,7 +121,7 @@ def test_metadata_auto_creates_topics(kcoord: KcoordProcess, version: int) -> No
             off = metadata(c, "manual", version=version, auto_create=False).topics[0]
             assert off.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         everything = cls("MetadataRequest")(topics=None if version else [])
-        listed = c.request(3, version, everything)
+        listed = c.request(METADATA, version, everything)
         assert [t.name for t in listed.topics if t.name != "__consumer_offsets"] == ["auto"]
 
 
