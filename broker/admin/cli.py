@@ -13,7 +13,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from broker.admin.client import EARLIEST, LATEST, AdminClient, AdminError, GroupDescription
+from broker.admin.client import (
+    EARLIEST,
+    LATEST,
+    AdminClient,
+    AdminError,
+    GroupDescription,
+    Member,
+)
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 INACTIVE_STATES = ("Empty", "Dead")  # Kafka's tools reset offsets only for these
@@ -125,7 +132,7 @@ def describe(admin: AdminClient, group_id: str) -> dict[str, Any]:
     """Everything `groups describe` shows, as plain data."""
     desc: GroupDescription = admin.describe_group(group_id)
     committed = admin.committed_offsets(group_id)
-    owner: dict[tuple[str, int], Any] = {}
+    owner: dict[tuple[str, int], Member] = {}
     for m in desc.members:
         for topic, parts in m.assignment.items():
             for p in parts:

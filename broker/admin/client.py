@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from protocol.api_keys import ApiKey as K
 from protocol.client import Client, ProtocolError, choose_version
@@ -28,6 +29,7 @@ from protocol.messages import (
     DescribeGroupsRequest,
     FindCoordinatorRequest,
     ListGroupsRequest,
+    ListGroupsResponse,
     ListOffsetsRequest,
     MetadataRequest,
     OffsetCommitRequest,
@@ -35,6 +37,7 @@ from protocol.messages import (
 )
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
+T = TypeVar("T")
 
 # The newest version of each API this client was written against.
 _WANTED: dict[int, int] = {
@@ -148,7 +151,7 @@ class AdminClient:
         except (OSError, ProtocolError) as e:
             raise AdminError(f"{REQUESTS[api_key].name} to {conn.address[0]}: {e}") from None
 
-    def _retrying(self, fn: Any) -> Any:
+    def _retrying(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` until it does not raise a retriable AdminError, or the timeout passes."""
         deadline = time.monotonic() + self.timeout
         while True:
@@ -212,10 +215,10 @@ class AdminClient:
 
     # -- groups ----------------------------------------------------------------------------
 
-    def list_groups(self) -> list[Any]:
+    def list_groups(self) -> list[ListGroupsResponse.ListedGroup]:
         """ListGroups: ListedGroup(group_id, protocol_type, group_state, group_type)."""
 
-        def call() -> list[Any]:
+        def call() -> list[ListGroupsResponse.ListedGroup]:
             resp = self._call(K.LIST_GROUPS, ListGroupsRequest(states_filter=[], types_filter=[]))
             if resp.error_code != 0:
                 raise AdminError(f"ListGroups: {error_name(resp.error_code)}", resp.error_code)
@@ -367,7 +370,7 @@ class AdminClient:
     def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         """OffsetCommit outside any generation (as Kafka's tools do for an inactive group)."""
         conn = self.coordinator(group_id)
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
         for (topic, p), offset in sorted(offsets.items()):
             by_topic.setdefault(topic, []).append(
                 OffsetCommitRequest.OffsetCommitRequestPartition(
