@@ -61,10 +61,6 @@ def group_config(cfg: Any) -> GroupConfig:
     )
 
 
-class LoadInProgress(Exception):
-    pass
-
-
 class GroupRuntime:
     def __init__(self, data_dir: Path, cfg: Any, durability: Durability) -> None:
         self.data_dir = Path(data_dir)

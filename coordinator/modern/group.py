@@ -2,8 +2,8 @@
 ConsumerGroup* records fold into, plus indexes kept in step with it (static members, topic
 subscription counts, the epoch at which each partition is owned, assignor preferences).
 
-Everything here changes only through the `apply_*` methods that replay calls; handlers read
-it and build records.
+Everything here changes only through the methods under "replay" (`put_member`, `remove_member`,
+`set_target`, `remove_target`), which only `replay` calls; handlers read it and build records.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from coordinator.modern.assignment import EMPTY, Assignment
-from coordinator.modern.member import ConsumerGroupMember, MemberState
+from coordinator.modern.member import ConsumerGroupMember
 from coordinator.modern.topics import TopicMeta
 
 
@@ -244,13 +244,3 @@ class ConsumerGroup:
                         epochs.pop(p, None)
             if epochs is not None and not epochs:
                 del self.partition_epochs[t]
-
-    def waiting_on_unreleased(self, member: ConsumerGroupMember) -> bool:
-        if member.state is not MemberState.UNRELEASED_PARTITIONS:
-            return False
-        for t, ps in self.target.get(member.member_id, EMPTY).items():
-            held = member.assigned.get(t, frozenset())
-            for p in ps:
-                if p not in held and self.current_partition_epoch(t, p) != -1:
-                    return True
-        return False
