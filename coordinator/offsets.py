@@ -3,7 +3,7 @@ Kafka's OffsetMetadataManager does them."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from coordinator.classic.group import (
@@ -134,6 +134,24 @@ def validate_offset_commit(
     return ErrorCode.NONE
 
 
+def commit_error_response(topics: Iterable[Any], code: int) -> OffsetCommitResponse:
+    """The OffsetCommit reply that gives every partition of the request's `topics` one error."""
+    Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+    Partition = OffsetCommitResponse.OffsetCommitResponsePartition
+    return OffsetCommitResponse(
+        topics=[
+            Topic(
+                name=t.name,
+                partitions=[
+                    Partition(partition_index=p.partition_index, error_code=int(code))
+                    for p in t.partitions
+                ],
+            )
+            for t in topics
+        ]
+    )
+
+
 def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     version = meta.api_version
     Topic = OffsetCommitResponse.OffsetCommitResponseTopic
@@ -141,22 +159,7 @@ def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     make_topic = Topic.make
     error, check = _validate_commit(ctx, req, version)
     if error != ErrorCode.NONE:
-        code = int(error)
-        ctx.reply(
-            req_id,
-            OffsetCommitResponse(
-                topics=[
-                    Topic(
-                        name=t.name,
-                        partitions=[
-                            Partition(partition_index=p.partition_index, error_code=code)
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in req.topics
-                ]
-            ),
-        )
+        ctx.reply(req_id, commit_error_response(req.topics, error))
         return
 
     group = ctx.shard.groups.get(req.group_id)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
+from broker.apis._groups import when_ready
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.errors import ErrorCode
@@ -31,10 +30,4 @@ def handle(ctx: RequestContext, req):
         )
         for g in req.group_ids
     ]
-    if not any(asyncio.isfuture(r) for r in reads):
-        return Resp(groups=reads)
-
-    async def gather() -> ConsumerGroupDescribeResponse:
-        return Resp(groups=[await r if asyncio.isfuture(r) else r for r in reads])
-
-    return gather()
+    return when_ready(reads, lambda described: Resp(groups=described))
