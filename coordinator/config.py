@@ -32,3 +32,11 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_migration_policy: str = "bidirectional"
+
+    def allows_upgrade(self) -> bool:
+        """Whether an empty classic group may become a consumer group."""
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    def allows_downgrade(self) -> bool:
+        """Whether an empty consumer group may become a classic group."""
+        return self.consumer_migration_policy in ("downgrade", "bidirectional")
