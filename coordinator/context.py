@@ -15,7 +15,16 @@ from coordinator.state import ShardState
 
 
 class Ctx:
-    __slots__ = ("state", "now", "config", "records", "replies", "events", "members", "_timer_ops")
+    __slots__ = (
+        "state",
+        "now",
+        "config",
+        "records",
+        "replies",
+        "events",
+        "member_changes",
+        "_timer_ops",
+    )
 
     def __init__(self, state: ShardState, now: int) -> None:
         self.state = state
@@ -25,7 +34,7 @@ class Ctx:
         self.replies: dict[int, Any] = {}
         self.events: list[Any] = []  # e.g. RebalanceEvent: for the runtime's logs and metrics
         # Consumer-group members that joined or left, in the order the records said so.
-        self.members: list[MemberChange] = []
+        self.member_changes: list[MemberChange] = []
         # Last action per timer key: a deadline, or None for a cancel. Only the last action
         # reaches the runtime, so a schedule followed by a cancel in one call is a cancel.
         self._timer_ops: dict[tuple, int | None] = {}
@@ -35,7 +44,7 @@ class Ctx:
         self.records.append((key, value))
         change = self.state.replay(key, value)
         if change is not None:
-            self.members.append(change)
+            self.member_changes.append(change)
 
     def append_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
         """`append` of each of these OffsetCommit records (of one group and topic, none a

@@ -186,7 +186,7 @@ class Shard:
         """A rebalance of a consumer group starts when its epoch moves and completes when every
         member has reconciled to the new target (Stable) or none is left (Empty); it is
         reported once, then, as a RebalanceEvent. Who joined or left comes from the member
-        records the call replayed (`ctx.members`)."""
+        records the call replayed (`ctx.member_changes`)."""
         group = self.state.consumer_group(group_id)
         if group is None:
             self.consumer_rebalances.pop(group_id, None)
@@ -196,7 +196,7 @@ class Shard:
             members = (
                 frozenset()
                 if epoch_before is None
-                else _members_before(group.members, group_id, ctx.members)
+                else _members_before(group.members, group_id, ctx.member_changes)
             )
             now_members = frozenset(group.members)
             joined, left = sorted(now_members - members), sorted(members - now_members)
