@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.modern.replay import MemberChange
+from coordinator.group import MemberChange
 from coordinator.result import Result, Timer
 from coordinator.state import ShardState
 

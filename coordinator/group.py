@@ -7,7 +7,7 @@ meant to be further implementations, not further branches.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from protocol.coordinator_records import OffsetCommitValue
 from protocol.errors import ErrorCode
@@ -19,6 +19,16 @@ ExpirationCondition = Callable[[OffsetCommitValue], int]
 Record = tuple[Any, Any | None]
 
 
+class MemberChange(NamedTuple):
+    """A member that a replayed record added to its group (joined) or removed from it (left):
+    how the shard tells who joined or left during a call, for its RebalanceEvents."""
+
+    group_id: str
+    joined: bool
+    member_id: str
+
+
+@runtime_checkable
 class Group(Protocol):
     group_id: str
 

@@ -23,13 +23,12 @@ from coordinator.classic.leave import leave_group
 from coordinator.classic.sync import expire_pending_sync, sync_group
 from coordinator.config import GroupConfig
 from coordinator.context import Ctx
-from coordinator.group import Group
+from coordinator.group import Group, MemberChange
 from coordinator.modern import describe as _modern_describe
 from coordinator.modern import keys as _modern_keys
 from coordinator.modern import membership as _membership
 from coordinator.modern.group import ConsumerGroupState
 from coordinator.modern.heartbeat import consumer_group_heartbeat
-from coordinator.modern.replay import MemberChange
 from coordinator.modern.topics import TopicsImage
 from coordinator.offset_store import OffsetStore
 from coordinator.result import RebalanceEvent, Result, Timer

@@ -15,10 +15,9 @@ from typing import Any
 
 from coordinator.classic.group import ClassicGroup
 from coordinator.config import GroupConfig
-from coordinator.group import Group
+from coordinator.group import Group, MemberChange
 from coordinator.modern import replay as _modern_replay
 from coordinator.modern.group import ConsumerGroup
-from coordinator.modern.replay import MemberChange
 from coordinator.modern.topics import EMPTY_IMAGE, TopicsImage
 from coordinator.offset_store import OffsetStore
 from protocol.coordinator_records import (

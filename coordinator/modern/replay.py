@@ -7,8 +7,9 @@ shard state's business (`coordinator.state`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from coordinator.group import MemberChange
 from coordinator.modern.assignment import from_topic_partitions
 from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.member import ConsumerGroupMember
@@ -33,15 +34,6 @@ KEY_TYPES = (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupRegularExpressionKey,
 )
-
-
-class MemberChange(NamedTuple):
-    """A member that a record added to its group (joined) or removed from it (left): how the
-    shard tells, for its RebalanceEvents, who joined or left during a call."""
-
-    group_id: str
-    joined: bool
-    member_id: str
 
 
 def apply(group: ConsumerGroup, key: Any, value: Any | None) -> MemberChange | None:

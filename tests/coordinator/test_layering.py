@@ -98,3 +98,24 @@ def test_handlers_do_not_see_the_shard() -> None:
     graph = imports(ROOT)
     importers = {m for m, names in graph.items() if "coordinator.shard" in names}
     assert importers == set()
+
+
+def test_kind_agnostic_code_imports_no_kind() -> None:
+    """Offsets, DeleteGroups and Ctx serve every kind of group through the Group protocol: they
+    import nothing from classic/ or modern/."""
+    graph = imports(ROOT)
+    for module in ("coordinator.offsets", "coordinator.groups", "coordinator.context"):
+        kinds = {
+            m for m in graph[module] if m.startswith(("coordinator.classic", "coordinator.modern"))
+        }
+        assert kinds == set(), module
+
+
+def test_every_kind_of_group_is_a_group() -> None:
+    from coordinator.classic.group import ClassicGroup
+    from coordinator.group import Group
+    from coordinator.modern.group import ConsumerGroup
+
+    for group in (ClassicGroup("g", None), ConsumerGroup("g")):
+        assert isinstance(group, Group)
+        assert group.type in ("classic", "consumer")
