@@ -1,13 +1,14 @@
-"""Committed offsets: the store, and OffsetCommit / OffsetFetch / OffsetDelete / expiration as
-Kafka's OffsetMetadataManager does them."""
+"""OffsetCommit / OffsetFetch / OffsetDelete, retention and deleted topics, as Kafka's
+OffsetMetadataManager does them, for every kind of group alike (through `coordinator.group.Group`;
+the offsets themselves are in `offset_store`)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from coordinator.context import Ctx
-from coordinator.group import ExpirationCondition
+from coordinator.group import ExpirationCondition, Group, PartitionCheck
 from coordinator.keys import offset_record_key
 from coordinator.state import ShardState
 from protocol.coordinator_records import OffsetCommitKey, OffsetCommitValue
@@ -26,7 +27,9 @@ def _utf16_len(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-def _validate_commit(group: Any, req: Any, version: int) -> tuple[ErrorCode, Any]:
+def _validate_commit(
+    group: Group | None, req: Any, version: int
+) -> tuple[ErrorCode, PartitionCheck | None]:
     """(group-level error, per-partition check (topic, partition) -> error, or None)."""
     generation = req.generation_id_or_member_epoch
     if group is None:
@@ -178,7 +181,7 @@ def delete_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     return _delete_offsets(ctx, req, req_id, group)
 
 
-def _delete_offsets(ctx: Ctx, req: Any, req_id: int, group: Any) -> None:
+def _delete_offsets(ctx: Ctx, req: Any, req_id: int, group: Group) -> None:
     Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
     Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
     store = ctx.state.offsets
@@ -225,7 +228,10 @@ def delete_topic_offsets(ctx: Ctx, topics: Collection[str]) -> None:
 
 
 def _expire_group_offsets(
-    ctx: Ctx, group_id: str, is_subscribed: Any, condition: ExpirationCondition | None
+    ctx: Ctx,
+    group_id: str,
+    is_subscribed: Callable[[str], bool],
+    condition: ExpirationCondition | None,
 ) -> bool:
     """Tombstones for the group's expired offsets; whether none is left."""
     retention = ctx.config.offsets_retention_ms

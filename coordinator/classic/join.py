@@ -88,6 +88,7 @@ def join_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
         # An empty group of another kind becomes a classic group.
         for key, value in other.tombstone_records():
             ctx.append(key, value)
+
     if not req.group_id:
         return fail(ErrorCode.INVALID_GROUP_ID)
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
