@@ -103,7 +103,7 @@ def stable_shard(members: int, partitions: int) -> tuple[Shard, TopicsImage, lis
         )
         shard.consumer_group_heartbeat(req, meta, image, rid, 0)
     # Everyone acknowledges until the group is stable (revocations, then assignments).
-    group = shard.consumer_groups["g"]
+    group = shard.groups["g"]
     for _ in range(5):
         for m in ids:
             member = group.members[m]
@@ -122,7 +122,7 @@ def stable_shard(members: int, partitions: int) -> tuple[Shard, TopicsImage, lis
 
 def bench_heartbeats(members: int, partitions: int, rounds: int) -> None:
     shard, image, ids = stable_shard(members, partitions)
-    group = shard.consumer_groups["g"]
+    group = shard.groups["g"]
     meta = RequestMeta(api_version=1, client_id="bench", client_host="/127.0.0.1")
     reqs = [Req(group_id="g", member_id=m, member_epoch=group.members[m].member_epoch) for m in ids]
     n = 0
@@ -144,7 +144,7 @@ async def _runtime_heartbeats(members: int, partitions: int, rounds: int) -> flo
     from storage.durability import NONE
 
     shard, image, ids = stable_shard(members, partitions)
-    group = shard.consumer_groups["g"]
+    group = shard.groups["g"]
     with tempfile.TemporaryDirectory() as d:
         runtime = GroupRuntime(Path(d), load_config(), NONE)
         runtime.start()

@@ -61,10 +61,6 @@ def group_config(cfg: Any) -> GroupConfig:
     )
 
 
-class LoadInProgress(Exception):
-    pass
-
-
 class GroupRuntime:
     def __init__(self, data_dir: Path, cfg: Any, durability: Durability) -> None:
         self.data_dir = Path(data_dir)
@@ -349,9 +345,13 @@ class GroupRuntime:
         applied records that may not be on disk. The shard is dropped (requests get
         COORDINATOR_LOAD_IN_PROGRESS) and loaded again from a reopened log, whose recovery
         keeps only whole batches; retried while the disk keeps failing."""
-        if self.shards[p] is None:
+        shard = self.shards[p]
+        if shard is None:
             return  # already recovering
         self.shards[p] = None
+        # What is parked (JoinGroups waiting for a rebalance) lives only in the dropped shard:
+        # NOT_COORDINATOR sends those clients to look the coordinator up again.
+        self._release(shard.on_unloaded().replies, None)
         for key in [k for k in self._timers if k[0] == p]:
             self._timers.pop(key).cancel()
         self._spawn(self._reload(p))

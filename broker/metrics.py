@@ -220,12 +220,8 @@ def _group_families(runtime: Any) -> Iterator[Any]:
         if shard is None:
             continue
         for g in shard.groups.values():
-            groups[("classic", str(g.state))] += 1
-            members["classic"] += len(g.members)
-        for g in shard.consumer_groups.values():
-            st = g.state
-            groups[("consumer", str(getattr(st, "value", st)))] += 1
-            members["consumer"] += len(g.members)
+            groups[(g.type, str(g.state))] += 1
+            members[g.type] += len(g.members)
     fam: GaugeMetricFamily | CounterMetricFamily = GaugeMetricFamily(
         "kcoord_groups",
         "Groups this broker coordinates, by type and state.",

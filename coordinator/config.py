@@ -22,8 +22,6 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     # offsets.retention.minutes, in ms
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    # offsets.retention.check.interval.ms: how often the runtime should call expire_offsets
-    offsets_retention_check_interval_ms: int = 600000
     # Kafka's fixed CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS: a new member whose JoinGroup is
     # parked is dropped after this long (its socket is muted, so disconnects go unnoticed).
     new_member_join_timeout_ms: int = 5 * 60 * 1000
@@ -34,3 +32,11 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_migration_policy: str = "bidirectional"
+
+    def allows_upgrade(self) -> bool:
+        """Whether an empty classic group may become a consumer group."""
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    def allows_downgrade(self) -> bool:
+        """Whether an empty consumer group may become a classic group."""
+        return self.consumer_migration_policy in ("downgrade", "bidirectional")

@@ -1,29 +1,40 @@
 """The working state of one call into a shard: the clock reading and the Result being built.
 
-Handlers never touch the runtime; they append records (applied at once through the shard's
-`replay`, the same code that loads the log), set replies and schedule or cancel timers here.
+Handlers never touch the runtime, nor the shard: they read the shard's state (`ctx.state`),
+append records (applied at once through the state's `replay`, the same code that loads the
+log), set replies and schedule or cancel timers here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from coordinator.group import MemberChange
 from coordinator.result import Result, Timer
-
-if TYPE_CHECKING:
-    from coordinator.shard import Shard
+from coordinator.state import ShardState
 
 
 class Ctx:
-    __slots__ = ("shard", "now", "config", "records", "replies", "events", "_timer_ops")
+    __slots__ = (
+        "state",
+        "now",
+        "config",
+        "records",
+        "replies",
+        "events",
+        "member_changes",
+        "_timer_ops",
+    )
 
-    def __init__(self, shard: Shard, now: int) -> None:
-        self.shard = shard
+    def __init__(self, state: ShardState, now: int) -> None:
+        self.state = state
         self.now = now
-        self.config = shard.config
+        self.config = state.config
         self.records: list[tuple[Any, Any | None]] = []
         self.replies: dict[int, Any] = {}
         self.events: list[Any] = []  # e.g. RebalanceEvent: for the runtime's logs and metrics
+        # Consumer-group members that joined or left, in the order the records said so.
+        self.member_changes: list[MemberChange] = []
         # Last action per timer key: a deadline, or None for a cancel. Only the last action
         # reaches the runtime, so a schedule followed by a cancel in one call is a cancel.
         self._timer_ops: dict[tuple, int | None] = {}
@@ -31,25 +42,27 @@ class Ctx:
     def append(self, key: Any, value: Any | None) -> None:
         """Write a record: it is applied to the shard now and appended by the runtime."""
         self.records.append((key, value))
-        self.shard.replay(key, value)
+        change = self.state.replay(key, value)
+        if change is not None:
+            self.member_changes.append(change)
 
     def append_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
         """`append` of each of these OffsetCommit records (of one group and topic, none a
         tombstone), with the group looked up once rather than per partition."""
         self.records.extend(records)
-        self.shard.replay_offset_commits(group, topic, records)
+        self.state.replay_offset_commits(group, topic, records)
 
     def reply(self, req_id: int, response: Any) -> None:
         self.replies[req_id] = response
 
     def schedule(self, key: tuple, delay_ms: int) -> None:
         deadline = self.now + max(0, delay_ms)
-        self.shard.deadlines[key] = deadline
+        self.state.deadlines[key] = deadline
         self._timer_ops[key] = deadline
 
     def cancel(self, key: tuple) -> None:
         # Cancelling a timer the runtime never heard of would only cost it a lookup.
-        if self.shard.deadlines.pop(key, None) is not None or key in self._timer_ops:
+        if self.state.deadlines.pop(key, None) is not None or key in self._timer_ops:
             self._timer_ops[key] = None
 
     def result(self) -> Result:

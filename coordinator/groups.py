@@ -1,14 +1,12 @@
-"""DeleteGroups: remove empty groups (classic or consumer) together with their committed
-offsets."""
+"""DeleteGroups: remove empty groups, of any kind, together with their committed offsets."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from coordinator.classic.group import DEAD, EMPTY
 from coordinator.context import Ctx
-from coordinator.keys import group_record_key, offset_record_key
-from coordinator.modern.membership import delete_group_and_offsets
+from coordinator.group import Group
+from coordinator.keys import offset_record_key
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteGroupsResponse
 
@@ -17,26 +15,19 @@ def delete_groups(ctx: Ctx, group_ids: list[str]) -> list[Any]:
     Result = DeleteGroupsResponse.DeletableGroupResult
     results = []
     for group_id in dict.fromkeys(group_ids):  # once each, in request order
-        consumer = ctx.shard.consumer_groups.get(group_id)
-        if consumer is not None:
-            if consumer.is_empty():
-                error = ErrorCode.NONE
-                delete_group_and_offsets(ctx, consumer)
-            else:
-                error = ErrorCode.NON_EMPTY_GROUP
-            results.append(Result(group_id=group_id, error_code=int(error)))
-            continue
-        group = ctx.shard.groups.get(group_id)
-        if group is None or group.state is DEAD:
-            error = ErrorCode.GROUP_ID_NOT_FOUND
-        elif group.state is not EMPTY:
-            error = ErrorCode.NON_EMPTY_GROUP
-        else:
-            error = ErrorCode.NONE
-            offsets = ctx.shard.offsets.of_group(group_id)
-            doomed = [(t, p) for t, parts in offsets.items() for p in parts]
-            for topic, partition in doomed:
-                ctx.append(offset_record_key(group_id, topic, partition), None)
-            ctx.append(group_record_key(group_id), None)
+        group = ctx.state.groups.get(group_id)
+        error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_delete_group()
+        if group is not None and error == ErrorCode.NONE:
+            delete_group_and_offsets(ctx, group)
         results.append(Result(group_id=group_id, error_code=int(error)))
     return results
+
+
+def delete_group_and_offsets(ctx: Ctx, group: Group) -> None:
+    """Tombstones for the group's offsets, then for the group (Kafka's order)."""
+    gid = group.group_id
+    doomed = [(t, p) for t, parts in ctx.state.offsets.of_group(gid).items() for p in parts]
+    for topic, partition in doomed:  # each append removes its offset at once
+        ctx.append(offset_record_key(gid, topic, partition), None)
+    for key, value in group.tombstone_records():
+        ctx.append(key, value)

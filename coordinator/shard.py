@@ -1,44 +1,50 @@
-"""One shard per `__consumer_offsets` partition: its classic and consumer groups and committed
-offsets.
+"""One shard per `__consumer_offsets` partition: it routes each call to its handler over the
+shard's state (`coordinator.state`), and reports completed KIP-848 rebalances.
 
 Pure and deterministic apart from the member-id UUIDs: time comes in as `now` (ms), and every
 call returns a Result (records to append, replies to send once they are durable, timers).
-Every record a call writes is applied through `replay()`, the same code that loads the log;
-what no record carries (a rebalance in progress, parked requests, pending member ids) is
-transient, as in Kafka, and a reload brings the group back as of its last record.
+Every record a call writes is applied through the state's `replay()`, the same code that loads
+the log; what no record carries (a rebalance in progress, parked requests, pending member ids)
+is transient, as in Kafka, and a reload brings the group back as of its last record.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from coordinator import groups as _groups
 from coordinator import offsets as _offsets
-from coordinator.classic import describe as _describe
-from coordinator.classic.group import ClassicGroup
+from coordinator.classic import rebalance as _classic
 from coordinator.classic.heartbeat import expire_heartbeat, heartbeat
 from coordinator.classic.join import join_group
 from coordinator.classic.leave import leave_group
-from coordinator.classic.rebalance import on_join_timer, prepare_rebalance, reschedule_heartbeat
-from coordinator.classic.responses import join_response, sync_response
 from coordinator.classic.sync import expire_pending_sync, sync_group
 from coordinator.config import GroupConfig
 from coordinator.context import Ctx
+from coordinator.group import Group, MemberChange
 from coordinator.modern import describe as _modern_describe
 from coordinator.modern import keys as _modern_keys
 from coordinator.modern import membership as _membership
-from coordinator.modern import replay as _modern_replay
-from coordinator.modern.group import ConsumerGroup, ConsumerGroupState
+from coordinator.modern.group import ConsumerGroupState
 from coordinator.modern.heartbeat import consumer_group_heartbeat
-from coordinator.modern.member import MemberState
-from coordinator.modern.topics import EMPTY_IMAGE, TopicsImage
-from coordinator.offsets import OffsetStore
+from coordinator.modern.topics import TopicsImage
+from coordinator.offset_store import OffsetStore
 from coordinator.result import RebalanceEvent, Result, Timer
-from protocol.coordinator_records import GroupMetadataKey, OffsetCommitKey
+from coordinator.state import ShardState
 from protocol.errors import ErrorCode
+from protocol.messages import DescribeGroupsResponse
+
+# Per group type: what a group of that type does once its partition is loaded.
+_RESUME: dict[str, Callable[[Ctx, Any], None]] = {
+    "classic": _classic.resume_after_load,
+    "consumer": _membership.resume_after_load,
+}
+# Per group type: how its parked requests are answered when the partition goes away.
+_ABANDON: dict[str, Callable[[Ctx, Any, ErrorCode], None]] = {
+    "classic": _classic.answer_parked,
+}
 
 
 @dataclass
@@ -57,41 +63,30 @@ class Shard:
     ) -> None:
         self.partition = partition
         self.config = config
-        # Member ids end in a random UUID, as Kafka's; tests pass a counter instead.
-        self.new_uuid: Callable[[], str] = new_uuid or (lambda: str(uuid.uuid4()))
-        self.groups: dict[str, ClassicGroup] = {}
-        # KIP-848 consumer groups; a group id is in at most one of the two maps.
-        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.state = ShardState(config, new_uuid)
+        # Loading replays every record of the partition: no extra call per record.
+        self.replay = self.state.replay
         # Transient: consumer groups whose epoch moved and whose members have not all
         # reconciled yet: group id -> (why, when it started), for their RebalanceEvent.
         self.consumer_rebalances: dict[str, tuple[str, int]] = {}
-        # The latest topic metadata handed in (for describing consumer groups).
-        self.topics: TopicsImage = EMPTY_IMAGE
-        self.offsets = OffsetStore()
-        # Deadline of every timer this shard has asked for and not cancelled; a timer that
-        # fires for a key not here (or too early) is stale and ignored.
-        self.deadlines: dict[tuple, int] = {}
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        """Every group of the partition, of every kind, by id."""
+        return self.state.groups
+
+    @property
+    def offsets(self) -> OffsetStore:
+        return self.state.offsets
+
+    @property
+    def deadlines(self) -> dict[tuple, int]:
+        return self.state.deadlines
 
     # -- requests that may write records or park replies ------------------------------------
 
     def join_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
-        ctx = Ctx(self, now)
-        consumer = self.consumer_groups.get(req.group_id)
-        if consumer is not None:
-            policy = self.config.consumer_migration_policy
-            if not consumer.is_empty() or policy not in _membership.DOWNGRADE_POLICIES:
-                # Classic members cannot join a consumer group that has members.
-                ctx.reply(
-                    req_id,
-                    join_response(
-                        meta.api_version,
-                        error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                        member_id=req.member_id,
-                    ),
-                )
-                return ctx.result()
-            # An empty consumer group becomes a classic group.
-            _membership.delete_empty_group(ctx, consumer)
+        ctx = Ctx(self.state, now)
         join_group(ctx, req, meta, req_id)
         return ctx.result()
 
@@ -99,110 +94,109 @@ class Shard:
         self, req: Any, meta: RequestMeta, topics: TopicsImage, req_id: int, now: int
     ) -> Result:
         """ConsumerGroupHeartbeat; `topics` is the current topic metadata snapshot."""
-        self.topics = topics
-        ctx = Ctx(self, now)
-        before = self._consumer_snapshot(req.group_id)
+        self.state.topics = topics
+        ctx = Ctx(self.state, now)
+        before = self._epoch(req.group_id)
         consumer_group_heartbeat(ctx, req, meta, topics, req_id)
         self._track_consumer_rebalance(ctx, req.group_id, before)
         return ctx.result()
 
     def sync_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
-        ctx = Ctx(self, now)
+        ctx = Ctx(self.state, now)
         sync_group(ctx, req, meta, req_id)
         return ctx.result()
 
     def heartbeat(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
-        ctx = Ctx(self, now)
+        ctx = Ctx(self.state, now)
         heartbeat(ctx, req, meta, req_id)
         return ctx.result()
 
     def leave_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
-        ctx = Ctx(self, now)
+        ctx = Ctx(self.state, now)
         leave_group(ctx, req, meta, req_id)
         return ctx.result()
 
     def commit_offsets(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
-        ctx = Ctx(self, now)
+        ctx = Ctx(self.state, now)
         _offsets.commit_offsets(ctx, req, meta, req_id)
         return ctx.result()
 
     def delete_groups(self, group_ids: list[str], now: int) -> Result:
         """replies[0] is the list of DeleteGroupsResponse.DeletableGroupResult."""
-        ctx = Ctx(self, now)
+        ctx = Ctx(self.state, now)
         ctx.reply(0, _groups.delete_groups(ctx, group_ids))
         return ctx.result()
 
     def delete_offsets(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
-        ctx = Ctx(self, now)
+        ctx = Ctx(self.state, now)
         _offsets.delete_offsets(ctx, req, meta, req_id)
         return ctx.result()
 
     def on_timer(self, key: tuple, now: int) -> Result:
-        deadline = self.deadlines.get(key)
+        deadlines = self.state.deadlines
+        deadline = deadlines.get(key)
         if deadline is None:
             return Result()  # cancelled or replaced after the runtime armed it
         if now < deadline:
             return Result(timers=[Timer(key, deadline)])  # fired early: arm it again
-        del self.deadlines[key]
-        ctx = Ctx(self, now)
+        del deadlines[key]
+        ctx = Ctx(self.state, now)
         kind, group_id = key[0], key[1]
         if kind == _modern_keys.SESSION:
-            before = self._consumer_snapshot(group_id)
+            before = self._epoch(group_id)
             _membership.on_session_timeout(ctx, group_id, key[2])
             self._track_consumer_rebalance(ctx, group_id, before, "session timeout")
             return ctx.result()
         if kind == _modern_keys.REBALANCE:
-            before = self._consumer_snapshot(group_id)
+            before = self._epoch(group_id)
             _membership.on_rebalance_timeout(ctx, group_id, key[2])
             self._track_consumer_rebalance(ctx, group_id, before, "rebalance timeout")
             return ctx.result()
-        group = self.groups.get(group_id)
+        group = self.state.classic_group(group_id)
         if group is not None:
             if kind == "heartbeat":
                 expire_heartbeat(ctx, group, key[2])
             elif kind == "join":
-                on_join_timer(ctx, group)
+                _classic.on_join_timer(ctx, group)
             elif kind == "sync":
                 expire_pending_sync(ctx, group)
         return ctx.result()
 
     def expire_offsets(self, now: int) -> Result:
-        ctx = Ctx(self, now)
+        ctx = Ctx(self.state, now)
         _offsets.expire_offsets(ctx)
         return ctx.result()
 
     def delete_topic_offsets(self, topics: Collection[str], now: int) -> Result:
-        ctx = Ctx(self, now)
+        ctx = Ctx(self.state, now)
         _offsets.delete_topic_offsets(ctx, topics)
         return ctx.result()
 
     # -- KIP-848 rebalances, for the runtime's logs and metrics -------------------------------
 
-    def _consumer_snapshot(self, group_id: str) -> tuple[int, ConsumerGroup | None]:
-        """The group's epoch, and the group, whose membership changes are journaled until
-        `_track_consumer_rebalance` (O(1): a heartbeat must not copy the member set)."""
-        group = self.consumer_groups.get(group_id)
-        if group is None:
-            return 0, None
-        group.journal = []
-        return group.group_epoch, group
+    def _epoch(self, group_id: str) -> int | None:
+        """The consumer group's epoch before a call, or None if there is no such group."""
+        group = self.state.consumer_group(group_id)
+        return None if group is None else group.group_epoch
 
     def _track_consumer_rebalance(
-        self, ctx: Ctx, group_id: str, before: tuple[int, ConsumerGroup | None], cause: str = ""
+        self, ctx: Ctx, group_id: str, epoch_before: int | None, cause: str = ""
     ) -> None:
         """A rebalance of a consumer group starts when its epoch moves and completes when every
         member has reconciled to the new target (Stable) or none is left (Empty); it is
-        reported once, then, as a RebalanceEvent."""
-        epoch, old = before
-        journal: list[tuple[bool, str]] = []
-        if old is not None:
-            journal, old.journal = old.journal or [], None
-        group = self.consumer_groups.get(group_id)
+        reported once, then, as a RebalanceEvent. Who joined or left comes from the member
+        records the call replayed (`ctx.member_changes`)."""
+        group = self.state.consumer_group(group_id)
         if group is None:
             self.consumer_rebalances.pop(group_id, None)
             return
+        epoch = 0 if epoch_before is None else epoch_before
         if group.group_epoch > epoch and group_id not in self.consumer_rebalances:
-            members = _members_before(old, journal)
+            members = (
+                frozenset()
+                if epoch_before is None
+                else _members_before(group.members, group_id, ctx.member_changes)
+            )
             now_members = frozenset(group.members)
             joined, left = sorted(now_members - members), sorted(members - now_members)
             reasons = [f"member {m} joined" for m in joined]
@@ -218,7 +212,7 @@ class Shard:
             ctx.events.append(
                 RebalanceEvent(
                     group_id=group_id,
-                    group_type="consumer",
+                    group_type=group.type,
                     generation=group.group_epoch,
                     members=len(group.members),
                     reason=pending[0],
@@ -242,110 +236,68 @@ class Shard:
         # require_stable only matters with pending transactional offsets, which the classic
         # API never writes; api_version changes nothing the coordinator decides (member_id
         # and member_epoch come with v9).
-        return _offsets.fetch_offsets(self, group_id, topics, member_id, member_epoch)
+        return _offsets.fetch_offsets(self.state, group_id, topics, member_id, member_epoch)
 
     def describe_group(self, group_id: str, api_version: int) -> Any:
-        consumer = self.consumer_groups.get(group_id)
-        if consumer is not None:
-            return _modern_describe.describe_groups_view(consumer, self.topics)
-        return _describe.describe(group_id, self.groups.get(group_id))
+        group = self.state.groups.get(group_id)
+        if group is None:
+            # Kafka (DescribeGroups v0-5) reports an unknown group as Dead, without an error.
+            return DescribeGroupsResponse.DescribedGroup(group_id=group_id, group_state="Dead")
+        return group.describe(self.state.topics)
 
     def consumer_group_describe(self, group_ids: list[str], topics: TopicsImage) -> list[Any]:
         default = self.config.consumer_assignors[0]
         return [
             _modern_describe.consumer_group_describe(
-                g, self.consumer_groups.get(g), default, topics
+                g, self.state.consumer_group(g), default, topics
             )
             for g in group_ids
         ]
 
     def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[Any]:
-        return _describe.list_groups(self.groups, states, types) + _modern_describe.list_groups(
-            self.consumer_groups, states, types
-        )
+        # Kafka compares both filters case-insensitively.
+        state_filter = {s.strip().lower() for s in states} if states else None
+        type_filter = {t.strip().lower() for t in types} if types else None
+        return [
+            g.listed()
+            for g in self.state.groups.values()
+            if (type_filter is None or g.type in type_filter)
+            and (state_filter is None or str(g.state).lower() in state_filter)
+        ]
 
     # -- persistence ------------------------------------------------------------------------
 
-    def replay(self, key: Any, value: Any | None) -> None:
-        """Apply one record: from the log at load time, or just written by a handler."""
-        if type(key) is OffsetCommitKey:  # most records: tested first
-            if (
-                value is not None
-                and key.group not in self.groups
-                and key.group not in self.consumer_groups
-            ):
-                # Offsets without a group: a "simple" group (no protocol type) holds them.
-                self.groups[key.group] = ClassicGroup(key.group, None)
-            self.offsets.replay(key, value)
-        elif isinstance(key, _modern_replay.KEY_TYPES):
-            _modern_replay.apply(self, key, value)
-        elif isinstance(key, GroupMetadataKey):
-            if value is None:
-                self.groups.pop(key.group, None)
-                return
-            group = self.groups.get(key.group)
-            if group is None:
-                group = self.groups[key.group] = ClassicGroup(key.group, None)
-            group.apply_metadata(value)
-
-    def replay_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
-        """`replay` of OffsetCommit records of one group and topic, none a tombstone."""
-        if group not in self.groups and group not in self.consumer_groups:
-            self.groups[group] = ClassicGroup(group, None)
-        self.offsets.put_records(group, topic, records)
-
-    def new_simple_group(self, group_id: str) -> None:
-        """A group that only holds committed offsets."""
-        self.groups[group_id] = ClassicGroup(group_id, None)
-
     def on_loaded(self, now: int) -> Result:
-        """After the whole partition is replayed: members get fresh session timers, as Kafka
-        gives them, and a group over a lowered max size rebalances."""
-        ctx = Ctx(self, now)
-        for group in self.groups.values():
-            for member in group.members.values():
-                reschedule_heartbeat(ctx, group, member)
-            if len(group.members) > self.config.max_size:
-                prepare_rebalance(ctx, group, "loaded group is over group.max.size")
-        session = self.config.consumer_session_timeout_ms
-        for consumer in self.consumer_groups.values():
-            gid = consumer.group_id
-            for member in consumer.members.values():
-                ctx.schedule(_modern_keys.session_key(gid, member.member_id), session)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    key = _modern_keys.rebalance_key(gid, member.member_id)
-                    ctx.schedule(key, member.rebalance_timeout_ms)
-                    consumer.rebalance_timer_epochs[member.member_id] = member.member_epoch
+        """After the whole partition is replayed: every group resumes its timers."""
+        ctx = Ctx(self.state, now)
+        for group in list(self.state.groups.values()):
+            _RESUME[group.type](ctx, group)
         return ctx.result()
 
     def on_unloaded(self) -> Result:
         """The partition is leaving this broker: parked requests get NOT_COORDINATOR, so that
         their clients look the coordinator up again, and every timer is cancelled."""
-        result = Result(cancel=list(self.deadlines))
-        error = ErrorCode.NOT_COORDINATOR
-        for group in self.groups.values():
-            for member in group.members.values():
-                if member.join is not None:
-                    result.replies[member.join.req_id] = join_response(
-                        member.join.version, error=error, member_id=member.member_id
-                    )
-                    group.set_join(member, None)
-                if member.sync is not None:
-                    result.replies[member.sync.req_id] = sync_response(error=error)
-                    member.sync = None
-        self.deadlines.clear()
+        ctx = Ctx(self.state, 0)  # answers only: no records, no timers
+        for group in self.state.groups.values():
+            abandon = _ABANDON.get(group.type)
+            if abandon is not None:
+                abandon(ctx, group, ErrorCode.NOT_COORDINATOR)
+        result = Result(cancel=list(self.state.deadlines), replies=ctx.replies)
+        self.state.deadlines.clear()
         return result
 
 
-def _members_before(group: ConsumerGroup | None, journal: list[tuple[bool, str]]) -> frozenset[str]:
-    """The member ids `group` had when its journal started: its members now, with the
-    journaled additions undone and removals put back (in reverse order)."""
-    if group is None:
-        return frozenset()
-    members = set(group.members)
-    for added, member_id in reversed(journal):
-        if added:
-            members.discard(member_id)
+def _members_before(
+    members: Collection[str], group_id: str, changes: list[MemberChange]
+) -> frozenset[str]:
+    """The member ids a group had before the call: its members now, with the call's joins
+    undone and its departures put back (in reverse order)."""
+    before = set(members)
+    for change in reversed(changes):
+        if change.group_id != group_id:
+            continue
+        if change.joined:
+            before.discard(change.member_id)
         else:
-            members.add(member_id)
-    return frozenset(members)
+            before.add(change.member_id)
+    return frozenset(before)

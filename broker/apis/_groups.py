@@ -1,6 +1,11 @@
-"""What the group API handlers share: the request metadata the coordinator sees."""
+"""What the group API handlers share: the request metadata the coordinator sees, and how a
+reply is built from shard answers that may not be ready yet."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from broker.context import RequestContext
 from coordinator.shard import RequestMeta
@@ -13,3 +18,19 @@ def meta(ctx: RequestContext) -> RequestMeta:
         # Kafka records InetAddress.toString(): the address with a leading slash.
         client_host=f"/{ctx.client_host}",
     )
+
+
+R = TypeVar("R")
+
+
+def when_ready(answers: list[Any], build: Callable[[list[Any]], R]) -> R | Awaitable[R]:
+    """`build` of the answers of `GroupRuntime.call`/`read`, each a value or a future: at once
+    when none waits (most reads, where a coroutine would be the larger cost), else once all
+    are in."""
+    if not any(asyncio.isfuture(a) for a in answers):
+        return build(answers)
+
+    async def later() -> R:
+        return build([await a if asyncio.isfuture(a) else a for a in answers])
+
+    return later()

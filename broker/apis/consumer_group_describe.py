@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
+from broker.apis._groups import when_ready
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
@@ -33,10 +33,4 @@ def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest):
         )
 
     reads = [read(g) for g in req.group_ids]
-    if not any(asyncio.isfuture(r) for r in reads):
-        return Resp(groups=reads)
-
-    async def gather() -> ConsumerGroupDescribeResponse:
-        return Resp(groups=[await r if asyncio.isfuture(r) else r for r in reads])
-
-    return gather()
+    return when_ready(reads, lambda described: Resp(groups=described))

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+from broker.apis._groups import when_ready
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
@@ -24,10 +24,4 @@ def handle(ctx: RequestContext, req: DescribeGroupsRequest):
         )
 
     reads = [read(g) for g in req.groups]
-    if not any(asyncio.isfuture(r) for r in reads):
-        return Resp(groups=reads)
-
-    async def gather() -> DescribeGroupsResponse:
-        return Resp(groups=[await r if asyncio.isfuture(r) else r for r in reads])
-
-    return gather()
+    return when_ready(reads, lambda described: Resp(groups=described))

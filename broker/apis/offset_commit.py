@@ -3,34 +3,15 @@ handler does, and hands the rest to the group's coordinator shard."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
-from broker.apis._groups import meta
+from broker.apis._groups import meta, when_ready
 from broker.context import RequestContext
 from broker.registry import serves
+from coordinator.offsets import commit_error_response
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
 Resp = OffsetCommitResponse
-
-
-def _error_response(req: OffsetCommitRequest, code: int) -> OffsetCommitResponse:
-    return Resp(
-        topics=[
-            Resp.OffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    Resp.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=code
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
-    )
 
 
 @serves(ApiKey.OFFSET_COMMIT, 0, 9)
@@ -57,9 +38,7 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest):
                 OffsetCommitRequest.OffsetCommitRequestTopic(name=t.name, partitions=bad)
             )
     rejected = (
-        _error_response(
-            OffsetCommitRequest(topics=unknown), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        ).topics
+        commit_error_response(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION).topics
         if unknown
         else []
     )
@@ -67,20 +46,16 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest):
         return Resp(topics=rejected)
     req.topics = known
     m = meta(ctx)
-    reply: Any = ctx.broker.groups.call(
+    reply = ctx.broker.groups.call(
         req.group_id,
         lambda shard, rid, now: shard.commit_offsets(req, m, rid, now),
-        lambda code: _error_response(req, code),
+        lambda code: commit_error_response(req.topics, code),
     )
     if not rejected:
         return reply
-    if not asyncio.isfuture(reply):
-        reply.topics.extend(rejected)
-        return reply
 
-    async def merged() -> OffsetCommitResponse:
-        resp = await reply
-        resp.topics.extend(rejected)
-        return resp
+    def merged(replies: list[OffsetCommitResponse]) -> OffsetCommitResponse:
+        replies[0].topics.extend(rejected)
+        return replies[0]
 
-    return merged()
+    return when_ready([reply], merged)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+from broker.apis._groups import when_ready
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
@@ -73,25 +73,14 @@ def handle(ctx: RequestContext, req):
     version = ctx.api_version
     if version < 8:
         got = _fetch(ctx, req.group_id, req.topics, req.require_stable)
-        if not asyncio.isfuture(got):
-            return _single(version, got)
+        return when_ready([got], lambda fetched: _single(version, fetched[0]))
 
-        async def single() -> OffsetFetchResponse:
-            return _single(version, await got)
-
-        return single()
-
+    ids = [g.group_id for g in req.groups]
     reads = [
-        (
-            g.group_id,
-            _fetch(ctx, g.group_id, g.topics, req.require_stable, g.member_id, g.member_epoch),
-        )
+        _fetch(ctx, g.group_id, g.topics, req.require_stable, g.member_id, g.member_epoch)
         for g in req.groups
     ]
-    if not any(asyncio.isfuture(r) for _, r in reads):
-        return Resp(groups=[_group(g, r) for g, r in reads])
-
-    async def many() -> OffsetFetchResponse:
-        return Resp(groups=[_group(g, await r if asyncio.isfuture(r) else r) for g, r in reads])
-
-    return many()
+    return when_ready(
+        reads,
+        lambda fetched: Resp(groups=[_group(g, f) for g, f in zip(ids, fetched, strict=True)]),
+    )

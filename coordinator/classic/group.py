@@ -11,9 +11,11 @@ import enum
 from typing import Any, NamedTuple
 
 from coordinator.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
+from coordinator.group import ExpirationCondition, PartitionCheck, Record, commit_timestamp
+from coordinator.keys import group_record_key, heartbeat_key
 from protocol.coordinator_records import GroupMetadataValue
 from protocol.errors import ErrorCode
-from protocol.messages import JoinGroupResponse
+from protocol.messages import DescribeGroupsResponse, JoinGroupResponse, ListGroupsResponse
 
 Protocols = list[tuple[str, bytes]]
 
@@ -126,6 +128,10 @@ class ClassicMember:
 
 
 class ClassicGroup:
+    """A classic group; with the methods under "the Group protocol", a `coordinator.group.Group`."""
+
+    type = "classic"
+
     def __init__(self, group_id: str, now: int | None) -> None:
         self.group_id = group_id
         self.state = EMPTY
@@ -243,6 +249,122 @@ class ClassicGroup:
             )
             for m in self.members.values()
         ]
+
+    # -- the Group protocol ------------------------------------------------------------------
+
+    def is_empty(self) -> bool:
+        return not self.members and not self.pending_join
+
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation: int, version: int
+    ) -> tuple[ErrorCode, PartitionCheck | None]:
+        """Kafka's ClassicGroup.validateOffsetCommit for a non-transactional commit."""
+        if self.state is DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if generation < 0 and self.state is EMPTY:
+            return ErrorCode.NONE, None
+        if generation >= 0 or member_id != "" or instance_id is not None:
+            error = self.validate_member(member_id, instance_id)
+            if error != ErrorCode.NONE:
+                return error, None
+            if generation != self.generation:
+                return ErrorCode.ILLEGAL_GENERATION, None
+        elif self.state is not EMPTY:
+            # No member id and no generation (v0, or a simple commit): only an empty group
+            # accepts it, or it would overwrite what the members commit.
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        if self.state is COMPLETING_REBALANCE:
+            # The member has its new generation but not yet its assignment: let it finish the
+            # rebalance and commit afterwards.
+            return ErrorCode.REBALANCE_IN_PROGRESS, None
+        return ErrorCode.NONE, None
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        # Classic members fetch without a member epoch (OffsetFetch v9 is for consumer groups).
+        return ErrorCode.NONE
+
+    def validate_offset_delete(self) -> ErrorCode:
+        if self.state is DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if self.state is not EMPTY and not self.uses_consumer_protocol():
+            # Without the consumer protocol we cannot tell which topics the members read.
+            return ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NONE
+
+    def validate_delete_group(self) -> ErrorCode:
+        if self.state is DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if self.state is not EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NONE
+
+    def offset_expiration_condition(self) -> ExpirationCondition | None:
+        """Kafka's ClassicGroup.offsetExpirationCondition."""
+        if self.protocol_type is None:
+            # A simple group: each offset lives offsets_retention_ms past its last commit.
+            return commit_timestamp
+        if self.state is EMPTY:
+            # Retention counts from when the group became empty (or, for groups written by old
+            # brokers without that timestamp, from the commit).
+            emptied = self.state_timestamp
+            if emptied is not None:
+                return lambda om: emptied
+            return commit_timestamp
+        if (
+            self.uses_consumer_protocol()
+            and self.subscribed_topics is not None
+            and self.state is STABLE
+        ):
+            # A live consumer group: offsets of topics it no longer subscribes to expire.
+            return commit_timestamp
+        return None
+
+    def should_expire(self) -> bool:
+        # A group with ids handed out by MEMBER_ID_REQUIRED is mid-join and is kept.
+        return self.state is EMPTY and not self.pending_join
+
+    def session_renewal(self, member_id: str) -> tuple[tuple, int] | None:
+        # A commit from a member counts as a sign of life, as in Kafka.
+        if self.state is not STABLE and self.state is not PREPARING_REBALANCE:
+            return None
+        member = self.members.get(member_id)
+        if member is None:
+            return None
+        return heartbeat_key(self.group_id, member_id), member.session_timeout_ms
+
+    def tombstone_records(self) -> list[Record]:
+        return [(group_record_key(self.group_id), None)]
+
+    def describe(self, topics: Any) -> Any:
+        Member = DescribeGroupsResponse.DescribedGroupMember
+        stable = self.state is STABLE
+        members = [
+            Member(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                # Members' metadata is only meaningful once the protocol is settled.
+                member_metadata=m.metadata(self.protocol_name) if stable else b"",
+                member_assignment=m.assignment,
+            )
+            for m in self.members.values()
+        ]
+        return DescribeGroupsResponse.DescribedGroup(
+            group_id=self.group_id,
+            group_state=str(self.state),
+            protocol_type=self.protocol_type or "",
+            protocol_data=(self.protocol_name or "") if stable else "",
+            members=members,
+        )
+
+    def listed(self) -> Any:
+        return ListGroupsResponse.ListedGroup(
+            group_id=self.group_id,
+            protocol_type=self.protocol_type or "",
+            group_state=str(self.state),
+            group_type=self.type,
+        )
 
     # -- mutations ---------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ def heartbeat(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
 def _heartbeat(ctx: Ctx, req: Any) -> ErrorCode:
     if not req.group_id:
         return ErrorCode.INVALID_GROUP_ID
-    group = ctx.shard.groups.get(req.group_id)
+    group = ctx.state.classic_group(req.group_id)
     if group is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if group.state is DEAD:

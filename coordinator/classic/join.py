@@ -80,6 +80,15 @@ def join_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     def fail(error: ErrorCode, member_id: str = req.member_id) -> None:
         ctx.reply(req_id, join_response(version, error=error, member_id=member_id))
 
+    other = ctx.state.groups.get(req.group_id)
+    if other is not None and type(other) is not ClassicGroup:
+        if not other.is_empty() or not cfg.allows_downgrade():
+            # Classic members cannot join a group of another kind that has members.
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        # An empty group of another kind becomes a classic group.
+        for key, value in other.tombstone_records():
+            ctx.append(key, value)
+
     if not req.group_id:
         return fail(ErrorCode.INVALID_GROUP_ID)
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
@@ -96,13 +105,14 @@ def join_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
         protocols=[(p.name, p.metadata) for p in req.protocols],
     )
     unknown_member = req.member_id == ""
-    group = ctx.shard.groups.get(req.group_id)
+    group = ctx.state.classic_group(req.group_id)
     if group is None:
         if not unknown_member:
             return fail(ErrorCode.UNKNOWN_MEMBER_ID)
         # Kafka commits a new group to the log at once, empty, so that it exists on reload.
         ctx.append(group_record_key(req.group_id), new_empty_group_value(ctx.now))
-        group = ctx.shard.groups[req.group_id]
+        group = ctx.state.classic_group(req.group_id)
+        assert group is not None
 
     if not _accept_joining_member(ctx, group, req.member_id):
         drop_member(ctx, group, req.member_id)
@@ -135,7 +145,7 @@ def _join_new_member(ctx: Ctx, group: ClassicGroup, join: Join) -> None:
         return _fail(ctx, join, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
     instance_id = req.group_instance_id
     prefix = instance_id if instance_id is not None else join.client_id
-    new_member_id = f"{prefix}-{ctx.shard.new_uuid()}"
+    new_member_id = f"{prefix}-{ctx.state.new_uuid()}"
     if instance_id is not None:
         existing = group.static_members.get(instance_id)
         if existing is not None:

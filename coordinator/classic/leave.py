@@ -46,7 +46,7 @@ def leave_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
 
     if not req.group_id:
         return answer(ErrorCode.INVALID_GROUP_ID, [])
-    group = ctx.shard.groups.get(req.group_id)
+    group = ctx.state.classic_group(req.group_id)
     if group is None:
         unknown = int(ErrorCode.UNKNOWN_MEMBER_ID)
         return answer(

@@ -219,3 +219,19 @@ def remove_member_and_update(
         maybe_prepare_rebalance_or_complete_join(ctx, group, reason)
     elif group.state is PREPARING_REBALANCE and group.has_all_members_joined():
         complete_join(ctx, group)
+
+
+def resume_after_load(ctx: Ctx, group: ClassicGroup) -> None:
+    """Fresh session timers for the members of a group just loaded, as Kafka gives them; a
+    group over a lowered max size rebalances."""
+    for member in group.members.values():
+        reschedule_heartbeat(ctx, group, member)
+    if len(group.members) > ctx.config.max_size:
+        prepare_rebalance(ctx, group, "loaded group is over group.max.size")
+
+
+def answer_parked(ctx: Ctx, group: ClassicGroup, error: ErrorCode) -> None:
+    """Every parked JoinGroup and SyncGroup of the group gets `error`."""
+    for member in group.members.values():
+        reply_join(ctx, group, member, error=error, member_id=member.member_id)
+        reply_sync(ctx, member, error=error)

@@ -37,7 +37,7 @@ def sync_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
         req.protocol_type is None or req.protocol_name is None
     ):
         return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    group = ctx.shard.groups.get(req.group_id)
+    group = ctx.state.classic_group(req.group_id)
     if group is None or group.state is EMPTY:
         return fail(ErrorCode.UNKNOWN_MEMBER_ID)
     if group.state is DEAD:

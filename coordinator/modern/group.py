@@ -2,20 +2,29 @@
 ConsumerGroup* records fold into, plus indexes kept in step with it (static members, topic
 subscription counts, the epoch at which each partition is owned, assignor preferences).
 
-Everything here changes only through the `apply_*` methods that replay calls; handlers read
-it and build records.
+Everything here changes only through the methods under "replay" (`put_member`, `remove_member`,
+`set_target`, `remove_target`), which only `replay` calls; handlers read it and build records.
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import Any
 
+from coordinator.group import ExpirationCondition, PartitionCheck, Record, commit_timestamp
+from coordinator.modern import records
 from coordinator.modern.assignment import EMPTY, Assignment
-from coordinator.modern.member import ConsumerGroupMember, MemberState
-from coordinator.modern.topics import TopicMeta
+from coordinator.modern.member import ConsumerGroupMember
+from coordinator.modern.regex import RegexResolution
+from coordinator.modern.topics import TopicMeta, TopicsImage
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeGroupsResponse, ListGroupsResponse
+
+# OffsetCommit v9 is the first that consumer-protocol members may use.
+MEMBER_EPOCH_COMMIT_VERSION = 9
 
 
 class ConsumerGroupState(enum.Enum):
@@ -27,15 +36,6 @@ class ConsumerGroupState(enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-@dataclass(frozen=True, slots=True)
-class RegexResolution:
-    """ConsumerGroupRegularExpression: the topics a regex matched, at which image version."""
-
-    topics: frozenset[str]
-    version: int
-    timestamp: int
 
 
 class OwnershipConflict(AssertionError):
@@ -52,6 +52,12 @@ def _count(counts: dict, keys: Iterable, delta: int) -> None:
 
 
 class ConsumerGroup:
+    """A KIP-848 consumer group; with the methods under "the Group protocol", a
+    `coordinator.group.Group`."""
+
+    type = "consumer"
+    protocol_type = "consumer"
+
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
         self.group_epoch = 0
@@ -70,10 +76,6 @@ class ConsumerGroup:
         # against, and the epoch each running rebalance timer was armed at.
         self.metadata_version = -1
         self.rebalance_timer_epochs: dict[str, int] = {}
-        # Transient: while a shard call is tracked, the members added (True) and removed
-        # (False) in order, so the shard can tell who joined or left without copying the
-        # member set on every heartbeat.
-        self.journal: list[tuple[bool, str]] | None = None
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -174,6 +176,121 @@ class ConsumerGroup:
         # The most popular; ties go to the name first in alphabetical order (deterministic).
         return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
+    def topic_names(self, topics: TopicsImage) -> dict[uuid.UUID, str]:
+        """Topic id -> name, from the group's subscription metadata and then the image."""
+        names = {t.topic_id: t.name for t in self.subscription_metadata.values()}
+        for tid, t in topics.by_id.items():
+            names.setdefault(tid, t.name)
+        return names
+
+    # -- the Group protocol ---------------------------------------------------------------------
+
+    def is_simple(self) -> bool:
+        return False
+
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation: int, version: int
+    ) -> tuple[ErrorCode, PartitionCheck | None]:
+        """Kafka's ConsumerGroup.validateOffsetCommit with KIP-1251 assignment epochs.
+
+        A commit carrying the member's current epoch is accepted. One carrying an older epoch
+        (the member has not yet seen the heartbeat response that bumped it) is accepted per
+        partition when the member holds the partition and was assigned it at or before that
+        epoch; anything else is STALE_MEMBER_EPOCH. Consumer-protocol members must use
+        OffsetCommit v9 or later."""
+        epoch = generation
+        if epoch < 0 and not self.members:
+            return ErrorCode.NONE, None  # the admin client, or a consumer assigning itself
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        if version < MEMBER_EPOCH_COMMIT_VERSION and not member.uses_classic_protocol():
+            return ErrorCode.UNSUPPORTED_VERSION, None
+        if epoch == member.member_epoch:
+            return ErrorCode.NONE, None
+        if epoch > member.member_epoch or epoch < 0:
+            return ErrorCode.STALE_MEMBER_EPOCH, None
+        ids = {name: t.topic_id for name, t in self.subscription_metadata.items()}
+        epochs = member.assignment_epochs
+
+        def check(topic: str, partition: int) -> ErrorCode:
+            tid = ids.get(topic)
+            assigned_at = None if tid is None else epochs.get((tid, partition))
+            if assigned_at is None or assigned_at > epoch:
+                return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.NONE
+
+        return ErrorCode.NONE, check
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """An OffsetFetch (v9+) naming a member must come from a current member at its current
+        epoch; one without a member id and epoch (the admin client) is always accepted."""
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        member = self.members.get(member_id) if member_id is not None else None
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            # A classic-protocol member's epoch is its generation.
+            if member.uses_classic_protocol():
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def validate_offset_delete(self) -> ErrorCode:
+        # A consumer group knows its subscriptions: offsets of other topics may go.
+        return ErrorCode.NONE
+
+    def validate_delete_group(self) -> ErrorCode:
+        return ErrorCode.NONE if self.is_empty() else ErrorCode.NON_EMPTY_GROUP
+
+    def offset_expiration_condition(self) -> ExpirationCondition | None:
+        # Offsets count from their commit (Kafka's ConsumerGroup); those of subscribed topics
+        # are kept anyway.
+        return commit_timestamp
+
+    def should_expire(self) -> bool:
+        return self.is_empty()
+
+    def session_renewal(self, member_id: str) -> tuple[tuple, int] | None:
+        return None  # only a ConsumerGroupHeartbeat keeps a consumer-group member alive
+
+    def tombstone_records(self) -> list[Record]:
+        return records.group_tombstones(
+            self.group_id, list(self.members), list(self.target), list(self.regexes)
+        )
+
+    def describe(self, topics: TopicsImage) -> Any:
+        """DescribeGroups (v0-5) of a consumer group: its members with their current assignment
+        in the classic consumer-protocol encoding, so that classic admin tools can read it."""
+        names = self.topic_names(topics)
+        members = [
+            DescribeGroupsResponse.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=b"",
+                member_assignment=_consumer_protocol_assignment(m.assigned, names),
+            )
+            for m in self.members.values()
+        ]
+        return DescribeGroupsResponse.DescribedGroup(
+            group_id=self.group_id,
+            group_state=str(self.state),
+            protocol_type=self.protocol_type,
+            protocol_data="",
+            members=members,
+        )
+
+    def listed(self) -> Any:
+        return ListGroupsResponse.ListedGroup(
+            group_id=self.group_id,
+            protocol_type=self.protocol_type,
+            group_state=str(self.state),
+            group_type=self.type,
+        )
+
     # -- replay -------------------------------------------------------------------------------
 
     def put_member(self, new: ConsumerGroupMember) -> None:
@@ -181,8 +298,6 @@ class ConsumerGroup:
         self.members[new.member_id] = new
         if old is not None:
             self._unindex(old)
-        elif self.journal is not None:
-            self.journal.append((True, new.member_id))
         self._index(new)
 
     def remove_member(self, member_id: str) -> None:
@@ -190,8 +305,6 @@ class ConsumerGroup:
         if old is not None:
             self._unindex(old)
             self.rebalance_timer_epochs.pop(member_id, None)
-            if self.journal is not None:
-                self.journal.append((False, member_id))
 
     def set_target(self, member_id: str, assignment: Assignment) -> None:
         self.target[member_id] = assignment
@@ -245,12 +358,14 @@ class ConsumerGroup:
             if epochs is not None and not epochs:
                 del self.partition_epochs[t]
 
-    def waiting_on_unreleased(self, member: ConsumerGroupMember) -> bool:
-        if member.state is not MemberState.UNRELEASED_PARTITIONS:
-            return False
-        for t, ps in self.target.get(member.member_id, EMPTY).items():
-            held = member.assigned.get(t, frozenset())
-            for p in ps:
-                if p not in held and self.current_partition_epoch(t, p) != -1:
-                    return True
-        return False
+
+def _consumer_protocol_assignment(assignment: Assignment, names: dict) -> bytes:
+    """A ConsumerProtocolAssignment v0 (what classic tools expect in DescribeGroups)."""
+    topics = [(names[t], sorted(ps)) for t, ps in sorted(assignment.items()) if t in names]
+    out = bytearray(struct.pack(">hi", 0, len(topics)))
+    for name, parts in sorted(topics):
+        raw = name.encode()
+        out += struct.pack(">h", len(raw)) + raw + struct.pack(">i", len(parts))
+        out += b"".join(struct.pack(">i", p) for p in parts)
+    out += struct.pack(">i", -1)  # no user data
+    return bytes(out)

@@ -22,7 +22,7 @@ from coordinator.modern.assignment import (
     to_topic_partitions,
 )
 from coordinator.modern.errors import ApiError, invalid_request
-from coordinator.modern.group import ConsumerGroup, RegexResolution
+from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.keys import rebalance_key, session_key
 from coordinator.modern.member import (
     LEAVE_EPOCH,
@@ -37,7 +37,7 @@ from coordinator.modern.membership import (
     static_leave,
 )
 from coordinator.modern.reconcile import FencedMemberEpoch, reconcile
-from coordinator.modern.regex import InvalidRegex, compile_regex, resolve
+from coordinator.modern.regex import InvalidRegex, RegexResolution, compile_regex, resolve
 from coordinator.modern.target import build_target
 from coordinator.modern.topics import TopicMeta, TopicsImage
 from protocol.errors import ErrorCode
@@ -281,7 +281,7 @@ def _heartbeat(ctx: Ctx, req: Any, meta: Any, topics: TopicsImage) -> Any:
             f"The consumer group has reached its maximum capacity of {cfg.consumer_max_size} "
             "members.",
         )
-    member_id = req.member_id or ctx.shard.new_uuid()
+    member_id = req.member_id or ctx.state.new_uuid()
     owned = None if req.topic_partitions is None else from_topic_partitions(req.topic_partitions)
     member, replaced = _member(group, member_id, req, owned, out)
     is_new = member_id not in group.members
@@ -343,7 +343,7 @@ def _heartbeat(ctx: Ctx, req: Any, meta: Any, topics: TopicsImage) -> Any:
 
     for key, value in out:
         ctx.append(key, value)
-    stored = ctx.shard.consumer_groups.get(gid)
+    stored = ctx.state.consumer_group(gid)
     if stored is not None and refreshed:
         stored.metadata_version = topics.version
     ctx.schedule(session_key(gid, member_id), cfg.consumer_session_timeout_ms)

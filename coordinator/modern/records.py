@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from coordinator.modern.assignment import Assignment, to_topic_partitions
-from coordinator.modern.group import RegexResolution
 from coordinator.modern.member import ConsumerGroupMember
+from coordinator.modern.regex import RegexResolution
 from coordinator.modern.topics import TopicMeta
 from protocol.coordinator_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -111,3 +111,23 @@ def remove_member(group_id: str, member_id: str) -> list[Record]:
         target_assignment_tombstone(group_id, member_id),
         member_metadata_tombstone(group_id, member_id),
     ]
+
+
+def group_tombstones(
+    group_id: str, members: list[str], targets: list[str], regexes: list[str]
+) -> list[Record]:
+    """Every record of a consumer group, deleted, in Kafka's order
+    (createConsumerGroupTombstoneRecords)."""
+    out: list[Record] = []
+    for mid in members:
+        out.append(current_assignment_tombstone(group_id, mid))
+    for mid in targets:
+        out.append(target_assignment_tombstone(group_id, mid))
+    out.append(target_epoch_tombstone(group_id))
+    for mid in members:
+        out.append(member_metadata_tombstone(group_id, mid))
+    for rx in regexes:
+        out.append(regex_tombstone(group_id, rx))
+    out.append(subscription_metadata_tombstone(group_id))
+    out.append(group_epoch_tombstone(group_id))
+    return out

@@ -9,6 +9,7 @@ classes inside brackets (`[[:alpha:]]`) are translated.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 from coordinator.modern.topics import TopicsImage
@@ -31,6 +32,15 @@ _POSIX = {
     "xdigit": "0-9A-Fa-f",
 }
 _POSIX_RE = re.compile(r"\[:(\w+):\]")
+
+
+@dataclass(frozen=True, slots=True)
+class RegexResolution:
+    """ConsumerGroupRegularExpression: the topics a regex matched, at which image version."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp: int
 
 
 class InvalidRegex(ValueError):

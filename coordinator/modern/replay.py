@@ -1,18 +1,19 @@
-"""Folding ConsumerGroup* records into the shard's consumer groups (Kafka's
-GroupMetadataManager.replay for record types 3-8 and 16).
-
-A record for a group id held by a "simple" classic group (one that only holds offsets) replaces
-it, as in Kafka; the deletion of a consumer group that still has committed offsets leaves a
-simple group to hold them.
+"""Folding ConsumerGroup* records into a consumer group (Kafka's GroupMetadataManager.replay for
+record types 3-8 and 16). Which group a record goes to, and the group's creation and deletion
+(a record for an id held by a "simple" group, one that only holds offsets, replaces it, as in
+Kafka; a deleted group that still has offsets leaves a simple group to hold them), is the
+shard state's business (`coordinator.state`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from coordinator.group import MemberChange
 from coordinator.modern.assignment import from_topic_partitions
-from coordinator.modern.group import ConsumerGroup, RegexResolution
+from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.member import ConsumerGroupMember
+from coordinator.modern.regex import RegexResolution
 from coordinator.modern.topics import TopicMeta
 from protocol.coordinator_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -23,9 +24,6 @@ from protocol.coordinator_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-
-if TYPE_CHECKING:
-    from coordinator.shard import Shard
 
 KEY_TYPES = (
     ConsumerGroupMetadataKey,
@@ -38,34 +36,23 @@ KEY_TYPES = (
 )
 
 
-def _group(shard: Shard, group_id: str, create: bool) -> ConsumerGroup | None:
-    group = shard.consumer_groups.get(group_id)
-    if group is None and create:
-        classic = shard.groups.get(group_id)
-        if classic is not None:
-            if not classic.is_simple():
-                raise ValueError(f"group {group_id} is a classic group, not a consumer group")
-            del shard.groups[group_id]
-        group = shard.consumer_groups[group_id] = ConsumerGroup(group_id)
-    return group
-
-
-def apply(shard: Shard, key: Any, value: Any | None) -> None:
-    group = _group(shard, key.group_id, value is not None)
-    if group is None:
-        return  # a tombstone for a group that is gone
+def apply(group: ConsumerGroup, key: Any, value: Any | None) -> MemberChange | None:
+    """Fold one record (not the group's own tombstone) into `group`."""
     if isinstance(key, ConsumerGroupMemberMetadataKey):
         member = group.members.get(key.member_id)
         if value is not None:
-            base = member or ConsumerGroupMember(key.member_id)
-            group.put_member(base.with_metadata(value))
+            group.put_member((member or ConsumerGroupMember(key.member_id)).with_metadata(value))
+            if member is None:
+                return MemberChange(group.group_id, True, key.member_id)
         elif member is not None:
             group.remove_member(key.member_id)
+            return MemberChange(group.group_id, False, key.member_id)
     elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
         member = group.members.get(key.member_id)
         if value is not None:
-            base = member or ConsumerGroupMember(key.member_id)
-            group.put_member(base.with_assignment(value))
+            group.put_member((member or ConsumerGroupMember(key.member_id)).with_assignment(value))
+            if member is None:
+                return MemberChange(group.group_id, True, key.member_id)
         elif member is not None:
             group.put_member(member.left())
     elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
@@ -76,12 +63,7 @@ def apply(shard: Shard, key: Any, value: Any | None) -> None:
     elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         group.assignment_epoch = -1 if value is None else value.assignment_epoch
     elif isinstance(key, ConsumerGroupMetadataKey):
-        if value is not None:
-            group.group_epoch = value.epoch
-        else:
-            del shard.consumer_groups[key.group_id]
-            if shard.offsets.of_group(key.group_id):
-                shard.new_simple_group(key.group_id)
+        group.group_epoch = value.epoch
     elif isinstance(key, ConsumerGroupPartitionMetadataKey):
         group.subscription_metadata = (
             {}
@@ -98,3 +80,4 @@ def apply(shard: Shard, key: Any, value: Any | None) -> None:
             group.regexes[key.regular_expression] = RegexResolution(
                 frozenset(value.topics), value.version, value.timestamp
             )
+    return None

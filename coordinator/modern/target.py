@@ -12,8 +12,9 @@ from coordinator.assignors import assignor as _assignor
 from coordinator.assignors.spec import AssignorError, GroupSpec, MemberSpec
 from coordinator.modern import records
 from coordinator.modern.assignment import EMPTY, Assignment
-from coordinator.modern.group import ConsumerGroup, RegexResolution
+from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.member import ConsumerGroupMember
+from coordinator.modern.regex import RegexResolution
 from coordinator.modern.topics import TopicMeta
 
 

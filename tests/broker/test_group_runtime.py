@@ -44,17 +44,17 @@ async def runtime(tmp_path: Path) -> tuple[GroupRuntime, HeldLog]:
     return rt, held
 
 
-def commit(rt: GroupRuntime, offset: int):
+def commit(rt: GroupRuntime, offset: int, group: str = GROUP):
     part = OffsetCommitRequest.OffsetCommitRequestPartition(
         partition_index=0, committed_offset=offset
     )
     req = OffsetCommitRequest(
-        group_id=GROUP,
+        group_id=group,
         generation_id_or_member_epoch=-1,
         topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[part])],
     )
     return rt.call(
-        GROUP, lambda s, rid, now: s.commit_offsets(req, META, rid, now), lambda code: code
+        group, lambda s, rid, now: s.commit_offsets(req, META, rid, now), lambda code: code
     )
 
 
@@ -137,6 +137,46 @@ async def test_a_failed_write_reloads_the_partition_from_its_log(tmp_path: Path)
     _, rows = fetch(again)
     assert rows[0][2] == 10
     await again.close()
+
+
+async def test_a_dropped_partition_answers_its_parked_joins(tmp_path: Path) -> None:
+    """A JoinGroup parked in a shard that a failed write drops is answered NOT_COORDINATOR
+    (the parked request exists only in that shard; without this it would never be answered)."""
+    from protocol.messages import JoinGroupRequest
+
+    cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
+    rt = GroupRuntime(tmp_path, cfg, cfg.durability)
+    rt.start()
+    await rt.loaded.wait()
+    p = rt.partition_of(GROUP)
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")
+    join = JoinGroupRequest(
+        group_id=GROUP,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[protocol],
+    )
+    meta = RequestMeta(api_version=3, client_id="c", client_host="/127.0.0.1")
+    parked = rt.call(
+        GROUP, lambda s, rid, now: s.join_group(join, meta, rid, now), lambda code: code
+    )
+    assert asyncio.isfuture(parked)
+    for _ in range(20):  # the new group's record becomes durable; the join stays parked
+        await asyncio.sleep(0)
+    assert not parked.done()
+    rt.logs[p] = FailingLog(rt.logs[p])  # type: ignore[assignment]
+    # A simple commit of another group of the same partition: its write fails.
+    other = next(g for g in (f"other-{i}" for i in range(1000)) if rt.partition_of(g) == p)
+    assert await commit(rt, 7, other) == ErrorCode.NOT_COORDINATOR
+    reply = await asyncio.wait_for(parked, 5)
+    assert reply.error_code == ErrorCode.NOT_COORDINATOR
+    for _ in range(200):
+        if rt.shards[p] is not None:
+            break
+        await asyncio.sleep(0.01)
+    await rt.close()
 
 
 async def _awaitable(value: Any) -> Any:

@@ -166,7 +166,7 @@ class Harness:
     # -- inspection ---------------------------------------------------------------------------
 
     def group(self, group_id: str = "g") -> Any:
-        return self.shard.consumer_groups[group_id]
+        return of_type(self.shard, "consumer")[group_id]
 
     def replayed(self) -> Shard:
         """A fresh shard that loaded this one's log."""
@@ -176,10 +176,15 @@ class Harness:
         return shard
 
 
+def of_type(shard: Shard, kind: str) -> dict[str, Any]:
+    """The shard's groups of one kind ("classic" or "consumer"), by id."""
+    return {gid: g for gid, g in shard.groups.items() if g.type == kind}
+
+
 def snapshot(shard: Shard) -> dict[str, Any]:
     """The persisted state of a shard's consumer groups (what replay must rebuild)."""
     out: dict[str, Any] = {}
-    for gid, g in shard.consumer_groups.items():
+    for gid, g in of_type(shard, "consumer").items():
         out[gid] = {
             "epoch": g.group_epoch,
             "assignment_epoch": g.assignment_epoch,

@@ -9,7 +9,7 @@ from coordinator.classic.consumer_protocol import encode_subscription
 from coordinator.shard import RequestMeta
 from protocol.errors import ErrorCode
 from protocol.messages import JoinGroupRequest, OffsetDeleteRequest
-from tests.coordinator.modern.harness import Harness, topic_id
+from tests.coordinator.modern.harness import Harness, of_type, topic_id
 
 E = ErrorCode
 
@@ -86,8 +86,8 @@ def test_delete_groups_and_offsets() -> None:
     h.commit("g", "", -1, {("foo", 1): 3})
     res = h.apply(h.shard.delete_groups(["g"], h.now)).replies[0]
     assert res[0].error_code == 0
-    assert "g" not in h.shard.consumer_groups and h.shard.offsets.of_group("g") == {}
-    assert h.replayed().consumer_groups == {} and h.replayed().groups == {}
+    assert "g" not in of_type(h.shard, "consumer") and h.shard.offsets.of_group("g") == {}
+    assert of_type(h.replayed(), "consumer") == {} and of_type(h.replayed(), "classic") == {}
 
 
 def _classic_join(h: Harness, group: str, member_id: str = "") -> object:
@@ -121,17 +121,17 @@ def test_classic_and_consumer_groups_convert_when_empty() -> None:
     # Once empty, it becomes a classic group...
     h.heartbeat(group="c", member_id="x", epoch=-1)
     assert _classic_join(h, "c").error_code == E.MEMBER_ID_REQUIRED
-    assert "c" not in h.shard.consumer_groups and "c" in h.shard.groups
+    assert "c" not in of_type(h.shard, "consumer") and "c" in of_type(h.shard, "classic")
     # ...and an empty classic group becomes a consumer group again.
     h2 = Harness(initial_rebalance_delay_ms=0)
     h2.create_topic("foo", 2)
     h2.commit("e", "", -1, {("foo", 0): 1})  # a simple group holding offsets
-    assert "e" in h2.shard.groups
+    assert "e" in of_type(h2.shard, "classic")
     assert h2.heartbeat(group="e", member_id="x", topics=["foo"]).error_code == 0
-    assert "e" in h2.shard.consumer_groups and "e" not in h2.shard.groups
+    assert "e" in of_type(h2.shard, "consumer") and "e" not in of_type(h2.shard, "classic")
     assert h2.shard.offsets.get("e", "foo", 0).offset == 1
     replayed = h2.replayed()
-    assert "e" in replayed.consumer_groups and "e" not in replayed.groups
+    assert "e" in of_type(replayed, "consumer") and "e" not in of_type(replayed, "classic")
 
 
 def test_migration_policy_disabled_keeps_empty_groups_as_they_are() -> None:
@@ -175,6 +175,6 @@ def test_empty_classic_group_becomes_a_consumer_group() -> None:
     h.apply(h.shard.leave_group(leave, meta, 999, h.now))
     r = h.heartbeat(group="k", member_id="x", topics=["foo"])
     assert r.error_code == 0 and r.member_epoch == 1
-    assert "k" not in h.shard.groups and "k" in h.shard.consumer_groups
+    assert "k" not in of_type(h.shard, "classic") and "k" in of_type(h.shard, "consumer")
     replayed = h.replayed()
-    assert "k" not in replayed.groups and "k" in replayed.consumer_groups
+    assert "k" not in of_type(replayed, "classic") and "k" in of_type(replayed, "consumer")

@@ -4,7 +4,7 @@ and expiration."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from tests.coordinator.modern.harness import Harness
+from tests.coordinator.modern.harness import Harness, of_type
 
 E = ErrorCode
 
@@ -84,8 +84,8 @@ def test_offsets_of_unsubscribed_topics_expire_and_an_empty_group_goes() -> None
     h.heartbeat(member_id="a", epoch=-1)
     h.advance(2000)
     h.apply(h.shard.expire_offsets(h.now))
-    assert "g" not in h.shard.consumer_groups and "g" not in h.shard.groups
-    assert h.replayed().consumer_groups == {}
+    assert "g" not in of_type(h.shard, "consumer") and "g" not in of_type(h.shard, "classic")
+    assert of_type(h.replayed(), "consumer") == {}
 
 
 def test_fetch_by_a_member_checks_its_epoch() -> None:

@@ -34,16 +34,16 @@ def test_loaded_members_keep_epochs_and_get_timers() -> None:
     shard = h.replayed()
     result = shard.on_loaded(h.now)
     keys = {t.key for t in result.timers}
-    assert {("cg-session", "g", m) for m in shard.consumer_groups["g"].members} <= keys
+    assert {("cg-session", "g", m) for m in shard.groups["g"].members} <= keys
     unrevoked = [
-        m for m, x in shard.consumer_groups["g"].members.items() if x.state.name.startswith("UNREV")
+        m for m, x in shard.groups["g"].members.items() if x.state.name.startswith("UNREV")
     ]
     for m in unrevoked:
         assert ("cg-rebalance", "g", m) in keys
     # A reloaded member carries on with its epoch; the first heartbeat re-checks the topics
     # and finds nothing new.
-    epoch = shard.consumer_groups["g"].group_epoch
-    member = shard.consumer_groups["g"].members["a"]
+    epoch = shard.groups["g"].group_epoch
+    member = shard.groups["g"].members["a"]
     from coordinator.shard import RequestMeta
     from protocol.messages import ConsumerGroupHeartbeatRequest as Req
 
@@ -52,4 +52,4 @@ def test_loaded_members_keep_epochs_and_get_timers() -> None:
     image = TopicsImage(h.topics.by_name.values(), 1000)
     r = shard.consumer_group_heartbeat(req, meta, image, 1, h.now)
     assert r.replies[1].error_code == 0
-    assert shard.consumer_groups["g"].group_epoch == epoch
+    assert shard.groups["g"].group_epoch == epoch

@@ -23,7 +23,7 @@ import pytest
 
 from coordinator.config import GroupConfig
 from protocol.errors import ErrorCode
-from tests.coordinator.modern.harness import Harness, snapshot
+from tests.coordinator.modern.harness import Harness, of_type, snapshot
 
 E = ErrorCode
 SESSION_MS = 3000
@@ -195,7 +195,7 @@ class Simulation:
     # -- invariants ---------------------------------------------------------------------------
 
     def check(self) -> None:
-        g = self.h.shard.consumer_groups.get("g")
+        g = of_type(self.h.shard, "consumer").get("g")
         if g is None:
             return
         assert g.group_epoch >= self.group_epoch

@@ -1,0 +1,100 @@
+"""What one shard knows: its groups (one map, every kind behind `coordinator.group.Group`), the
+committed offsets, the deadlines of its timers and the latest topic metadata; and `replay`,
+the fold of records into them.
+
+Handlers reach this only through `Ctx`: they read it, and change the groups and offsets only by
+writing records (`Ctx.append`, which replays them here). A classic group's transient rebalance
+state (parked requests, pending members) is the exception, as in Kafka: no record carries it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.classic.group import ClassicGroup
+from coordinator.config import GroupConfig
+from coordinator.group import Group, MemberChange
+from coordinator.modern import replay as _modern_replay
+from coordinator.modern.group import ConsumerGroup
+from coordinator.modern.topics import EMPTY_IMAGE, TopicsImage
+from coordinator.offset_store import OffsetStore
+from protocol.coordinator_records import (
+    ConsumerGroupMetadataKey,
+    GroupMetadataKey,
+    OffsetCommitKey,
+)
+
+
+class ShardState:
+    def __init__(self, config: GroupConfig, new_uuid: Callable[[], str] | None = None) -> None:
+        self.config = config
+        # Member ids end in a random UUID, as Kafka's; tests pass a counter instead.
+        self.new_uuid: Callable[[], str] = new_uuid or (lambda: str(uuid.uuid4()))
+        self.groups: dict[str, Group] = {}
+        self.offsets = OffsetStore()
+        # Deadline of every timer the shard has asked for and not cancelled; a timer that
+        # fires for a key not here (or too early) is stale and ignored.
+        self.deadlines: dict[tuple, int] = {}
+        # The latest topic metadata handed in (for describing consumer groups).
+        self.topics: TopicsImage = EMPTY_IMAGE
+
+    # -- lookups of one kind, for the APIs of that kind -----------------------------------------
+
+    def classic_group(self, group_id: str) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        return group if type(group) is ClassicGroup else None
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        return group if type(group) is ConsumerGroup else None
+
+    # -- replay -----------------------------------------------------------------------------------
+
+    def replay(self, key: Any, value: Any | None) -> MemberChange | None:
+        """Apply one record: from the log at load time, or just written by a handler. Returns
+        the consumer-group member that joined or left with it, if any."""
+        groups = self.groups
+        if type(key) is OffsetCommitKey:  # most records: tested first
+            if value is not None and key.group not in groups:
+                # Offsets without a group: a "simple" group (no protocol type) holds them.
+                groups[key.group] = ClassicGroup(key.group, None)
+            self.offsets.replay(key, value)
+        elif isinstance(key, _modern_replay.KEY_TYPES):
+            gid = key.group_id
+            group = groups.get(gid)
+            if type(group) is not ConsumerGroup:
+                if value is None:
+                    return None  # a tombstone for a group that is gone
+                if group is not None and not group.is_simple():
+                    raise ValueError(f"group {gid} is a {group.type} group, not a consumer group")
+                # A consumer group takes over the id of a group that only holds offsets.
+                group = groups[gid] = ConsumerGroup(gid)
+            if value is None and type(key) is ConsumerGroupMetadataKey:
+                del groups[gid]
+                if self.offsets.of_group(gid):
+                    # Its committed offsets stay, held by a simple group.
+                    groups[gid] = ClassicGroup(gid, None)
+                return None
+            return _modern_replay.apply(group, key, value)
+        elif isinstance(key, GroupMetadataKey):
+            gid = key.group
+            group = groups.get(gid)
+            if group is not None and type(group) is not ClassicGroup:
+                if value is None:
+                    return None  # a classic group's tombstone, and the id has moved on
+                raise ValueError(f"group {gid} is a {group.type} group, not a classic group")
+            if value is None:
+                groups.pop(gid, None)
+                return None
+            if group is None:
+                group = groups[gid] = ClassicGroup(gid, None)
+            group.apply_metadata(value)
+        return None
+
+    def replay_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
+        """`replay` of OffsetCommit records of one group and topic, none a tombstone."""
+        if group not in self.groups:
+            self.groups[group] = ClassicGroup(group, None)
+        self.offsets.put_records(group, topic, records)
