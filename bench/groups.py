@@ -670,20 +670,14 @@ async def run(port: int, args: argparse.Namespace, pid: int | None = None) -> No
     for n in args.members:
         rb = Rebalance(port, n, args, f"bench-group-{n}")
         groups.append(rb)
-        start = cpu.sample()
-        took, gen, gens = await rb.form()
-        print(
-            f"  new group, {n:5d} members: {took * 1000:9.1f} ms"
-            f"  ({gens} generation(s), the last {gen})"
-            f"  {cpu.since(start, n, 'member') if n >= 100 else ''}"
-        )
-        start = cpu.sample()
-        took, gen, gens = await rb.rejoin_all()
-        print(
-            f"  rejoin,    {n:5d} members: {took * 1000:9.1f} ms"
-            f"  ({gens} generation(s), the last {gen})"
-            f"  {cpu.since(start, n, 'member') if n >= 100 else ''}"
-        )
+        for label, step in (("new group,", rb.form), ("rejoin,", rb.rejoin_all)):
+            start = cpu.sample()
+            took, gen, gens = await step()
+            print(
+                f"  {label:<10} {n:5d} members: {took * 1000:9.1f} ms"
+                f"  ({gens} generation(s), the last {gen})"
+                f"  {cpu.since(start, n, 'member') if n >= 100 else ''}"
+            )
         if biggest is None or n > biggest.n:
             biggest = rb
     for rb in groups:
