@@ -25,7 +25,6 @@ import shutil
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from groups import start_broker  # noqa: E402
 
 from broker.dataplane.memory import keep_large_buffers_in_heap  # noqa: E402
 from protocol import client  # noqa: E402
@@ -197,39 +198,6 @@ def fetch(port: int, topic_id: object, partitions: int) -> tuple[int, int, float
     return total, messages, elapsed
 
 
-def start_broker(data_dir: Path, durability: str) -> tuple[subprocess.Popen, int]:
-    log = open(data_dir.parent / "kcoord.log", "w")  # noqa: SIM115 - lives with the process
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(data_dir),
-            "--set",
-            f"kcoord.durability={durability}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if not k.startswith("KCOORD_")},
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        text = (data_dir.parent / "kcoord.log").read_text()
-        if "kcoord ready: listening on 127.0.0.1:" in text:
-            port = int(text.split("kcoord ready: listening on 127.0.0.1:")[1].split(",")[0])
-            return proc, port
-        if proc.poll() is not None:
-            raise RuntimeError(text)
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start")
-
-
 def run(args: argparse.Namespace, port: int) -> None:
     admin = Client(port)
     topic_id = create_topic(admin, args.partitions)
@@ -258,7 +226,7 @@ def main() -> None:
         run(args, args.port)
         return
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-bench-"))
-    proc, port = start_broker(tmp / "data", args.durability)
+    proc, port = start_broker(tmp / "data", [f"kcoord.durability={args.durability}"])
     try:
         print(
             f"1 KiB messages, 16 KiB batches, acks=all, durability {args.durability},"

@@ -160,6 +160,27 @@ class Member:
         self.partitions: list[int] = []
         self.rejoin = asyncio.Event()
 
+    def sync_request(self, leader_of: list[str] | None, partitions: int) -> SyncGroupRequest:
+        """SyncGroup for this member's generation; the leader (``leader_of``: the generation's
+        member ids) sends ``partitions`` partitions of the topic assigned round-robin."""
+        assignments = []
+        if leader_of is not None:
+            assignments = [
+                SyncGroupRequest.SyncGroupRequestAssignment(
+                    member_id=m, assignment=assignment(TOPIC, ps)
+                )
+                for m, ps in round_robin(leader_of, partitions).items()
+            ]
+        return SyncGroupRequest(
+            group_id=self.group,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocol_name="roundrobin",
+            assignments=assignments,
+        )
+
     def join_request(self) -> Any:
         b = self.bench
         return JoinGroupRequest(
@@ -196,30 +217,11 @@ class Member:
                 raise RuntimeError(f"JoinGroup failed: error {r.error_code}")
             self.generation = r.generation_id
             b.generations_seen.add(r.generation_id)
-            assignments = []
+            ids = None
             if r.leader == self.member_id and not r.skip_assignment:
                 ids = [m.member_id for m in r.members]
                 b.generation_sizes[r.generation_id] = len(ids)
-                plan = round_robin(ids, b.partitions)
-                assignments = [
-                    SyncGroupRequest.SyncGroupRequestAssignment(
-                        member_id=m, assignment=assignment(TOPIC, ps)
-                    )
-                    for m, ps in plan.items()
-                ]
-            s = await self.conn.request(
-                SYNC_GROUP,
-                SYNC_V,
-                SyncGroupRequest(
-                    group_id=self.group,
-                    generation_id=self.generation,
-                    member_id=self.member_id,
-                    group_instance_id=None,
-                    protocol_type="consumer",
-                    protocol_name="roundrobin",
-                    assignments=assignments,
-                ),
-            )
+            s = await self.conn.request(SYNC_GROUP, SYNC_V, self.sync_request(ids, b.partitions))
             if s.error_code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION):
                 continue
             if s.error_code == UNKNOWN_MEMBER_ID:
@@ -615,20 +617,14 @@ async def run(port: int, args: argparse.Namespace, pid: int | None = None) -> No
     for n in args.members:
         rb = Rebalance(port, n, args, f"bench-group-{n}")
         groups.append(rb)
-        start = cpu.sample()
-        took, gen, gens = await rb.form()
-        print(
-            f"  new group, {n:5d} members: {took * 1000:9.1f} ms"
-            f"  ({gens} generation(s), the last {gen})"
-            f"  {cpu.since(start, n, 'member') if n >= 100 else ''}"
-        )
-        start = cpu.sample()
-        took, gen, gens = await rb.rejoin_all()
-        print(
-            f"  rejoin,    {n:5d} members: {took * 1000:9.1f} ms"
-            f"  ({gens} generation(s), the last {gen})"
-            f"  {cpu.since(start, n, 'member') if n >= 100 else ''}"
-        )
+        for label, step in (("new group,", rb.form), ("rejoin,", rb.rejoin_all)):
+            start = cpu.sample()
+            took, gen, gens = await step()
+            print(
+                f"  {label:<10} {n:5d} members: {took * 1000:9.1f} ms"
+                f"  ({gens} generation(s), the last {gen})"
+                f"  {cpu.since(start, n, 'member') if n >= 100 else ''}"
+            )
         if biggest is None or n > biggest.n:
             biggest = rb
     for rb in groups:

@@ -137,28 +137,8 @@ async def form_group(broker: Broker, n: int) -> list[Any]:
                 continue
             assert r.error_code == 0, r
             m.generation = r.generation_id
-            assignments = []
-            if r.leader == m.member_id:
-                plan = G.round_robin([x.member_id for x in r.members], n)
-                assignments = [
-                    G.SyncGroupRequest.SyncGroupRequestAssignment(
-                        member_id=mid, assignment=G.assignment(TOPIC, ps)
-                    )
-                    for mid, ps in plan.items()
-                ]
-            s = await m.conn.request(
-                G.SYNC_GROUP,
-                G.SYNC_V,
-                G.SyncGroupRequest(
-                    group_id=m.group,
-                    generation_id=m.generation,
-                    member_id=m.member_id,
-                    group_instance_id=None,
-                    protocol_type="consumer",
-                    protocol_name="roundrobin",
-                    assignments=assignments,
-                ),
-            )
+            ids = [x.member_id for x in r.members] if r.leader == m.member_id else None
+            s = await m.conn.request(G.SYNC_GROUP, G.SYNC_V, m.sync_request(ids, n))
             if s.error_code == 0:
                 return
 

@@ -642,10 +642,49 @@ def build(
     rb = rebalances(meta, s).cache()
     rsum = rebalance_summary(rb)
     own = owners(meta, s)
+    pl = partition_lag(latest, hist, ends, parts, rsum, own, s).cache()
+    return Tables(
+        partition_lag=pl,
+        group_summary=group_summary(pl, rsum, s),
+        commit_history=history,
+        commits_per_minute=commits_per_minute(history),
+        commit_gaps=commit_gaps(history, s),
+        rebalances=rb,
+        lag_over_time=lag_over_time(hist),
+        cached=[hist, latest, rb, pl],
+    )
 
+
+# ---------------------------------------------------------------------------------------------
+# partition_lag: one row per committed key, then one per never-committed partition
+
+
+def partition_lag(
+    latest: DataFrame,
+    hist: DataFrame,
+    ends: DataFrame,
+    parts: DataFrame,
+    rsum: DataFrame,
+    own: DataFrame,
+    s: Settings,
+) -> DataFrame:
+    """``latest`` (the offsets in force, with first_unconsumed_ts) with their lags, Burrow's
+    status, rates, expiry and owners; plus NO_COMMIT rows; and ``status_code``."""
+    pl = lags(latest, parts, s)
+    pl = burrow(pl, hist, ends, s)
+    pl = rates(pl)
+    pl = expiry(pl, rsum, s)
+    pl = pl.join(own, on=KEY, how="left").withColumn("committed", F.lit(True)).drop("_members")
+    return pl.unionByName(uncommitted(latest, own, parts), allowMissingColumns=True).withColumn(
+        "status_code", status_code()
+    )
+
+
+def lags(latest: DataFrame, parts: DataFrame, s: Settings) -> DataFrame:
+    """Offset lag and time lag at ``at``, and the messages lost below the log start."""
     pl = latest.join(parts.select(*TP, "log_start_offset", "log_end_offset"), on=TP, how="left")
     lag = F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0))
-    pl = (
+    return (
         pl.withColumn("lag", lag)
         .withColumn(
             "time_lag_ms",
@@ -662,13 +701,20 @@ def build(
         )
         .withColumn("last_commit_age_ms", F.lit(s.at) - F.col("last_commit_ts"))
     )
-    # Burrow windows and trend.
+
+
+def burrow(pl: DataFrame, hist: DataFrame, ends: DataFrame, s: Settings) -> DataFrame:
+    """Burrow windows, trend and status (:func:`burrow_windows`, :func:`burrow_status`)."""
     bw = burrow_windows(hist, s)
     recent = end_at(ends, s.at - (s.window - 1) * s.offset_refresh_ms, "recent_end")
     pl = pl.join(bw, on=KEY, how="left").join(recent, on=TP, how="left")
-    pl = burrow_status(pl.withColumn("current_lag", F.col("lag")), s)
+    return burrow_status(pl.withColumn("current_lag", F.col("lag")), s)
+
+
+def rates(pl: DataFrame) -> DataFrame:
+    """Consume and produce rates over the Burrow window, and the time to catch up."""
     span_s = (F.element_at("window_ts", -1) - F.element_at("window_ts", 1)) / 1000.0
-    pl = (
+    return (
         pl.withColumn(
             "consume_rate",
             F.when(
@@ -691,36 +737,76 @@ def build(
             ),
         )
     )
-    # Expiry: an explicit expire timestamp (v1 records) or commit time + retention, and only
-    # while the group has no members (Kafka keeps the offsets of a non-empty group).
+
+
+def expiry(pl: DataFrame, rsum: DataFrame, s: Settings) -> DataFrame:
+    """``expires_at`` and ``near_expiry``; leaves the working column ``_members``."""
+    # An explicit expire timestamp (v1 records) or commit time + retention, and only while the
+    # group has no members (Kafka keeps the offsets of a non-empty group).
     pl = pl.join(rsum.select("group", F.col("members").alias("_members")), on="group", how="left")
     expires = F.when(F.col("expire_timestamp") > 0, F.col("expire_timestamp")).otherwise(
         F.col("commit_timestamp") + s.retention_ms
     )
-    pl = pl.withColumn(
+    return pl.withColumn(
         "expires_at", F.when(F.coalesce(F.col("_members"), F.lit(0)) == 0, expires)
     ).withColumn(
         "near_expiry",
         F.coalesce(F.col("expires_at") - s.at < s.expiry_warning_ms, F.lit(False)),
     )
-    pl = pl.join(own, on=KEY, how="left").withColumn("committed", F.lit(True)).drop("_members")
 
-    # Never-committed partitions of the topics a group consumes (commits or assignment).
+
+def uncommitted(latest: DataFrame, own: DataFrame, parts: DataFrame) -> DataFrame:
+    """Never-committed partitions of the topics a group consumes (commits or assignment)."""
     consumed = latest.select("group", "topic").unionByName(own.select("group", "topic")).distinct()
-    uncommitted = (
+    return (
         consumed.join(parts.select(*TP, "log_start_offset", "log_end_offset"), on="topic")
         .join(latest.select(*KEY), on=KEY, how="left_anti")
         .join(own, on=KEY, how="left")
         .withColumn("committed", F.lit(False))
         .withColumn("status", F.lit("NO_COMMIT"))
     )
-    partition_lag = pl.unionByName(uncommitted, allowMissingColumns=True).withColumn(
-        "status_code", status_code()
-    )
-    partition_lag = partition_lag.cache()
 
+
+# ---------------------------------------------------------------------------------------------
+# group_summary: the committed partitions of each group, and its rebalances
+
+
+def group_summary(pl: DataFrame, rsum: DataFrame, s: Settings) -> DataFrame:
+    """One row per group with committed offsets or group metadata: :func:`group_lags`, the
+    group status (Burrow's, from the worst partition) and the rebalance summary."""
+    grp = group_lags(pl)
+    grp = (
+        grp.withColumn("status", group_status(F.col("worst_code")))
+        .withColumn(
+            "worst_partition_status",
+            F.element_at(
+                F.create_map(*[x for k, v in STATUS_CODES.items() for x in (F.lit(v), F.lit(k))]),
+                F.col("worst_code"),
+            ),
+        )
+        .drop("worst_code")
+        .join(rsum, on="group", how="full")
+        .withColumn("rebalances", F.coalesce(F.col("rebalances"), F.lit(0)))
+        .withColumn("partitions", F.coalesce(F.col("partitions"), F.lit(0)))
+        .withColumn("status", F.coalesce(F.col("status"), F.lit("OK")))
+    )
+    span_h = (F.lit(s.at) - F.col("first_metadata_ts")) / 3_600_000.0
+    return grp.withColumn(
+        "rebalances_per_hour", F.when(span_h > 0, F.col("rebalances") / span_h)
+    ).withColumn(
+        "catch_up_s",
+        F.when(F.col("total_lag") == 0, F.lit(0.0)).when(
+            F.col("consume_rate") > F.col("produce_rate"),
+            F.col("total_lag") / (F.col("consume_rate") - F.col("produce_rate")),
+        ),
+    )
+
+
+def group_lags(pl: DataFrame) -> DataFrame:
+    """Per group, the lags, rates and flags of its committed partitions, summed or the worst
+    (``worst_code``: the highest partition status code)."""
     c = F.col("committed")
-    grp = partition_lag.groupBy("group").agg(
+    return pl.groupBy("group").agg(
         F.sum(F.when(c, F.col("lag"))).alias("total_lag"),
         F.max(F.when(c, F.col("lag"))).alias("max_lag"),
         F.max(F.when(c, F.col("time_lag_ms"))).alias("max_time_lag_ms"),
@@ -747,39 +833,4 @@ def build(
         F.sum(F.when(c, F.col("lost_messages"))).alias("lost_messages"),
         F.sum(F.when(c & F.col("near_expiry"), 1).otherwise(0)).alias("partitions_near_expiry"),
         F.avg(F.when(c, F.col("complete"))).alias("complete"),
-    )
-    grp = (
-        grp.withColumn("status", group_status(F.col("worst_code")))
-        .withColumn(
-            "worst_partition_status",
-            F.element_at(
-                F.create_map(*[x for k, v in STATUS_CODES.items() for x in (F.lit(v), F.lit(k))]),
-                F.col("worst_code"),
-            ),
-        )
-        .drop("worst_code")
-        .join(rsum, on="group", how="full")
-        .withColumn("rebalances", F.coalesce(F.col("rebalances"), F.lit(0)))
-        .withColumn("partitions", F.coalesce(F.col("partitions"), F.lit(0)))
-        .withColumn("status", F.coalesce(F.col("status"), F.lit("OK")))
-    )
-    span_h = (F.lit(s.at) - F.col("first_metadata_ts")) / 3_600_000.0
-    grp = grp.withColumn(
-        "rebalances_per_hour", F.when(span_h > 0, F.col("rebalances") / span_h)
-    ).withColumn(
-        "catch_up_s",
-        F.when(F.col("total_lag") == 0, F.lit(0.0)).when(
-            F.col("consume_rate") > F.col("produce_rate"),
-            F.col("total_lag") / (F.col("consume_rate") - F.col("produce_rate")),
-        ),
-    )
-    return Tables(
-        partition_lag=partition_lag,
-        group_summary=grp,
-        commit_history=history,
-        commits_per_minute=commits_per_minute(history),
-        commit_gaps=commit_gaps(history, s),
-        rebalances=rb,
-        lag_over_time=lag_over_time(hist),
-        cached=[hist, latest, rb, partition_lag],
     )

@@ -249,13 +249,33 @@ def render(
     warnings: list[str],
     max_partition_rows: int = 500,
 ) -> str:
+    parts = [
+        *head(title, meta, groups),
+        *warnings_box(warnings),
+        "<h2>Groups</h2>",
+        groups_table(groups),
+        "<h2>Lag over time</h2>",
+        line_chart(lag_series, y_label="messages behind"),
+        "<h2>Top lagging partitions</h2>",
+        top_lagging_chart(partitions),
+        "<h2>Rebalance timeline</h2>",
+        timeline(rebalance_events),
+        "<h2>Partitions</h2>",
+        *partitions_section(partitions, max_partition_rows),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def head(title: str, meta: dict[str, str], groups: list[dict]) -> list[str]:
+    """The document head, the title, the report's settings and the count cards."""
     total_lag = sum(g.get("total_lag") or 0 for g in groups)
     counts: dict[str, int] = {}
     for g in groups:
         counts[g.get("status") or "OK"] = counts.get(g.get("status") or "OK", 0) + 1
     cards = [("groups", fmt_num(len(groups))), ("total lag", fmt_num(total_lag))]
     cards += [(k, fmt_num(v)) for k, v in sorted(counts.items())]
-    parts = [
+    return [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
@@ -266,81 +286,86 @@ def render(
         + "".join(f'<div class="card">{esc(k)}<b>{v}</b></div>' for k, v in cards)
         + "</div>",
     ]
-    if warnings:
-        parts.append(
-            '<div class="warn"><b>Skipped data</b><br>'
-            + "<br>".join(esc(w) for w in warnings)
-            + "</div>"
-        )
-    parts.append("<h2>Groups</h2>")
-    parts.append(
-        table(
+
+
+def warnings_box(warnings: list[str]) -> list[str]:
+    if not warnings:
+        return []
+    return [
+        '<div class="warn"><b>Skipped data</b><br>'
+        + "<br>".join(esc(w) for w in warnings)
+        + "</div>"
+    ]
+
+
+def groups_table(groups: list[dict]) -> str:
+    return table(
+        [
+            "group",
+            "status",
+            "worst partition",
+            "state",
+            "members",
+            "partitions",
+            "not committed",
+            "total lag",
+            "max time lag",
+            "lag trend /s",
+            "catch-up",
+            "last commit",
+            "rebalances",
+            "rebalances/h",
+            "below log start",
+            "near expiry",
+        ],
+        [
             [
-                "group",
-                "status",
-                "worst partition",
-                "state",
-                "members",
-                "partitions",
-                "not committed",
-                "total lag",
-                "max time lag",
-                "lag trend /s",
-                "catch-up",
-                "last commit",
-                "rebalances",
-                "rebalances/h",
-                "below log start",
-                "near expiry",
-            ],
-            [
-                [
-                    esc(g["group"]),
-                    badge(g.get("status")),
-                    badge(g.get("worst_partition_status")),
-                    esc(g.get("state") or "-"),
-                    fmt_num(g.get("members")),
-                    fmt_num(g.get("partitions")),
-                    fmt_num(g.get("uncommitted_partitions")),
-                    fmt_num(g.get("total_lag")),
-                    fmt_duration(g.get("max_time_lag_ms")),
-                    fmt_num(g.get("lag_slope_per_s"), 2),
-                    fmt_duration(None if g.get("catch_up_s") is None else g["catch_up_s"] * 1000),
-                    fmt_duration(g.get("last_commit_age_ms")) + " ago"
-                    if g.get("last_commit_age_ms") is not None
-                    else "-",
-                    fmt_num(g.get("rebalances")),
-                    fmt_num(g.get("rebalances_per_hour"), 2),
-                    fmt_num(g.get("partitions_below_log_start")),
-                    fmt_num(g.get("partitions_near_expiry")),
-                ]
-                for g in groups
-            ],
-            left=(0, 3),
-        )
+                esc(g["group"]),
+                badge(g.get("status")),
+                badge(g.get("worst_partition_status")),
+                esc(g.get("state") or "-"),
+                fmt_num(g.get("members")),
+                fmt_num(g.get("partitions")),
+                fmt_num(g.get("uncommitted_partitions")),
+                fmt_num(g.get("total_lag")),
+                fmt_duration(g.get("max_time_lag_ms")),
+                fmt_num(g.get("lag_slope_per_s"), 2),
+                fmt_duration(None if g.get("catch_up_s") is None else g["catch_up_s"] * 1000),
+                fmt_duration(g.get("last_commit_age_ms")) + " ago"
+                if g.get("last_commit_age_ms") is not None
+                else "-",
+                fmt_num(g.get("rebalances")),
+                fmt_num(g.get("rebalances_per_hour"), 2),
+                fmt_num(g.get("partitions_below_log_start")),
+                fmt_num(g.get("partitions_near_expiry")),
+            ]
+            for g in groups
+        ],
+        left=(0, 3),
     )
-    parts.append("<h2>Lag over time</h2>")
-    parts.append(line_chart(lag_series, y_label="messages behind"))
+
+
+def top_lagging_chart(partitions: list[dict]) -> str:
+    """Bars of the 25 committed partitions with the most lag."""
     top = sorted(
         (p for p in partitions if p.get("committed") and (p.get("lag") or 0) > 0),
         key=lambda p: -(p.get("lag") or 0),
     )[:25]
-    parts.append("<h2>Top lagging partitions</h2>")
-    parts.append(
-        bar_chart(
-            [
-                (
-                    f"{p['group']} {p['topic']}-{p['partition']}",
-                    float(p["lag"]),
-                    STATUS_COLORS.get(p.get("status") or "OK", "#555"),
-                )
-                for p in top
-            ]
-        )
+    return bar_chart(
+        [
+            (
+                f"{p['group']} {p['topic']}-{p['partition']}",
+                float(p["lag"]),
+                STATUS_COLORS.get(p.get("status") or "OK", "#555"),
+            )
+            for p in top
+        ]
     )
-    parts.append("<h2>Rebalance timeline</h2>")
-    parts.append(timeline(rebalance_events))
-    parts.append("<h2>Partitions</h2>")
+
+
+def partitions_section(partitions: list[dict], max_rows: int) -> list[str]:
+    """The ``max_rows`` worst partitions (by status, then lag), and a note if that is not
+    all of them."""
     shown = sorted(
         partitions,
         key=lambda p: (
@@ -350,52 +375,53 @@ def render(
             p["topic"],
             p["partition"],
         ),
-    )[:max_partition_rows]
+    )[:max_rows]
+    note = []
     if len(partitions) > len(shown):
-        parts.append(
+        note.append(
             f'<p class="meta">the {len(shown)} worst of {len(partitions)} partitions; all are in partition_lag.parquet</p>'  # noqa: E501
         )
-    parts.append(
-        table(
+    return [*note, partitions_table(shown)]
+
+
+def partitions_table(shown: list[dict]) -> str:
+    return table(
+        [
+            "group",
+            "topic",
+            "partition",
+            "status",
+            "committed",
+            "log start",
+            "log end",
+            "lag",
+            "time lag",
+            "last commit",
+            "consume/s",
+            "produce/s",
+            "catch-up",
+            "consumer",
+            "host",
+        ],
+        [
             [
-                "group",
-                "topic",
-                "partition",
-                "status",
-                "committed",
-                "log start",
-                "log end",
-                "lag",
-                "time lag",
-                "last commit",
-                "consume/s",
-                "produce/s",
-                "catch-up",
-                "consumer",
-                "host",
-            ],
-            [
-                [
-                    esc(p["group"]),
-                    esc(p["topic"]),
-                    fmt_num(p["partition"]),
-                    badge(p.get("status")),
-                    fmt_num(p.get("committed_offset")),
-                    fmt_num(p.get("log_start_offset")),
-                    fmt_num(p.get("log_end_offset")),
-                    fmt_num(p.get("lag")),
-                    fmt_duration(p.get("time_lag_ms")),
-                    esc(fmt_ts(p.get("last_commit_ts"))),
-                    fmt_num(p.get("consume_rate"), 1),
-                    fmt_num(p.get("produce_rate"), 1),
-                    fmt_duration(None if p.get("catch_up_s") is None else p["catch_up_s"] * 1000),
-                    esc(p.get("consumer_id") or "-"),
-                    esc(p.get("host") or "-"),
-                ]
-                for p in shown
-            ],
-            left=(0, 1, 13, 14),
-        )
+                esc(p["group"]),
+                esc(p["topic"]),
+                fmt_num(p["partition"]),
+                badge(p.get("status")),
+                fmt_num(p.get("committed_offset")),
+                fmt_num(p.get("log_start_offset")),
+                fmt_num(p.get("log_end_offset")),
+                fmt_num(p.get("lag")),
+                fmt_duration(p.get("time_lag_ms")),
+                esc(fmt_ts(p.get("last_commit_ts"))),
+                fmt_num(p.get("consume_rate"), 1),
+                fmt_num(p.get("produce_rate"), 1),
+                fmt_duration(None if p.get("catch_up_s") is None else p["catch_up_s"] * 1000),
+                esc(p.get("consumer_id") or "-"),
+                esc(p.get("host") or "-"),
+            ]
+            for p in shown
+        ],
+        left=(0, 1, 13, 14),
     )
-    parts.append("</body></html>")
-    return "\n".join(parts)

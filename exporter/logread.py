@@ -93,11 +93,6 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 
-_MEMBERS_DDL = (
-    "ARRAY<STRUCT<member_id: STRING, group_instance_id: STRING, client_id: STRING,"
-    " client_host: STRING, rebalance_timeout: INT, session_timeout: INT,"
-    " assignment: ARRAY<STRUCT<topic: STRING, partition: INT>>>>"
-)
 _DDL_TYPES = {
     "int32": "INT",
     "int64": "BIGINT",
@@ -105,9 +100,23 @@ _DDL_TYPES = {
     "bool": "BOOLEAN",
     "string": "STRING",
 }
-FIELD_DDL = {
-    f.name: _MEMBERS_DDL if f.name == "members" else _DDL_TYPES[str(f.type)] for f in RECORD_SCHEMA
-}
+
+
+def ddl_type(t: pa.DataType) -> str:
+    """Spark's DDL for an Arrow type of the exporter's schemas."""
+    if pa.types.is_list(t):
+        return f"ARRAY<{ddl_type(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "STRUCT<" + ", ".join(f"{f.name}: {ddl_type(f.type)}" for f in t) + ">"
+    return _DDL_TYPES[str(t)]
+
+
+def spark_ddl(schema: pa.Schema) -> str:
+    """Spark's DDL for an Arrow schema, so that a source's two schemas cannot disagree."""
+    return ", ".join(f"{f.name} {ddl_type(f.type)}" for f in schema)
+
+
+FIELD_DDL = {f.name: ddl_type(f.type) for f in RECORD_SCHEMA}
 
 
 def record_ddl(columns: list[str] | None = None) -> str:
@@ -152,11 +161,7 @@ SEGMENT_SCHEMA = pa.schema(
         ("error", pa.string()),
     ]
 )
-SEGMENT_DDL = (
-    "topic STRING, log_partition INT, segment BIGINT, path STRING, file_bytes BIGINT,"
-    " valid_bytes BIGINT, batches BIGINT, records BIGINT, first_offset BIGINT,"
-    " next_offset BIGINT, min_timestamp BIGINT, max_timestamp BIGINT, error STRING"
-)
+SEGMENT_DDL = spark_ddl(SEGMENT_SCHEMA)
 
 # ---------------------------------------------------------------------------------------------
 # Files

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from exporter.analytics import Settings, Tables, build
-from exporter.html import fmt_duration, render
+from exporter.html import fmt_duration, fmt_ts, render
 from exporter.topics import TIMESTAMPS_AT_DDL, timestamps_at_arrow
 
 COMMIT_COLUMNS = (
@@ -233,31 +233,17 @@ def run_report(
     out.mkdir(parents=True, exist_ok=True)
     s = Settings(at=at if at is not None else parse_at(None), window=window, **(settings or {}))
     prog = Progress(None, progress_out)
-    if spark is None:
-        prog.step(f"starting Spark ({master or 'local[2]'})")
-        from exporter.session import build_session
-
-        spark = build_session(master)
-    else:
-        from exporter.datasource import register
-
-        register(spark)
+    spark = _session(spark, master, prog)
     prog.spark = spark
     prog.start()
     timings: dict[str, float] = {}
+    tables: Tables | None = None
     try:
         prog.step(f"reading {data_dir}")
         records, meta, ends, parts, ts_at, segments, topic_parts = inputs(
             spark, data_dir, s, snapshot
         )
-        seg_rows = [r.asDict() for r in segments.where("error IS NOT NULL").collect()]
-        warnings = [
-            f"{r['path']}: skipped {r['file_bytes'] - r['valid_bytes']} bytes: {r['error']}"
-            for r in seg_rows
-        ]
-        if topic_parts is not None:
-            for r in topic_parts.where("error IS NOT NULL").collect():
-                warnings.append(f"{r['topic']}-{r['partition']}: {r['error']}")
+        warnings = input_warnings(segments, topic_parts)
         for w in warnings:
             prog.step(f"warning: {w}")
         tables = build(records, ends, parts, s, ts_at, meta=meta)
@@ -265,73 +251,135 @@ def run_report(
         prog.step("computing and writing tables")
         paths = _write(tables, out, prog, write_history)
         timings["tables"] = time.monotonic() - t
-        groups = [
-            r.asDict(recursive=True) for r in spark.read.parquet(paths["group_summary"]).collect()
-        ]
-        groups.sort(key=lambda g: g["group"])
-        partitions = [
-            r.asDict(recursive=True)
-            for r in spark.read.parquet(paths["partition_lag"])
-            .drop("window_offsets", "window_ts", "window_lags", "window_ends")
-            .collect()
-        ]
-        top_groups = [
-            g["group"] for g in sorted(groups, key=lambda g: -(g.get("total_lag") or 0))[:10]
-        ]
-        lot = (
-            spark.read.parquet(paths["lag_over_time"])
-            .where(
-                __import__("pyspark.sql.functions", fromlist=["col"]).col("group").isin(top_groups)
-            )
-            .collect()
-        )
-        lag_series: dict[str, list[tuple[int, float]]] = {}
-        for r in lot:
-            lag_series.setdefault(r["group"], []).append(
-                (r["minute_ts"], float(r["total_lag"] or 0))
-            )
-        rb = (
-            spark.read.parquet(paths["rebalances"])
-            .where("event != 'update'")
-            .select("group", "timestamp", "members", "event")
-            .limit(20000)
-            .collect()
-        )
-        events: dict[str, list[tuple[int, int, str]]] = {}
-        for r in sorted(rb, key=lambda r: (r["group"], r["timestamp"])):
-            events.setdefault(r["group"], []).append(
-                (r["timestamp"], r["members"] or 0, r["event"])
-            )
+        groups, partitions = read_lags(spark, paths)
         prog.step("writing report.html")
-        from exporter.html import fmt_ts
-
-        html_path = out / "report.html"
-        html_path.write_text(
-            render(
-                title="kcoord consumer lag report",
-                meta={
-                    "data": data_dir,
-                    "report time": fmt_ts(s.at) + " UTC",
-                    "window": f"{s.window} commits",
-                    "end offsets": "snapshot " + snapshot if snapshot else "topic logs (exact)",
-                },
-                groups=groups,
-                partitions=partitions,
-                lag_series=lag_series,
-                rebalance_events=dict(sorted(events.items())[:60]),
-                warnings=warnings,
-            )
+        html_path = write_html(
+            out, spark, paths, groups, partitions, warnings, data_dir, s, snapshot
         )
-        summary = console_summary(groups, partitions)
-        (out / "summary.txt").write_text(summary)
-        print(summary, file=console if console is not None else sys.stdout, end="")
+        write_summary(out, groups, partitions, console)
         elapsed = time.monotonic() - t_start
         prog.step(f"done in {elapsed:.1f}s: {out}")
         return ReportResult(out, s.at, groups, partitions, warnings, html_path, elapsed, timings)
     finally:
         prog.stop()
-        for df in tables.cached if "tables" in locals() else ():
+        for df in tables.cached if tables is not None else ():
             df.unpersist()
+
+
+def write_html(
+    out: Path,
+    spark: Any,
+    paths: dict[str, str],
+    groups: list[dict],
+    partitions: list[dict],
+    warnings: list[str],
+    data_dir: str,
+    s: Settings,
+    snapshot: str | None,
+) -> Path:
+    """report.html from the written tables."""
+    series = lag_series(spark, paths["lag_over_time"], groups)
+    events = rebalance_events(spark, paths["rebalances"])
+    path = out / "report.html"
+    path.write_text(
+        render(
+            title="kcoord consumer lag report",
+            meta=html_meta(data_dir, s, snapshot),
+            groups=groups,
+            partitions=partitions,
+            lag_series=series,
+            rebalance_events=events,
+            warnings=warnings,
+        )
+    )
+    return path
+
+
+def write_summary(
+    out: Path, groups: list[dict], partitions: list[dict], console: TextIO | None
+) -> None:
+    """summary.txt, printed to ``console`` (default stdout) too."""
+    summary = console_summary(groups, partitions)
+    (out / "summary.txt").write_text(summary)
+    print(summary, file=console if console is not None else sys.stdout, end="")
+
+
+def _session(spark: Any, master: str | None, prog: Progress) -> Any:
+    """The caller's session with the kcoord sources registered, or a new one."""
+    if spark is None:
+        prog.step(f"starting Spark ({master or 'local[2]'})")
+        from exporter.session import build_session
+
+        return build_session(master)
+    from exporter.datasource import register
+
+    register(spark)
+    return spark
+
+
+def input_warnings(segments: Any, topic_parts: Any) -> list[str]:
+    """What the readers skipped: torn or corrupt segment tails, unreadable topic logs."""
+    seg_rows = [r.asDict() for r in segments.where("error IS NOT NULL").collect()]
+    warnings = [
+        f"{r['path']}: skipped {r['file_bytes'] - r['valid_bytes']} bytes: {r['error']}"
+        for r in seg_rows
+    ]
+    if topic_parts is not None:
+        for r in topic_parts.where("error IS NOT NULL").collect():
+            warnings.append(f"{r['topic']}-{r['partition']}: {r['error']}")
+    return warnings
+
+
+def read_lags(spark: Any, paths: dict[str, str]) -> tuple[list[dict], list[dict]]:
+    """The written group_summary (sorted by group) and partition_lag (without the Burrow
+    window arrays) as dicts, for the HTML page and the console."""
+    groups = [
+        r.asDict(recursive=True) for r in spark.read.parquet(paths["group_summary"]).collect()
+    ]
+    groups.sort(key=lambda g: g["group"])
+    partitions = [
+        r.asDict(recursive=True)
+        for r in spark.read.parquet(paths["partition_lag"])
+        .drop("window_offsets", "window_ts", "window_lags", "window_ends")
+        .collect()
+    ]
+    return groups, partitions
+
+
+def lag_series(spark: Any, path: str, groups: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    """The lag over time of the 10 groups with the most lag, for the line chart."""
+    from pyspark.sql import functions as F
+
+    top_groups = [g["group"] for g in sorted(groups, key=lambda g: -(g.get("total_lag") or 0))[:10]]
+    lot = spark.read.parquet(path).where(F.col("group").isin(top_groups)).collect()
+    series: dict[str, list[tuple[int, float]]] = {}
+    for r in lot:
+        series.setdefault(r["group"], []).append((r["minute_ts"], float(r["total_lag"] or 0)))
+    return series
+
+
+def rebalance_events(spark: Any, path: str) -> dict[str, list[tuple[int, int, str]]]:
+    """Rebalances and deletions of the first 60 groups (by name), for the timeline."""
+    rb = (
+        spark.read.parquet(path)
+        .where("event != 'update'")
+        .select("group", "timestamp", "members", "event")
+        .limit(20000)
+        .collect()
+    )
+    events: dict[str, list[tuple[int, int, str]]] = {}
+    for r in sorted(rb, key=lambda r: (r["group"], r["timestamp"])):
+        events.setdefault(r["group"], []).append((r["timestamp"], r["members"] or 0, r["event"]))
+    return dict(sorted(events.items())[:60])
+
+
+def html_meta(data_dir: str, s: Settings, snapshot: str | None) -> dict[str, str]:
+    return {
+        "data": data_dir,
+        "report time": fmt_ts(s.at) + " UTC",
+        "window": f"{s.window} commits",
+        "end offsets": "snapshot " + snapshot if snapshot else "topic logs (exact)",
+    }
 
 
 def _write(tables: Tables, out: Path, prog: Progress, write_history: bool) -> dict[str, str]:

@@ -24,16 +24,12 @@ from exporter.logread import (
     list_partition_dirs,
     list_segments,
     read_segment,
+    spark_ddl,
 )
 from protocol.records import RecordError, decode_record_tuples
 
 CATALOG_FILE = "kcoord-topics.json"  # broker/dataplane/catalog.py
 
-PARTITION_DDL = (
-    "topic STRING, partition INT, topic_id STRING, log_start_offset BIGINT,"
-    " log_end_offset BIGINT, first_timestamp BIGINT, last_timestamp BIGINT, segments INT,"
-    " size_bytes BIGINT, skipped_bytes BIGINT, error STRING"
-)
 PARTITION_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
@@ -49,10 +45,7 @@ PARTITION_SCHEMA = pa.schema(
         ("error", pa.string()),
     ]
 )
-BATCH_DDL = (
-    "topic STRING, partition INT, base_offset BIGINT, last_offset BIGINT, end_offset BIGINT,"
-    " records INT, base_timestamp BIGINT, max_timestamp BIGINT"
-)
+PARTITION_DDL = spark_ddl(PARTITION_SCHEMA)
 BATCH_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
@@ -65,7 +58,7 @@ BATCH_SCHEMA = pa.schema(
         ("max_timestamp", pa.int64()),
     ]
 )
-RECORD_TS_DDL = "topic STRING, partition INT, offset BIGINT, timestamp BIGINT"
+BATCH_DDL = spark_ddl(BATCH_SCHEMA)
 RECORD_TS_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
@@ -74,6 +67,7 @@ RECORD_TS_SCHEMA = pa.schema(
         ("timestamp", pa.int64()),
     ]
 )
+RECORD_TS_DDL = spark_ddl(RECORD_TS_SCHEMA)
 
 
 @dataclass(frozen=True)
