@@ -28,6 +28,7 @@ from protocol.types import DecodeError
 log = logging.getLogger("kcoord.connection")
 
 MAX_IN_FLIGHT = 512  # stop reading from a client that has this many replies owed
+PRODUCE = 0  # the one API whose frames may be as large as socket.request.max.bytes
 
 
 class _Pending:
@@ -42,9 +43,26 @@ class _Pending:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: BrokerState, max_frame: int) -> None:
+    def __init__(
+        self,
+        broker: BrokerState,
+        max_frame: int,
+        *,
+        max_other_frame: int | None = None,
+        max_unsent: int | None = None,
+    ) -> None:
         self.broker = broker
         self.max_frame = max_frame
+        config = broker.config
+        if max_other_frame is None:
+            max_other_frame = config.get("kcoord.request.max.bytes")
+        if max_unsent is None:
+            max_unsent = config.get("kcoord.connection.unsent.max.bytes")
+        # Frames of APIs other than Produce carry no records: they are held to a smaller limit,
+        # because decoding and answering one costs many times its size in objects.
+        self.max_other_frame = min(max_frame, max_other_frame)
+        self.max_unsent = max_unsent
+        self.last_active = time.monotonic()
         self.buf = bytearray()
         self.pending: deque[_Pending] = deque()
         self.transport: asyncio.Transport | None = None
@@ -57,6 +75,10 @@ class Connection(asyncio.Protocol):
         self.on_close: Callable[[Connection], None] | None = None
         self._drained: asyncio.Future | None = None
         self._outbox: list[bytearray] = []
+        self._outbox_bytes = 0
+        self._processing = False  # inside the frame loop (handlers may call back into us)
+        self._resume_scheduled = False
+        self._held = False  # complete frames left in the buffer while backlogged
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -94,25 +116,66 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        while len(buf) >= 4 and not self.closed:
-            size = int.from_bytes(buf[:4], "big", signed=True)
-            if size < 0 or size > self.max_frame:
-                self.abort(
-                    f"frame of {size} bytes exceeds socket.request.max.bytes ({self.max_frame})"
-                )
-                return
-            if len(buf) < 4 + size:
-                break
-            frame = bytes(buf[4 : 4 + size])
-            del buf[: 4 + size]
-            self.handle_frame(frame)
+        self.buf += data
+        self.last_active = time.monotonic()
+        self._process()
+
+    def _process(self) -> None:
+        """Handle the complete frames in the buffer, stopping while the replies owed to this
+        client are over their bound: one read can hold thousands of pipelined requests, and
+        a client that never reads would otherwise have all their replies built at once."""
+        self._resume_scheduled = self._held = False
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            buf = self.buf
+            while len(buf) >= 4 and not self.closed and not self.closed_for_reading:
+                if self._backlogged():
+                    self._held = True
+                    self._update_reading()
+                    return
+                size = int.from_bytes(buf[:4], "big", signed=True)
+                if size > self.max_other_frame or size < 0:
+                    if not self._frame_allowed(size):
+                        return
+                if len(buf) < 4 + size:
+                    break
+                frame = bytes(buf[4 : 4 + size])
+                del buf[: 4 + size]
+                self.handle_frame(frame)
+        finally:
+            self._processing = False
+
+    def _frame_allowed(self, size: int) -> bool:
+        """Check a large frame's size against its API's limit as soon as the API key is in:
+        the body is not buffered before it is refused. False if the connection was closed or
+        the key has not arrived yet."""
+        if size < 0 or size > self.max_frame:
+            self.abort(f"frame of {size} bytes exceeds socket.request.max.bytes ({self.max_frame})")
+            return False
+        if len(self.buf) < 6:
+            return False
+        key = int.from_bytes(self.buf[4:6], "big", signed=True)
+        if key != PRODUCE:
+            self.abort(
+                f"frame of {size} bytes for api key {key} exceeds kcoord.request.max.bytes"
+                f" ({self.max_other_frame})"
+            )
+            return False
+        return True
+
+    def _backlogged(self) -> bool:
+        return (
+            self._write_paused
+            or self._outbox_bytes > self.max_unsent
+            or len(self.pending) >= MAX_IN_FLIGHT
+        )
 
     # -- requests --------------------------------------------------------------------------
 
-    def abort(self, why: str) -> None:
-        log.warning("closing connection %s: %s", self.peer, why)
+    def abort(self, why: str, level: int = logging.WARNING) -> None:
+        log.log(level, "closing connection %s: %s", self.peer, why)
         self.closed = True
         self.buf.clear()
         if self.transport is not None:
@@ -228,19 +291,29 @@ class Connection(asyncio.Protocol):
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self._send_outbox)
         self._outbox.append(out)
+        self._outbox_bytes += len(out)
 
     def _send_outbox(self) -> None:
         outbox, self._outbox = self._outbox, []
+        self._outbox_bytes = 0
         if outbox and not self.closed and self.transport is not None:
+            self.last_active = time.monotonic()
+            # The transport calls pause_writing from here if its buffer passes its high mark.
             self.transport.writelines(outbox)
+        self._update_reading()
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed or self.closed_for_reading:
             return
-        should_pause = self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
+        should_pause = self._backlogged()
         if should_pause and not self._read_paused:
             self._read_paused = True
             self.transport.pause_reading()
         elif not should_pause and self._read_paused:
             self._read_paused = False
             self.transport.resume_reading()
+        if not should_pause and self._held and not self._resume_scheduled:
+            # Frames held back while backlogged: handle them from the loop, not from inside
+            # the handler or transport callback that cleared the backlog.
+            self._resume_scheduled = True
+            asyncio.get_running_loop().call_soon(self._process)
