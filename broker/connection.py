@@ -29,6 +29,8 @@ log = logging.getLogger("kcoord.connection")
 
 MAX_IN_FLIGHT = 512  # stop reading from a client that has this many replies owed
 PRODUCE = 0  # the one API whose frames may be as large as socket.request.max.bytes
+# Frames larger than this (but Produce's: its records are one slice) are decoded off the loop.
+DECODE_OFF_LOOP = 256 << 10
 
 
 class _Pending:
@@ -79,6 +81,7 @@ class Connection(asyncio.Protocol):
         self._processing = False  # inside the frame loop (handlers may call back into us)
         self._resume_scheduled = False
         self._held = False  # complete frames left in the buffer while backlogged
+        self._decoding = False  # a large frame is being decoded in a worker thread
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -168,6 +171,7 @@ class Connection(asyncio.Protocol):
     def _backlogged(self) -> bool:
         return (
             self._write_paused
+            or self._decoding
             or self._outbox_bytes > self.max_unsent
             or len(self.pending) >= MAX_IN_FLIGHT
         )
@@ -196,11 +200,43 @@ class Connection(asyncio.Protocol):
             else:
                 self.abort(f"unsupported api key {key} version {version}")
             return
+        if len(frame) > DECODE_OFF_LOOP and key != PRODUCE:
+            self._decode_off_loop(header, api, frame, pos)
+            return
         try:
             request, _ = REQUESTS[key].decode(frame, version, pos)
         except DecodeError as e:
             self.abort(f"undecodable {REQUESTS[key].name} v{version}: {e}")
             return
+        self.dispatch(header, api, request)
+
+    def _decode_off_loop(self, header: Any, api: Any, frame: bytes, pos: int) -> None:
+        """Decode a large frame in a worker thread: a few MB of tiny array elements take
+        seconds of Python, and the loop must keep serving other clients meanwhile (the GIL
+        is handed back and forth). This connection handles nothing else until the request is
+        dispatched, so its requests are still handled in order."""
+        key, version = header.request_api_key, header.request_api_version
+        self._decoding = True
+        fut = asyncio.get_running_loop().run_in_executor(
+            None, REQUESTS[key].decode, frame, version, pos
+        )
+
+        def decoded(f: asyncio.Future) -> None:
+            self._decoding = False
+            if self.closed:
+                return
+            exc = f.exception()
+            if exc is not None:
+                self.abort(f"undecodable {REQUESTS[key].name} v{version}: {exc}")
+                return
+            self.dispatch(header, api, f.result()[0])
+            self._update_reading()
+
+        fut.add_done_callback(decoded)
+        self._update_reading()
+
+    def dispatch(self, header: Any, api: Any, request: Any) -> None:
+        key, version = header.request_api_key, header.request_api_version
         ctx = RequestContext(
             self.broker, key, version, header.correlation_id, header.client_id, self.host
         )

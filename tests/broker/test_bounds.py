@@ -73,3 +73,47 @@ def test_oversized_frame_of_a_non_produce_api_closes_before_its_body(
         s.settimeout(10)
         assert s.recv(1) == b""
     assert "exceeds kcoord.request.max.bytes" in broker.log()
+
+
+def _metadata_v8_frame(names: int, correlation_id: int = 1) -> bytes:
+    """A Metadata v8 request for `names` empty topic names (2 bytes each)."""
+    header = struct.pack(">hhih", METADATA, 8, correlation_id, 1) + b"x"
+    body = header + struct.pack(">i", names) + b"\x00\x00" * names + b"\x00\x00\x00"
+    return struct.pack(">i", len(body)) + body
+
+
+def test_a_topic_asked_for_many_times_is_answered_once(broker: KcoordProcess) -> None:
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, "t")
+        req = cls("MetadataRequest")
+        topics = [req.MetadataRequestTopic(name=n) for n in ["t", "missing"] * 500]
+        resp = c.request(METADATA, 12, req(topics=topics, allow_auto_topic_creation=False))
+        assert [t.name for t in resp.topics] == ["t", "missing"]
+
+
+def test_a_large_request_does_not_hold_up_other_clients(broker: KcoordProcess) -> None:
+    """Two million topic names in one 4 MB Metadata frame take a second to decode; another
+    client's request sent meanwhile is answered before that frame's reply is sent."""
+    with (
+        socket.create_connection((broker.host, broker.port), timeout=30) as big,
+        WireClient(broker.host, broker.port) as other,
+    ):
+        big.sendall(_metadata_v8_frame(2_000_000))
+        resp = other.request(METADATA, 12, cls("MetadataRequest")(topics=[]))
+        assert resp.brokers
+        big.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            big.recv(1, socket.MSG_PEEK)  # the large request's reply has not been sent yet
+        big.setblocking(True)
+        size = struct.unpack(">i", big.recv(4, socket.MSG_WAITALL))[0]
+        assert size < 1000  # one entry for the one (empty, invalid) name asked for
+
+
+def test_requests_after_a_large_one_are_answered_in_order(broker: KcoordProcess) -> None:
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, "t")
+        small = [c.frame(METADATA, 12, cls("MetadataRequest")(topics=[])) for _ in range(3)]
+        c.send_raw(_metadata_v8_frame(200_000, correlation_id=1000) + small[0][1] + small[1][1])
+        c.send_raw(small[2][1])
+        got = [c.read_response(METADATA, 8)[0]] + [c.read_response(METADATA, 12)[0] for _ in small]
+        assert got == [1000] + [corr for corr, _ in small]
