@@ -197,6 +197,9 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("fetch.max.bytes", "int", 57671680, _int(1024),
             "Most record bytes in one Fetch response, whatever the request asks (the first "
             "batch is returned whole)."),
+    Setting("max.broker.partitions", "int", 10000, _int(1),
+            "Most topic partitions this broker hosts (KIP-578's name); CreateTopics and "
+            "CreatePartitions beyond it fail with POLICY_VIOLATION. kcoord: default 10000."),
     Setting("log.segment.bytes", "int", 1073741824, _int(14),
             "Size of one log segment."),
     Setting("log.roll.ms", "long", None, _long(),
