@@ -223,7 +223,7 @@ class Connection(asyncio.Protocol):
 
         def decoded(f: asyncio.Future) -> None:
             self._decoding = False
-            if self.closed:
+            if self.closed or self.closed_for_reading:
                 return
             exc = f.exception()
             if exc is not None:
