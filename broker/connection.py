@@ -78,6 +78,7 @@ class Connection(asyncio.Protocol):
         self._drained: asyncio.Future | None = None
         self._outbox: list[bytearray] = []
         self._outbox_bytes = 0
+        self._parked_bytes = 0  # encoded replies waiting for an earlier one
         self._processing = False  # inside the frame loop (handlers may call back into us)
         self._resume_scheduled = False
         self._held = False  # complete frames left in the buffer while backlogged
@@ -172,7 +173,7 @@ class Connection(asyncio.Protocol):
         return (
             self._write_paused
             or self._decoding
-            or self._outbox_bytes > self.max_unsent
+            or self._outbox_bytes + self._parked_bytes > self.max_unsent
             or len(self.pending) >= MAX_IN_FLIGHT
         )
 
@@ -278,10 +279,17 @@ class Connection(asyncio.Protocol):
             entry.response = fut
             fut.add_done_callback(lambda f, e=entry: self._completed(e, f))
         else:
-            entry.response = result
-            entry.done = True
+            self._park(entry, result)
             self._flush()
         self._update_reading()
+
+    def _park(self, entry: _Pending, response: Any) -> None:
+        """A reply that must wait for earlier ones is encoded now, so that its bytes count
+        towards the connection's bound (a long poll can hold back many large replies)."""
+        entry.response = self._encode(entry.correlation_id, entry.api_key, entry.version, response)
+        if entry.response is not None:
+            self._parked_bytes += len(entry.response)
+        entry.done = True
 
     def _completed(self, entry: _Pending, fut: asyncio.Future) -> None:
         if fut.cancelled() or self.closed:
@@ -291,14 +299,15 @@ class Connection(asyncio.Protocol):
             log.error("handler for api %d failed", entry.api_key, exc_info=exc)
             self.abort("internal error")
             return
-        entry.response = fut.result()
-        entry.done = True
+        self._park(entry, fut.result())
         self._flush()
 
     def _flush(self) -> None:
         while self.pending and self.pending[0].done:
-            e = self.pending.popleft()
-            self.write_response(e.correlation_id, e.api_key, e.version, e.response)
+            out = self.pending.popleft().response
+            if out is not None:
+                self._parked_bytes -= len(out)
+                self._enqueue(out)
         if not self.pending and self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         self._update_reading()
@@ -317,12 +326,24 @@ class Connection(asyncio.Protocol):
         self.transport.close()
 
     def write_response(self, correlation_id: int, key: int, version: int, response: Any) -> None:
+        out = self._encode(correlation_id, key, version, response)
+        if out is not None:
+            self._enqueue(out)
+
+    def _encode(
+        self, correlation_id: int, key: int, version: int, response: Any
+    ) -> bytearray | None:
         if response is None or self.closed or self.transport is None:
-            return  # e.g. Produce with acks=0 owes no reply
+            return None  # e.g. Produce with acks=0 owes no reply
         out = bytearray(4)
         encode_response_header(out, correlation_id, response_header_version(key, version))
         RESPONSES[key].encode_into(response, version, out)
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
+        return out
+
+    def _enqueue(self, out: bytearray) -> None:
+        if self.closed or self.transport is None:
+            return
         # Replies of one loop iteration leave in one writelines: one send instead of many.
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self._send_outbox)

@@ -55,6 +55,25 @@ def test_pipelined_fetches_of_a_client_that_does_not_read_are_bounded(
     assert during - before < 60, f"broker grew {during - before:.0f} MiB"
 
 
+def test_replies_held_back_by_a_long_poll_are_bounded(broker: KcoordProcess) -> None:
+    """A long poll first, then 200 Fetches of a 900 KB batch: their replies must wait for the
+    long poll's, and the broker does not build them all meanwhile."""
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, "big", 2)
+        value = b"x" * 900_000
+        assert produce(c, "big", 0, build_kv_batch([(b"k", value)])).error_code == 0
+        poll = fetch_request("big", {1: 0}, max_wait_ms=3000, min_bytes=1)
+        req = fetch_request("big", {0: 0}, max_bytes=1 << 20, partition_max_bytes=1 << 20)
+        frames = [c.frame(FETCH, 12, poll)] + [c.frame(FETCH, 12, req) for _ in range(200)]
+        before = peak_rss_mb(broker)
+        c.send_raw(b"".join(data for _, data in frames))
+        time.sleep(1.0)  # the long poll is still waiting
+        during = peak_rss_mb(broker)
+        got = [c.read_response(FETCH, 12)[0] for _ in frames]
+        assert got == [corr for corr, _ in frames]
+    assert during - before < 60, f"broker grew {during - before:.0f} MiB"
+
+
 @pytest.mark.parametrize("broker", [("connections.max.idle.ms=300",)], indirect=True)
 def test_idle_connections_are_closed(broker: KcoordProcess) -> None:
     with WireClient(broker.host, broker.port) as c:
