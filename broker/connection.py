@@ -14,6 +14,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
@@ -31,6 +32,9 @@ MAX_IN_FLIGHT = 512  # stop reading from a client that has this many replies owe
 PRODUCE = 0  # the one API whose frames may be as large as socket.request.max.bytes
 # Frames larger than this (but Produce's: its records are one slice) are decoded off the loop.
 DECODE_OFF_LOOP = 256 << 10
+# One thread for all of them: large decodes of several clients run one after another, so their
+# objects are not all alive at once, and they never hold up the default executor's fsyncs.
+_DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-decode")
 
 
 class _Pending:
@@ -219,7 +223,7 @@ class Connection(asyncio.Protocol):
         key, version = header.request_api_key, header.request_api_version
         self._decoding = True
         fut = asyncio.get_running_loop().run_in_executor(
-            None, REQUESTS[key].decode, frame, version, pos
+            _DECODER, REQUESTS[key].decode, frame, version, pos
         )
 
         def decoded(f: asyncio.Future) -> None:

@@ -71,6 +71,8 @@ async def _create_then_answer(ctx: RequestContext, req, names: list[str]) -> Met
         except TopicError as e:
             if e.code == ErrorCode.INVALID_TOPIC_EXCEPTION:
                 errors[name] = e.code
+            elif e.code in (ErrorCode.POLICY_VIOLATION, ErrorCode.INVALID_PARTITIONS):
+                break  # max.broker.partitions reached: the other names cannot be created either
     return _answer(ctx, req, errors)
 
 
