@@ -176,6 +176,15 @@ _SETTINGS: tuple[Setting, ...] = (
     # network
     Setting("socket.request.max.bytes", "int", 104857600, _int(1),
             "Largest request frame accepted; a larger one closes the connection."),
+    Setting("connections.max.idle.ms", "long", 600000, _long(),
+            "Close a connection that has sent and received nothing for this long and owes no "
+            "reply (negative: never)."),
+    Setting("kcoord.request.max.bytes", "int", 4194304, _int(1024),
+            "Largest request frame of any API but Produce (those carry no records); a larger "
+            "one closes the connection. kcoord's own."),
+    Setting("kcoord.connection.unsent.max.bytes", "int", 1048576, _int(0),
+            "Stop reading a connection's requests while the replies built for it and not yet "
+            "handed to the socket exceed this (or the socket's buffer is full). kcoord's own."),
     # topics and logs
     Setting("auto.create.topics.enable", "bool", True, _bool,
             "Create a topic when Metadata asks for one that does not exist."),
@@ -185,6 +194,12 @@ _SETTINGS: tuple[Setting, ...] = (
             "Replication factor of an auto-created topic. kcoord: at least 1."),
     Setting("message.max.bytes", "int", 1048588, _int(0),
             "Largest record batch accepted."),
+    Setting("fetch.max.bytes", "int", 57671680, _int(1024),
+            "Most record bytes in one Fetch response, whatever the request asks (the first "
+            "batch is returned whole)."),
+    Setting("max.broker.partitions", "int", 10000, _int(1),
+            "Most topic partitions this broker hosts (KIP-578's name); CreateTopics and "
+            "CreatePartitions beyond it fail with POLICY_VIOLATION. kcoord: default 10000."),
     Setting("log.segment.bytes", "int", 1073741824, _int(14),
             "Size of one log segment."),
     Setting("log.roll.ms", "long", None, _long(),

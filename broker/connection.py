@@ -14,6 +14,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
@@ -28,6 +29,12 @@ from protocol.types import DecodeError
 log = logging.getLogger("kcoord.connection")
 
 MAX_IN_FLIGHT = 512  # stop reading from a client that has this many replies owed
+PRODUCE = 0  # the one API whose frames may be as large as socket.request.max.bytes
+# Frames larger than this (but Produce's: its records are one slice) are decoded off the loop.
+DECODE_OFF_LOOP = 256 << 10
+# One thread for all of them: large decodes of several clients run one after another, so their
+# objects are not all alive at once, and they never hold up the default executor's fsyncs.
+_DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-decode")
 
 
 class _Pending:
@@ -42,9 +49,26 @@ class _Pending:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: BrokerState, max_frame: int) -> None:
+    def __init__(
+        self,
+        broker: BrokerState,
+        max_frame: int,
+        *,
+        max_other_frame: int | None = None,
+        max_unsent: int | None = None,
+    ) -> None:
         self.broker = broker
         self.max_frame = max_frame
+        config = broker.config
+        if max_other_frame is None:
+            max_other_frame = config.get("kcoord.request.max.bytes")
+        if max_unsent is None:
+            max_unsent = config.get("kcoord.connection.unsent.max.bytes")
+        # Frames of APIs other than Produce carry no records: they are held to a smaller limit,
+        # because decoding and answering one costs many times its size in objects.
+        self.max_other_frame = min(max_frame, max_other_frame)
+        self.max_unsent = max_unsent
+        self.last_active = time.monotonic()
         self.buf = bytearray()
         self.pending: deque[_Pending] = deque()
         self.transport: asyncio.Transport | None = None
@@ -57,6 +81,12 @@ class Connection(asyncio.Protocol):
         self.on_close: Callable[[Connection], None] | None = None
         self._drained: asyncio.Future | None = None
         self._outbox: list[bytearray] = []
+        self._outbox_bytes = 0
+        self._parked_bytes = 0  # encoded replies waiting for an earlier one
+        self._processing = False  # inside the frame loop (handlers may call back into us)
+        self._resume_scheduled = False
+        self._held = False  # complete frames left in the buffer while backlogged
+        self._decoding = False  # a large frame is being decoded in a worker thread
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -94,25 +124,67 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        while len(buf) >= 4 and not self.closed:
-            size = int.from_bytes(buf[:4], "big", signed=True)
-            if size < 0 or size > self.max_frame:
-                self.abort(
-                    f"frame of {size} bytes exceeds socket.request.max.bytes ({self.max_frame})"
-                )
-                return
-            if len(buf) < 4 + size:
-                break
-            frame = bytes(buf[4 : 4 + size])
-            del buf[: 4 + size]
-            self.handle_frame(frame)
+        self.buf += data
+        self.last_active = time.monotonic()
+        self._process()
+
+    def _process(self) -> None:
+        """Handle the complete frames in the buffer, stopping while the replies owed to this
+        client are over their bound: one read can hold thousands of pipelined requests, and
+        a client that never reads would otherwise have all their replies built at once."""
+        self._resume_scheduled = self._held = False
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            buf = self.buf
+            while len(buf) >= 4 and not self.closed and not self.closed_for_reading:
+                if self._backlogged():
+                    self._held = True
+                    self._update_reading()
+                    return
+                size = int.from_bytes(buf[:4], "big", signed=True)
+                if size > self.max_other_frame or size < 0:
+                    if not self._frame_allowed(size):
+                        return
+                if len(buf) < 4 + size:
+                    break
+                frame = bytes(buf[4 : 4 + size])
+                del buf[: 4 + size]
+                self.handle_frame(frame)
+        finally:
+            self._processing = False
+
+    def _frame_allowed(self, size: int) -> bool:
+        """Check a large frame's size against its API's limit as soon as the API key is in:
+        the body is not buffered before it is refused. False if the connection was closed or
+        the key has not arrived yet."""
+        if size < 0 or size > self.max_frame:
+            self.abort(f"frame of {size} bytes exceeds socket.request.max.bytes ({self.max_frame})")
+            return False
+        if len(self.buf) < 6:
+            return False
+        key = int.from_bytes(self.buf[4:6], "big", signed=True)
+        if key != PRODUCE:
+            self.abort(
+                f"frame of {size} bytes for api key {key} exceeds kcoord.request.max.bytes"
+                f" ({self.max_other_frame})"
+            )
+            return False
+        return True
+
+    def _backlogged(self) -> bool:
+        return (
+            self._write_paused
+            or self._decoding
+            or self._outbox_bytes + self._parked_bytes > self.max_unsent
+            or len(self.pending) >= MAX_IN_FLIGHT
+        )
 
     # -- requests --------------------------------------------------------------------------
 
-    def abort(self, why: str) -> None:
-        log.warning("closing connection %s: %s", self.peer, why)
+    def abort(self, why: str, level: int = logging.WARNING) -> None:
+        log.log(level, "closing connection %s: %s", self.peer, why)
         self.closed = True
         self.buf.clear()
         if self.transport is not None:
@@ -133,11 +205,43 @@ class Connection(asyncio.Protocol):
             else:
                 self.abort(f"unsupported api key {key} version {version}")
             return
+        if len(frame) > DECODE_OFF_LOOP and key != PRODUCE:
+            self._decode_off_loop(header, api, frame, pos)
+            return
         try:
             request, _ = REQUESTS[key].decode(frame, version, pos)
         except DecodeError as e:
             self.abort(f"undecodable {REQUESTS[key].name} v{version}: {e}")
             return
+        self.dispatch(header, api, request)
+
+    def _decode_off_loop(self, header: Any, api: Any, frame: bytes, pos: int) -> None:
+        """Decode a large frame in a worker thread: a few MB of tiny array elements take
+        seconds of Python, and the loop must keep serving other clients meanwhile (the GIL
+        is handed back and forth). This connection handles nothing else until the request is
+        dispatched, so its requests are still handled in order."""
+        key, version = header.request_api_key, header.request_api_version
+        self._decoding = True
+        fut = asyncio.get_running_loop().run_in_executor(
+            _DECODER, REQUESTS[key].decode, frame, version, pos
+        )
+
+        def decoded(f: asyncio.Future) -> None:
+            self._decoding = False
+            if self.closed or self.closed_for_reading:
+                return
+            exc = f.exception()
+            if exc is not None:
+                self.abort(f"undecodable {REQUESTS[key].name} v{version}: {exc}")
+                return
+            self.dispatch(header, api, f.result()[0])
+            self._update_reading()
+
+        fut.add_done_callback(decoded)
+        self._update_reading()
+
+    def dispatch(self, header: Any, api: Any, request: Any) -> None:
+        key, version = header.request_api_key, header.request_api_version
         ctx = RequestContext(
             self.broker, key, version, header.correlation_id, header.client_id, self.host
         )
@@ -179,10 +283,17 @@ class Connection(asyncio.Protocol):
             entry.response = fut
             fut.add_done_callback(lambda f, e=entry: self._completed(e, f))
         else:
-            entry.response = result
-            entry.done = True
+            self._park(entry, result)
             self._flush()
         self._update_reading()
+
+    def _park(self, entry: _Pending, response: Any) -> None:
+        """A reply that must wait for earlier ones is encoded now, so that its bytes count
+        towards the connection's bound (a long poll can hold back many large replies)."""
+        entry.response = self._encode(entry.correlation_id, entry.api_key, entry.version, response)
+        if entry.response is not None:
+            self._parked_bytes += len(entry.response)
+        entry.done = True
 
     def _completed(self, entry: _Pending, fut: asyncio.Future) -> None:
         if fut.cancelled() or self.closed:
@@ -192,14 +303,15 @@ class Connection(asyncio.Protocol):
             log.error("handler for api %d failed", entry.api_key, exc_info=exc)
             self.abort("internal error")
             return
-        entry.response = fut.result()
-        entry.done = True
+        self._park(entry, fut.result())
         self._flush()
 
     def _flush(self) -> None:
         while self.pending and self.pending[0].done:
-            e = self.pending.popleft()
-            self.write_response(e.correlation_id, e.api_key, e.version, e.response)
+            out = self.pending.popleft().response
+            if out is not None:
+                self._parked_bytes -= len(out)
+                self._enqueue(out)
         if not self.pending and self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         self._update_reading()
@@ -218,29 +330,51 @@ class Connection(asyncio.Protocol):
         self.transport.close()
 
     def write_response(self, correlation_id: int, key: int, version: int, response: Any) -> None:
+        out = self._encode(correlation_id, key, version, response)
+        if out is not None:
+            self._enqueue(out)
+
+    def _encode(
+        self, correlation_id: int, key: int, version: int, response: Any
+    ) -> bytearray | None:
         if response is None or self.closed or self.transport is None:
-            return  # e.g. Produce with acks=0 owes no reply
+            return None  # e.g. Produce with acks=0 owes no reply
         out = bytearray(4)
         encode_response_header(out, correlation_id, response_header_version(key, version))
         RESPONSES[key].encode_into(response, version, out)
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
+        return out
+
+    def _enqueue(self, out: bytearray) -> None:
+        if self.closed or self.transport is None:
+            return
         # Replies of one loop iteration leave in one writelines: one send instead of many.
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self._send_outbox)
         self._outbox.append(out)
+        self._outbox_bytes += len(out)
 
     def _send_outbox(self) -> None:
         outbox, self._outbox = self._outbox, []
+        self._outbox_bytes = 0
         if outbox and not self.closed and self.transport is not None:
+            self.last_active = time.monotonic()
+            # The transport calls pause_writing from here if its buffer passes its high mark.
             self.transport.writelines(outbox)
+        self._update_reading()
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed or self.closed_for_reading:
             return
-        should_pause = self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
+        should_pause = self._backlogged()
         if should_pause and not self._read_paused:
             self._read_paused = True
             self.transport.pause_reading()
         elif not should_pause and self._read_paused:
             self._read_paused = False
             self.transport.resume_reading()
+        if not should_pause and self._held and not self._resume_scheduled:
+            # Frames held back while backlogged: handle them from the loop, not from inside
+            # the handler or transport callback that cleared the backlog.
+            self._resume_scheduled = True
+            asyncio.get_running_loop().call_soon(self._process)

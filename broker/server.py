@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._publisher: asyncio.Future | None = None
+        self._idle_sweeper: asyncio.Future | None = None
         self.port = 0
 
     async def start(self) -> None:
@@ -84,6 +86,9 @@ class Broker:
             return conn
 
         self._server = await asyncio.get_running_loop().create_server(connect, sock=sock)
+        idle_ms = cfg.get("connections.max.idle.ms")
+        if idle_ms >= 0:
+            self._idle_sweeper = asyncio.ensure_future(self._close_idle(idle_ms))
         log.info(
             "kcoord ready: listening on %s:%d, advertised as %s:%d, node %d, cluster %s",
             host,
@@ -94,7 +99,23 @@ class Broker:
             identity.cluster_id,
         )
 
+    async def _close_idle(self, idle_ms: int) -> None:
+        """Close connections idle for `connections.max.idle.ms`, as Kafka's selector does. A
+        connection that owes a reply (a long poll, a parked JoinGroup) is not idle."""
+        idle_s = idle_ms / 1000
+        every = min(max(idle_s / 10, 0.01), 30.0)
+        while True:
+            await asyncio.sleep(every)
+            cutoff = time.monotonic() - idle_s
+            for conn in list(self._connections):
+                if conn.last_active < cutoff and not conn.pending and not conn.closed:
+                    conn.abort(
+                        f"idle for more than connections.max.idle.ms ({idle_ms})", logging.INFO
+                    )
+
     async def close(self) -> None:
+        if self._idle_sweeper is not None:
+            self._idle_sweeper.cancel()
         if self._publisher is not None:
             self._publisher.cancel()
         if self._metrics_server is not None:

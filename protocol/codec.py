@@ -392,6 +392,26 @@ class _Generator:
             lines.append(f"{ind}{var}, = {self.structfmt(fmt)}.unpack_from(buf, pos)")
             lines.append(f"{ind}pos += {4 if wide else 2}")
 
+    def min_size_of(self, f: Field, typ: str, element: bool = False) -> int:
+        """The fewest bytes a value of type `typ` (field `f`'s, or with `element` one element
+        of array field `f`) takes in this version; at least 1."""
+        flex = self.is_flex(f)
+        if typ in _FIXED:
+            return _SIZES[_FIXED[typ]]
+        if typ == "uuid":
+            return 16
+        if typ in ("string", "bytes", "records") or typ.startswith("[]"):
+            # A null or empty value is its length alone.
+            return 1 if flex else (2 if typ == "string" else 4)
+        if not element and self.v in f.nullable:
+            return 1  # a null struct is its marker byte
+        return max(self.min_struct_size(typ), 1)
+
+    def min_struct_size(self, sname: str) -> int:
+        regular, _ = self.fields_in(sname)
+        size = sum(self.min_size_of(g, g.type) for g in regular)
+        return size + (1 if self.flex else 0)  # the tagged fields' count
+
     def dec_null(self, lines: list[str], ind: str, n: str, target: str, f: Field) -> str:
         """Emit the null check; returns the indent for the non-null branch."""
         if self.v in f.nullable:
@@ -435,7 +455,12 @@ class _Generator:
             n = self.tmp("n")
             self.dec_len(lines, ind, n, flex, wide=True)
             ind2 = self.dec_null(lines, ind, n, target, f)
-            lines.append(f"{ind2}if {n} > end - pos:")
+            # A declared count is checked against the bytes left before anything is built:
+            # no element is smaller than its minimum encoding, so a count beyond
+            # (bytes left) / (minimum size) can never be met.
+            least = self.min_size_of(f, elem, element=True)
+            over = f"{n} > end - pos" if least == 1 else f"{n} * {least} > end - pos"
+            lines.append(f"{ind2}if {over}:")
             lines.append(f"{ind2}    raise _DE('array {f.decl.name} longer than the message')")
             if elem in _FIXED:
                 c = _FIXED[elem]

@@ -3,6 +3,12 @@
 The segment knows nothing of durability policy or offsets assignment; the log decides what
 to write and when to fsync. All file I/O is positional (``pread``/``O_APPEND`` writes), so
 reads in the event loop and an fsync in an executor thread never share a file offset.
+
+File descriptors are opened when first needed, not when a segment is created or loaded: a
+broker with thousands of partitions, most of them idle, would otherwise hold three per
+segment. The data file opens on its first read or write; the index files while entries are
+appended to them, and they are closed again once the segment is rolled (a rolled segment's
+indexes are only read, from memory).
 """
 
 from __future__ import annotations
@@ -105,7 +111,8 @@ class LogSegment:
         self.max_timestamp = -1
         # Time-based rolling counts from the first batch's max timestamp, as Kafka does.
         self.first_batch_timestamp: int | None = None
-        self._fd = -1
+        self._log_fd = -1
+        self._indexes_open = False
         self._bytes_since_index = 0
         self._offset_of_max_ts = -1
 
@@ -116,14 +123,36 @@ class LogSegment:
     def fd(self) -> int:
         return self._fd
 
+    @property
+    def _fd(self) -> int:
+        fd = self._log_fd
+        if fd < 0:
+            fd = self._log_fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
+        return fd
+
+    def _close_log(self) -> None:
+        if self._log_fd >= 0:
+            os.close(self._log_fd)
+            self._log_fd = -1
+
+    def _open_indexes(self, truncate: bool = False) -> None:
+        self.index.open_for_append(truncate=truncate)
+        self.time_index.open_for_append(truncate=truncate)
+        self._indexes_open = True
+
+    def _close_indexes(self) -> None:
+        self.index.close()
+        self.time_index.close()
+        self._indexes_open = False
+
     # -- opening ------------------------------------------------------------------------------
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> LogSegment:
         seg = cls(directory, base_offset, index_interval_bytes)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        seg.index.open_for_append(truncate=True)
-        seg.time_index.open_for_append(truncate=True)
+        os.close(os.open(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        seg._open_indexes(truncate=True)  # created empty now, appended to when needed
+        seg._close_indexes()
         return seg
 
     @classmethod
@@ -138,8 +167,7 @@ class LogSegment:
         """Open a rolled segment, trusting its data (it was fsynced before the next segment
         was created) but checking its indexes, which are rebuilt if missing or stale."""
         seg = cls(directory, base_offset, index_interval_bytes)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
-        seg.size = os.fstat(seg._fd).st_size
+        seg.size = os.stat(seg.log_path).st_size
         try:
             seg.index = OffsetIndex.load(seg.index.path, base_offset, seg.size)
             seg._scan_tail()
@@ -149,8 +177,8 @@ class LogSegment:
             (log.debug if fresh else log.warning)("rebuilding indexes of %s: %s", seg.log_path, e)
             seg.recover()
             return seg
-        seg.index.open_for_append()
-        seg.time_index.open_for_append()
+        finally:
+            seg._close_log()
         if seg.time_index.last_timestamp > seg.max_timestamp:
             seg.max_timestamp = seg.time_index.last_timestamp
         return seg
@@ -189,19 +217,24 @@ class LogSegment:
         cls, directory: Path, base_offset: int, index_interval_bytes: int
     ) -> tuple[LogSegment, ScanResult]:
         seg = cls(directory, base_offset, index_interval_bytes)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
-        seg.size = os.fstat(seg._fd).st_size
+        seg.size = os.stat(seg.log_path).st_size
         return seg, seg.recover()
 
     def recover(self) -> ScanResult:
         """Validate every batch from the start, truncate the file at the first bad one and
         rebuild both indexes from what remains."""
-        self.index.close()
-        self.time_index.close()
+        self._close_indexes()
         self.index = OffsetIndex(self.index.path, self.base_offset)
         self.time_index = TimeIndex(self.time_index.path, self.base_offset)
-        self.index.open_for_append(truncate=True)
-        self.time_index.open_for_append(truncate=True)
+        try:
+            self._open_indexes(truncate=True)
+            return self._recover()
+        finally:
+            # Loading thousands of partitions must not leave their files open.
+            self._close_indexes()
+            self._close_log()
+
+    def _recover(self) -> ScanResult:
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.first_batch_timestamp = None
@@ -264,6 +297,8 @@ class LogSegment:
         # Kafka's rule: index a batch once index.interval.bytes have been written since the
         # previous entry; the first batch of a segment needs no entry (lookup falls back to 0).
         if self._bytes_since_index > self.index_interval_bytes:
+            if not self._indexes_open:
+                self._open_indexes()
             self.index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_ts)
             self._bytes_since_index = 0
@@ -345,13 +380,13 @@ class LogSegment:
         os.fsync(self._fd)
         self.index.sync()
         self.time_index.sync()
+        # Nothing more is appended to a rolled segment's indexes (if this one is still
+        # active, its next entry opens them again).
+        self._close_indexes()
 
     def close(self) -> None:
-        self.index.close()
-        self.time_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._close_indexes()
+        self._close_log()
 
     def delete_files(self) -> None:
         """Close and delete the segment, the data file first so that a crash midway leaves

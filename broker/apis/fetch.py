@@ -1,7 +1,11 @@
 """Fetch v4-16: segment bytes as stored, by topic name (v4-12) or topic id (v13+).
 
 * Size limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` for the
-  response, except that the first partition with data returns at least one whole batch.
+  response, the latter capped by the broker's `fetch.max.bytes`, except that the first
+  partition with data returns at least one whole batch.
+* A partition named more than once is read once, as Kafka's FetchRequest.fetchData does (a
+  map keyed by topic and partition): in the place of its first mention, with the offset and
+  limit of its last.
   A read may end inside a batch (clients drop the partial tail), as Kafka's does.
 * Long polling: with fewer than `min_bytes` the request waits up to `max_wait_ms` on the
   partitions it reads, woken as soon as an append to one of them is durable.
@@ -62,13 +66,19 @@ def _resolve(ctx: RequestContext, req) -> list[_Topic]:
     store = ctx.broker.data
     registry = ctx.broker.topics
     by_id = ctx.api_version >= 13
-    out = []
+    out: list[_Topic] = []
+    seen: dict[tuple[object, int], _Wanted] = {}
     for t in req.topics:
         topic = registry.by_id(t.topic_id) if by_id else registry.get(t.topic)
         missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         name = topic.name if topic is not None else (None if by_id else t.topic)
+        key = t.topic_id if by_id else t.topic
         wanted = []
         for p in t.partitions:
+            again = seen.get((key, p.partition))
+            if again is not None:
+                again.offset, again.max_bytes = p.fetch_offset, p.partition_max_bytes
+                continue
             part = store.partition(name, p.partition) if store and name is not None else None
             if topic is None:
                 error = missing
@@ -76,8 +86,19 @@ def _resolve(ctx: RequestContext, req) -> list[_Topic]:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 error = ErrorCode.NONE
-            wanted.append(_Wanted(p.partition, part, error, p.fetch_offset, p.partition_max_bytes))
-        out.append(_Topic(t.topic if not by_id else "", t.topic_id, wanted))
+            w = _Wanted(p.partition, part, error, p.fetch_offset, p.partition_max_bytes)
+            seen[key, p.partition] = w
+            wanted.append(w)
+        if not wanted and t.partitions:
+            continue  # every partition was named before: Kafka's response lists it there
+        if (
+            out
+            and out[-1].topic_id == t.topic_id
+            and out[-1].name == (t.topic if not by_id else "")
+        ):
+            out[-1].partitions.extend(wanted)  # Kafka groups a topic's consecutive partitions
+        else:
+            out.append(_Topic(t.topic if not by_id else "", t.topic_id, wanted))
     return out
 
 
@@ -150,15 +171,16 @@ def handle(ctx: RequestContext, req) -> FetchResponse | Awaitable[FetchResponse]
             return FetchResponse(error_code=error, responses=[])
     topics = _resolve(ctx, req)
     committed = req.isolation_level == READ_COMMITTED
-    resp, total, failed = _build(topics, req.max_bytes, committed)
+    max_bytes = min(req.max_bytes, ctx.broker.config.get("fetch.max.bytes"))
+    resp, total, failed = _build(topics, max_bytes, committed)
     if req.max_wait_ms <= 0 or total >= req.min_bytes or failed:
         return resp
     if not any(t.partitions for t in topics):
         return resp  # nothing to wait for (Kafka answers at once too)
-    return _long_poll(topics, req, committed)
+    return _long_poll(topics, req, committed, max_bytes)
 
 
-async def _long_poll(topics: list[_Topic], req, committed: bool) -> FetchResponse:
+async def _long_poll(topics: list[_Topic], req, committed: bool, max_bytes: int) -> FetchResponse:
     loop = asyncio.get_running_loop()
     parts = [w.part for t in topics for w in t.partitions if w.part is not None]
     timed_out = False
@@ -172,7 +194,7 @@ async def _long_poll(topics: list[_Topic], req, committed: bool) -> FetchRespons
     deadline = loop.time() + req.max_wait_ms / 1000
     while True:
         # Build and register in one step: no append can slip in between unnoticed.
-        resp, total, failed = _build(topics, req.max_bytes, committed)
+        resp, total, failed = _build(topics, max_bytes, committed)
         if total >= req.min_bytes or failed or timed_out:
             return resp
         waiter: asyncio.Future[None] = loop.create_future()

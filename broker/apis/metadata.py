@@ -2,7 +2,8 @@
 
 Topics asked for by name that do not exist are created first when `auto.create.topics.enable`
 is on and the request allows it (v4+ has a flag; older versions always allow), with
-`num.partitions` partitions; an illegal name gets INVALID_TOPIC_EXCEPTION.
+`num.partitions` partitions; an illegal name gets INVALID_TOPIC_EXCEPTION. A topic asked for
+more than once is answered once.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ async def _create_then_answer(ctx: RequestContext, req, names: list[str]) -> Met
         except TopicError as e:
             if e.code == ErrorCode.INVALID_TOPIC_EXCEPTION:
                 errors[name] = e.code
+            elif e.code in (ErrorCode.POLICY_VIOLATION, ErrorCode.INVALID_PARTITIONS):
+                break  # max.broker.partitions reached: the other names cannot be created either
     return _answer(ctx, req, errors)
 
 
@@ -90,7 +93,10 @@ def _answer(ctx: RequestContext, req, errors: dict[str, int]) -> MetadataRespons
     if everything:
         topics = [_topic(ctx, t) for t in registry.all()]
     else:
-        for wanted in req.topics:
+        # Each topic once, however often it is asked for (Kafka answers for a set of them):
+        # a request's cost must not grow with duplicates.
+        unique = {(w.name, w.topic_id if w.name is None else None): w for w in req.topics}
+        for wanted in unique.values():
             if wanted.name is None:
                 t = registry.by_id(wanted.topic_id)
                 topics.append(_topic(ctx, t) if t else _missing(None, True, wanted.topic_id))

@@ -219,6 +219,32 @@ class TopicStore:
             raise TopicError(
                 ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
             )
+        self.check_partition_limit(partitions)
+
+    def hosted_partitions(self) -> int:
+        hosted = sum(rec.partitions for rec in self.catalog.topics.values())
+        if names.OFFSETS_TOPIC not in self.catalog.topics:
+            # The group runtime hosts it from start-up, before it is listed.
+            hosted += self.config.get("offsets.topic.num.partitions")
+        return hosted
+
+    def check_partition_limit(self, more: int) -> None:
+        """Raise TopicError if ``more`` partitions would not fit under max.broker.partitions:
+        each partition costs directories, files and descriptors while it is used, so a
+        request for more than the broker can hold is refused before anything is created."""
+        limit = self.config.get("max.broker.partitions")
+        if more > limit:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Number of partitions {more} exceeds max.broker.partitions ({limit}).",
+            )
+        hosted = self.hosted_partitions()
+        if hosted + more > limit:
+            raise TopicError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Adding {more} partitions to the {hosted} hosted would exceed"
+                f" max.broker.partitions ({limit}).",
+            )
 
     async def create_topic(
         self, name: str, partitions: int, configs: dict[str, str] | None = None
@@ -232,10 +258,19 @@ class TopicStore:
                 await self.catalog.save()
                 self.settings[name] = TopicSettings.resolve(self.config, rec.configs)
                 await self._open_partitions(name, 0, partitions)
-            except BaseException:
+            except BaseException as e:
                 self.catalog.topics.pop(name, None)
+                self.settings.pop(name, None)
                 await self._close_partitions(name)
-                await self._save_quietly()  # its directories go at the next start
+                await self._save_quietly()
+                # Nothing of a failed create stays behind (a crash before this line leaves
+                # directories that the next start removes).
+                await self._remove_dirs([self.data_dir / f"{name}-{i}" for i in range(partitions)])
+                if isinstance(e, OSError):
+                    log.error("creating topic %s failed: %s", name, e)
+                    raise TopicError(
+                        ErrorCode.KAFKA_STORAGE_ERROR, f"Creating topic {name} failed: {e}"
+                    ) from e
                 raise
             log.info("created topic %s with %d partitions (id %s)", name, partitions, rec.topic_id)
             return self._register(rec)
@@ -338,6 +373,7 @@ class TopicStore:
                     ErrorCode.INVALID_PARTITIONS,
                     f"Topic already has {topic.partitions} partitions.",
                 )
+            self.check_partition_limit(count - topic.partitions)
             if validate_only:
                 return topic
             rec = self.catalog.topics[name]
@@ -346,9 +382,15 @@ class TopicStore:
             try:
                 await self.catalog.save()
                 await self._open_partitions(name, old, count)
-            except BaseException:
+            except BaseException as e:
                 rec.partitions = old
-                await self._save_quietly()  # directories made meanwhile go at the next start
+                await self._save_quietly()
+                await self._remove_dirs([self.data_dir / f"{name}-{i}" for i in range(old, count)])
+                if isinstance(e, OSError):
+                    log.error("adding partitions to %s failed: %s", name, e)
+                    raise TopicError(
+                        ErrorCode.KAFKA_STORAGE_ERROR, f"Adding partitions to {name} failed: {e}"
+                    ) from e
                 raise
             log.info("topic %s now has %d partitions", name, count)
             return self._register(rec)
