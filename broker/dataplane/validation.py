@@ -194,7 +194,7 @@ def _walk(
                 highest = delta
             # The offset delta must be i: compared in its encoding, zig-zag 2i, when that is
             # one byte (the first 64 records).
-            if buf[p] == i2:
+            if i2 < 0x80 and buf[p] == i2:
                 p += 1
             else:
                 u, p = uv(buf, p)

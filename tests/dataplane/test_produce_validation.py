@@ -116,6 +116,22 @@ def test_batches_with_bad_records_are_refused(kcoord: KcoordProcess) -> None:
         assert produce(c, "t", 0, _three()).error_code == 0
 
 
+def test_long_batches_with_multi_byte_varints_are_accepted(kcoord: KcoordProcess) -> None:
+    now = _now()
+    # Offset deltas from 64 and timestamp deltas from 64 ms take two varint bytes, a 3 KiB
+    # value's length too; headers and null values in between.
+    records = [
+        Record(i, now + i * 3, b"k%d" % i, None if i % 7 == 0 else b"v" * (i * 11))
+        for i in range(300)
+    ]
+    records[5] = records[5]._replace(headers=(("a", b"1"), ("b", None)))
+    with client(kcoord) as c:
+        create_topic(c, "t", configs={"cleanup.policy": "compact"})
+        for codec in (0, 1):
+            p = produce(c, "t", 0, build_batch(records, compression=codec))
+            assert (p.error_code, p.base_offset) == (0, codec * 300), p.error_message
+
+
 def test_offset_deltas_must_count_from_zero(kcoord: KcoordProcess) -> None:
     now = _now()
     # Two records whose deltas say 0 and 2, in a header that (rightly) says 2 records.
