@@ -53,6 +53,9 @@ _CRC = struct.Struct(">I")
 _CRC_OFFSET = 17
 
 
+_NO_BOUND_LO, _NO_BOUND_HI = -(1 << 65), 1 << 65
+
+
 class Refusal(NamedTuple):
     code: int
     message: str
@@ -87,15 +90,16 @@ def validate(
         start = 0
     else:
         records, start = batch, HEADER_SIZE
-    before = settings.timestamp_before_max_ms
-    after = settings.timestamp_after_max_ms
-    # Timestamps are checked as deltas from the base timestamp: one subtraction per batch.
-    lo = -(1 << 64) if before >= now_ms else now_ms - before - h.base_timestamp
-    hi = 1 << 64 if after >= (1 << 63) - now_ms else now_ms + after - h.base_timestamp
-    if h.attributes & TIMESTAMP_TYPE_MASK or h.base_timestamp < 0:
+    base_ts = h.base_timestamp
+    if h.attributes & TIMESTAMP_TYPE_MASK or base_ts < 0:
         # LogAppendTime from a client (the broker's time counts), or records without a
         # timestamp (-1, which Kafka does not check)
-        lo, hi = -(1 << 64), 1 << 64
+        lo, hi = _NO_BOUND_LO, _NO_BOUND_HI
+    else:
+        # Timestamps are checked as deltas from the base timestamp: no addition per record.
+        # Unlimited settings (Long.MAX_VALUE) give bounds no delta reaches.
+        lo = now_ms - settings.timestamp_before_max_ms - base_ts
+        hi = now_ms + settings.timestamp_after_max_ms - base_ts
     try:
         max_delta = _walk(records, start, len(records), h.records_count, settings.compacts, lo, hi)
     except _Invalid as e:
@@ -160,16 +164,12 @@ def _walk(
     """
     start = pos
     uv = _uv
-    lowest = 1 << 64
-    highest = -(1 << 64)
-    i = i2 = 0
+    lowest = _NO_BOUND_HI
+    highest = _NO_BOUND_LO
+    i2 = 0
     try:
-        while pos < end:
-            if i == count:
-                raise _Invalid(
-                    ErrorCode.INVALID_RECORD,
-                    f"Incorrect declared batch size: {count} records, more data follows",
-                )
+        # ``end`` is the end of ``buf``: fewer records than ``count`` end in an IndexError.
+        for i in range(count):
             b = buf[pos]
             if b < 0x80:
                 u, p = b, pos + 1
@@ -240,12 +240,16 @@ def _walk(
                     i,
                 )
             pos = rec_end
-            i += 1
             i2 += 2
     except IndexError:
-        raise _Invalid(ErrorCode.INVALID_RECORD, "Record data ends inside a record") from None
-    if i != count:
-        raise _Invalid(ErrorCode.INVALID_RECORD, f"Batch says {count} records but holds {i}")
+        raise _Invalid(
+            ErrorCode.INVALID_RECORD, f"Batch says {count} records; its data ends before"
+        ) from None
+    if pos != end:
+        raise _Invalid(
+            ErrorCode.INVALID_RECORD,
+            f"Incorrect declared batch size: {count} records, more data follows",
+        )
     if lowest < lo or highest > hi:
         raise _Invalid(
             ErrorCode.INVALID_TIMESTAMP,
@@ -253,7 +257,7 @@ def _walk(
             " (message.timestamp.before.max.ms / message.timestamp.after.max.ms)",
             _first_out_of_range(buf, start, lo, hi),
         )
-    return highest if i else None
+    return highest if count else None
 
 
 def _first_out_of_range(buf: bytes, pos: int, lo: int, hi: int) -> int:
