@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import cramjam
@@ -43,6 +43,7 @@ __all__ = [
     "COMPRESSION_SNAPPY",
     "COMPRESSION_ZSTD",
     "CorruptRecordError",
+    "DecompressedTooLargeError",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "NO_PARTITION_LEADER_EPOCH",
@@ -116,6 +117,10 @@ class RecordError(ValueError):
 
 class CorruptRecordError(RecordError):
     """The bytes are not a valid v2 record batch (bad length, CRC, magic or record structure)."""
+
+
+class DecompressedTooLargeError(RecordError):
+    """Compressed records that expand beyond the limit their reader allows."""
 
 
 class UnsupportedCompressionError(RecordError):
@@ -326,9 +331,10 @@ def _snappy_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data: bytes | memoryview) -> bytes:
+def _snappy_decompress(data: bytes | memoryview, limit: int) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != _XERIAL_MAGIC:
+        _snappy_fits(view, limit)
         return bytes(cramjam.snappy.decompress_raw(view))
     pos, end, out = len(_XERIAL_HEADER), len(view), []
     while pos < end:
@@ -338,9 +344,43 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise CorruptRecordError(f"xerial snappy block of {n} bytes overruns the data")
+        limit -= _snappy_fits(view[pos : pos + n], limit)
         out.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + n])))
         pos += n
     return b"".join(out)
+
+
+def _snappy_fits(block: memoryview, limit: int) -> int:
+    # Raw snappy states its uncompressed length first: checked before anything is allocated.
+    n = cramjam.snappy.decompress_raw_len(block)
+    if n > 24 * len(block) + 16:
+        # No snappy element expands more than 64 / 3 times: this length is not snappy's.
+        raise CorruptRecordError(f"bad snappy data: {len(block)} bytes claim {n}")
+    if n > limit:
+        raise DecompressedTooLargeError(f"snappy data expands beyond {limit} bytes")
+    return n
+
+
+def _bounded(
+    decompress_into: Callable[..., int], data: bytes | memoryview, limit: int, name: str
+) -> bytes:
+    """Decompress into buffers growing up to ``limit`` bytes: lz4 and zstd frames need not
+    state their size, so a small batch could otherwise expand without bound."""
+    size = min(limit, max(1 << 16, 8 * len(data)))
+    while True:
+        buf = bytearray(size)
+        try:
+            n = decompress_into(data, buf)
+        except cramjam.DecompressionError as e:
+            if "whole buffer" not in str(e):
+                raise CorruptRecordError(f"bad {name} data: {e}") from None
+            if size >= limit:
+                raise DecompressedTooLargeError(
+                    f"{name} data expands beyond {limit} bytes"
+                ) from None
+            size = min(limit, size * 4)
+            continue
+        return bytes(memoryview(buf)[:n])
 
 
 def compress(compression: int, data: bytes) -> bytes:
@@ -593,22 +633,35 @@ def set_partition_leader_epoch(batch: bytearray | memoryview, epoch: int, pos: i
 # Record decoding
 
 
-def decompress(compression: int, data: bytes | memoryview) -> bytes:
+# What a reader that states no limit accepts: bounded, and far above any batch a client sends.
+DECOMPRESSED_LIMIT = 1 << 30
+
+
+def decompress(
+    compression: int, data: bytes | memoryview, limit: int = DECOMPRESSED_LIMIT
+) -> bytes:
     """A batch's records section uncompressed; CorruptRecordError if the codec refuses it,
-    UnsupportedCompressionError for a codec number Kafka does not define."""
+    DecompressedTooLargeError past ``limit`` bytes, UnsupportedCompressionError for a codec
+    number Kafka does not define."""
     if compression == COMPRESSION_GZIP:
+        # wbits 47 = auto-detect zlib or gzip container.
+        d = zlib.decompressobj(47)
         try:
-            # wbits 47 = auto-detect zlib or gzip container.
-            return zlib.decompress(data, 47)
+            out = d.decompress(data, limit + 1)
         except zlib.error as e:
             raise CorruptRecordError(f"bad gzip data: {e}") from None
+        if len(out) > limit:
+            raise DecompressedTooLargeError(f"gzip data expands beyond {limit} bytes")
+        if not d.eof:
+            raise CorruptRecordError("bad gzip data: the stream ends early")
+        return out
     try:
         if compression == COMPRESSION_SNAPPY:
-            return _snappy_decompress(data)
+            return _snappy_decompress(data, limit)
         if compression == COMPRESSION_LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _bounded(cramjam.lz4.decompress_into, data, limit, "lz4")
         if compression == COMPRESSION_ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded(cramjam.zstd.decompress_into, data, limit, "zstd")
     except cramjam.DecompressionError as e:
         name = _COMPRESSION_NAMES[compression]
         raise CorruptRecordError(f"bad {name} data: {e}") from None

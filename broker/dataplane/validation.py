@@ -35,7 +35,7 @@ from protocol.records import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    Record,
+    DecompressedTooLargeError,
     RecordError,
     UnsupportedCompressionError,
     build_batch,
@@ -45,6 +45,10 @@ from protocol.records import (
 )
 from protocol.types import DecodeError, read_uvarint
 
+# The records of one produced batch, uncompressed, may take this much: far above what a client
+# batches (Kafka's default batch.size is 16 KiB, librdkafka's 1 MB), and a bound on what a
+# small compressed batch can make the broker allocate.
+DECOMPRESSED_LIMIT = 128 << 20
 # Produce v7 is the first a client may send zstd with (KIP-110).
 ZSTD_MIN_PRODUCE_VERSION = 7
 _MAX_TS = struct.Struct(">q")
@@ -82,7 +86,9 @@ def validate(
         )
     if codec:
         try:
-            records = decompress(codec, memoryview(batch)[HEADER_SIZE:])
+            records = decompress(codec, memoryview(batch)[HEADER_SIZE:], DECOMPRESSED_LIMIT)
+        except DecompressedTooLargeError as e:
+            return Refusal(ErrorCode.MESSAGE_TOO_LARGE, f"Record batch too large: {e}")
         except UnsupportedCompressionError as e:
             return Refusal(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(e))
         except RecordError as e:
@@ -124,7 +130,7 @@ def _recompress(
     batch: bytes, h: BatchHeader, codec: int, max_bytes: int
 ) -> tuple[bytes, BatchHeader] | Refusal:
     try:
-        records = [Record(*r) for r in decode_records(batch, 0, h)]
+        records = decode_records(batch, 0, h)
     except RecordError as e:  # walked already; kept so that a decoder gap cannot store garbage
         return Refusal(ErrorCode.CORRUPT_MESSAGE, str(e))
     rebuilt = build_batch(

@@ -188,6 +188,16 @@ def test_max_message_bytes_per_topic(kcoord: KcoordProcess) -> None:
         assert produce(c, "t", 0, batch(1, timestamp=_now())).error_code == 0
 
 
+def test_a_batch_that_expands_without_bound_is_refused(kcoord: KcoordProcess) -> None:
+    # 4 KiB of zstd that would be 129 MiB of records: refused before it is all allocated.
+    bomb = forged(compress(4, bytes(129 << 20)), 3, codec=4)
+    assert len(bomb) < 10_000
+    with client(kcoord) as c:
+        create_topic(c, "t")
+        _refused(c, bomb, ErrorCode.MESSAGE_TOO_LARGE)
+        assert produce(c, "t", 0, _three()).error_code == 0
+
+
 def test_zstd_needs_produce_v7(kcoord: KcoordProcess) -> None:
     zstd = batch(3, timestamp=_now(), compression=4)
     with client(kcoord) as c:

@@ -15,6 +15,7 @@ from protocol.records import (
     COMPRESSION_ZSTD,
     CONTROL_MASK,
     CorruptRecordError,
+    DecompressedTooLargeError,
     Record,
     RecordError,
     UnsupportedCompressionError,
@@ -273,3 +274,15 @@ def test_kv_batch_equals_the_general_builder(pairs: list) -> None:
     # The coordinator's fast path must produce exactly what the general builder does.
     records = [Record(i, 1234, k, v) for i, (k, v) in enumerate(pairs)]
     assert build_kv_batch(pairs, timestamp=1234) == build_batch(records)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_decompression_is_bounded(codec: int) -> None:
+    body = b"\x00" * 300_000
+    packed = compress(codec, body)
+    assert len(packed) < 20_000
+    assert decompress(codec, packed, limit=300_000) == body
+    with pytest.raises(DecompressedTooLargeError):
+        decompress(codec, packed, limit=299_999)
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, packed[: len(packed) // 2], limit=300_000)
