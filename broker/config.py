@@ -200,6 +200,13 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("max.broker.partitions", "int", 10000, _int(1),
             "Most topic partitions this broker hosts (KIP-578's name); CreateTopics and "
             "CreatePartitions beyond it fail with POLICY_VIOLATION. kcoord: default 10000."),
+    Setting("compression.type", "string", "producer",
+            _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+            "Codec batches are stored with (producer: as the producer sent them)."),
+    Setting("log.message.timestamp.before.max.ms", "long", LONG_MAX, _long(0),
+            "Refuse records whose CreateTime is further than this in the past."),
+    Setting("log.message.timestamp.after.max.ms", "long", 3600000, _long(0),
+            "Refuse records whose CreateTime is further than this in the future."),
     Setting("log.segment.bytes", "int", 1073741824, _int(14),
             "Size of one log segment."),
     Setting("log.roll.ms", "long", None, _long(),

@@ -13,7 +13,8 @@ there).
    the strings are copied into Arrow buffers; no Python object is made per record.
 3. Every other record (group metadata, KIP-848 records, flexible v4+ values) and every batch
    with compression, headers or anything unexpected goes through the Python decoder of
-   ``protocol.coordinator_records``; there are few of them in a real log.
+   ``protocol.coordinator_records`` (decompressing gzip, snappy, lz4 and zstd through
+   ``protocol.records``); there are few of them in a real log.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ Layout (all integers big-endian)::
     attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 | maxTimestamp int64 |
     producerId int64 | producerEpoch int16 | baseSequence int32 | recordsCount int32 | records...
 
+Compression (attributes bits 0-2) covers the records section only: gzip (a gzip container),
+snappy (raw snappy as librdkafka writes, or the xerial framing the Java client writes; both are
+read, xerial is written as a Java broker does), lz4 (the LZ4 frame format) and zstd (a zstd
+frame), all through `cramjam` except gzip (zlib).
+
 ``batchLength`` counts the bytes after itself. The CRC32C covers ``attributes`` to the end of the
 batch, so the broker can rewrite ``baseOffset`` and ``partitionLeaderEpoch`` without recomputing it.
 
@@ -21,9 +26,10 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+import cramjam
 import crc32c as _crc32c_mod
 
 from protocol.types import DecodeError, read_uvarint
@@ -37,6 +43,7 @@ __all__ = [
     "COMPRESSION_SNAPPY",
     "COMPRESSION_ZSTD",
     "CorruptRecordError",
+    "DecompressedTooLargeError",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "NO_PARTITION_LEADER_EPOCH",
@@ -49,6 +56,8 @@ __all__ = [
     "build_batch",
     "build_kv_batch",
     "build_tail_batch",
+    "compress",
+    "decompress",
     "kv_record_tail",
     "crc32c",
     "decode_record_tuples",
@@ -108,6 +117,10 @@ class RecordError(ValueError):
 
 class CorruptRecordError(RecordError):
     """The bytes are not a valid v2 record batch (bad length, CRC, magic or record structure)."""
+
+
+class DecompressedTooLargeError(RecordError):
+    """Compressed records that expand beyond the limit their reader allows."""
 
 
 class UnsupportedCompressionError(RecordError):
@@ -271,12 +284,8 @@ def _assemble(
     log_append_time: bool,
 ) -> bytes:
     attributes = compression
-    if compression == COMPRESSION_GZIP:
-        records_blob = _gzip_compress(records_blob)
-    elif compression != COMPRESSION_NONE:
-        raise UnsupportedCompressionError(
-            f"cannot write {_COMPRESSION_NAMES.get(compression, compression)}-compressed batches"
-        )
+    if compression != COMPRESSION_NONE:
+        records_blob = compress(compression, records_blob)
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK
     if transactional:
@@ -304,6 +313,87 @@ def _gzip_compress(data: bytes) -> bytes:
     # wbits 31 = gzip container, which is what Kafka's GZIP codec reads and writes.
     c = zlib.compressobj(6, zlib.DEFLATED, 31)
     return c.compress(data) + c.flush()
+
+
+# The xerial snappy-java stream: magic, version 1, compatible version 1, then blocks each
+# prefixed by its compressed length (int32). The Java client writes it (SnappyOutputStream).
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+
+
+def _snappy_compress(data: bytes) -> bytes:
+    parts = [_XERIAL_HEADER]
+    for i in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[i : i + _XERIAL_BLOCK]))
+        parts.append(_LENGTH_AT.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_decompress(data: bytes | memoryview, limit: int) -> bytes:
+    view = memoryview(data)
+    if bytes(view[:8]) != _XERIAL_MAGIC:
+        _snappy_fits(view, limit)
+        return bytes(cramjam.snappy.decompress_raw(view))
+    pos, end, out = len(_XERIAL_HEADER), len(view), []
+    while pos < end:
+        if end - pos < 4:
+            raise CorruptRecordError("xerial snappy block length cut short")
+        n = _LENGTH_AT.unpack_from(view, pos)[0]
+        pos += 4
+        if n < 0 or pos + n > end:
+            raise CorruptRecordError(f"xerial snappy block of {n} bytes overruns the data")
+        limit -= _snappy_fits(view[pos : pos + n], limit)
+        out.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + n])))
+        pos += n
+    return b"".join(out)
+
+
+def _snappy_fits(block: memoryview, limit: int) -> int:
+    # Raw snappy states its uncompressed length first: checked before anything is allocated.
+    n = cramjam.snappy.decompress_raw_len(block)
+    if n > 24 * len(block) + 16:
+        # No snappy element expands more than 64 / 3 times: this length is not snappy's.
+        raise CorruptRecordError(f"bad snappy data: {len(block)} bytes claim {n}")
+    if n > limit:
+        raise DecompressedTooLargeError(f"snappy data expands beyond {limit} bytes")
+    return n
+
+
+def _bounded(
+    decompress_into: Callable[..., int], data: bytes | memoryview, limit: int, name: str
+) -> bytes:
+    """Decompress into buffers growing up to ``limit`` bytes: lz4 and zstd frames need not
+    state their size, so a small batch could otherwise expand without bound."""
+    size = min(limit, max(1 << 16, 8 * len(data)))
+    while True:
+        buf = bytearray(size)
+        try:
+            n = decompress_into(data, buf)
+        except cramjam.DecompressionError as e:
+            if "whole buffer" not in str(e):
+                raise CorruptRecordError(f"bad {name} data: {e}") from None
+            if size >= limit:
+                raise DecompressedTooLargeError(
+                    f"{name} data expands beyond {limit} bytes"
+                ) from None
+            size = min(limit, size * 4)
+            continue
+        return bytes(memoryview(buf)[:n])
+
+
+def compress(compression: int, data: bytes) -> bytes:
+    """The records section ``data`` compressed with a batch codec (COMPRESSION_*)."""
+    if compression == COMPRESSION_GZIP:
+        return _gzip_compress(data)
+    if compression == COMPRESSION_SNAPPY:
+        return _snappy_compress(data)
+    if compression == COMPRESSION_LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if compression == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise UnsupportedCompressionError(f"cannot write batches with codec {compression}")
 
 
 def build_batch(
@@ -543,17 +633,42 @@ def set_partition_leader_epoch(batch: bytearray | memoryview, epoch: int, pos: i
 # Record decoding
 
 
-def _decompress(compression: int, data: bytes | memoryview) -> bytes:
+# What a reader that states no limit accepts: bounded, and far above any batch a client sends.
+DECOMPRESSED_LIMIT = 1 << 30
+
+
+def decompress(
+    compression: int, data: bytes | memoryview, limit: int = DECOMPRESSED_LIMIT
+) -> bytes:
+    """A batch's records section uncompressed; CorruptRecordError if the codec refuses it,
+    DecompressedTooLargeError past ``limit`` bytes, UnsupportedCompressionError for a codec
+    number Kafka does not define."""
     if compression == COMPRESSION_GZIP:
+        # wbits 47 = auto-detect zlib or gzip container.
+        d = zlib.decompressobj(47)
         try:
-            # wbits 47 = auto-detect zlib or gzip container.
-            return zlib.decompress(data, 47)
+            out = d.decompress(data, limit + 1)
         except zlib.error as e:
             raise CorruptRecordError(f"bad gzip data: {e}") from None
-    raise UnsupportedCompressionError(
-        f"{_COMPRESSION_NAMES.get(compression, f'codec {compression}')}-compressed batches"
-        " are not supported (only none and gzip)"
-    )
+        if len(out) > limit:
+            raise DecompressedTooLargeError(f"gzip data expands beyond {limit} bytes")
+        if not d.eof:
+            raise CorruptRecordError("bad gzip data: the stream ends early")
+        return out
+    try:
+        if compression == COMPRESSION_SNAPPY:
+            return _snappy_decompress(data, limit)
+        if compression == COMPRESSION_LZ4:
+            return _bounded(cramjam.lz4.decompress_into, data, limit, "lz4")
+        if compression == COMPRESSION_ZSTD:
+            return _bounded(cramjam.zstd.decompress_into, data, limit, "zstd")
+    except cramjam.DecompressionError as e:
+        name = _COMPRESSION_NAMES[compression]
+        raise CorruptRecordError(f"bad {name} data: {e}") from None
+    raise UnsupportedCompressionError(f"unknown compression codec {compression}")
+
+
+_decompress = decompress
 
 
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:

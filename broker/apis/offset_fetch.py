@@ -32,8 +32,15 @@ def _fetch(
         lambda shard, now: shard.fetch_offsets(
             group_id, wanted, stable, version, now, member_id, member_epoch
         ),
-        lambda code: (code, []),
+        lambda code: (code, _errored(wanted) if version < 2 else []),
     )
+
+
+def _errored(wanted: list | None) -> list[tuple[str, int, int, int, str, int]]:
+    # v0-1 carry errors only per partition, so an error must name every requested partition,
+    # else an old client reads "nothing committed". No partitions requested: nothing to name
+    # (Kafka's getErrorResponse answers an empty list too). _single sets the error code.
+    return [(t, p, -1, -1, "", ErrorCode.NONE) for t, ps in wanted or () for p in ps]
 
 
 def _by_topic(rows: list, make_topic: Any, make_partition: Any) -> list:

@@ -1,8 +1,10 @@
 """Produce v3-11: client record batches appended as they are.
 
-Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+). It is
-checked (length, magic, CRC, offset count, no control or transactional batches, size against
-`max.message.bytes`) and appended without touching the CRC-covered bytes; storage rewrites
+Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+). Its
+header is checked here (length, magic, CRC, offset count, no control or transactional
+batches, size against `max.message.bytes`), every record by `broker.dataplane.validation`
+(structure, count, keys of compacted topics, timestamps; recompression for the topic's
+`compression.type`), and it is appended without touching the CRC-covered bytes; storage rewrites
 the base offset and we stamp the partition leader epoch, both outside the CRC. Idempotent
 batches go through the partition's producer state (duplicates answered with their original
 offsets). Offsets are assigned while the request is handled, so pipelined requests append in
@@ -17,6 +19,7 @@ from collections.abc import Awaitable
 
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
+from broker.dataplane.validation import Refusal, validate
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -92,6 +95,17 @@ def _part(index: int, code: int, offset: int = -1, start: int = -1, msg: str | N
     )
 
 
+def _refused(index: int, refusal: Refusal) -> PartResp:
+    r = _part(index, refusal.code, msg=refusal.message)
+    if refusal.record is not None:
+        r.record_errors = [
+            Resp.BatchIndexAndErrorMessage(
+                batch_index=refusal.record, batch_index_error_message=refusal.message
+            )
+        ]
+    return r
+
+
 @serves(ApiKey.PRODUCE, 3, 11)
 def handle(ctx: RequestContext, req) -> ProduceResponse | Awaitable[ProduceResponse] | None:
     acks = req.acks
@@ -103,6 +117,7 @@ def handle(ctx: RequestContext, req) -> ProduceResponse | Awaitable[ProduceRespo
             parts = [_part(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in t.partition_data]
             responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=parts))
         return ProduceResponse(responses=responses)
+    now = store.now_ms() if store is not None else 0
     for t in req.topic_data:
         parts = []
         settings = store.settings.get(t.name) if store is not None else None
@@ -120,7 +135,11 @@ def handle(ctx: RequestContext, req) -> ProduceResponse | Awaitable[ProduceRespo
             if header is None:
                 parts.append(_part(p.index, code, msg=msg))
                 continue
-            code, base, wait = part.append(p.records, header)
+            checked = validate(p.records, header, settings, now, ctx.api_version)
+            if isinstance(checked, Refusal):
+                parts.append(_refused(p.index, checked))
+                continue
+            code, base, wait = part.append(*checked)
             r = _part(
                 p.index, code, base if code == ErrorCode.NONE else -1, part.log.log_start_offset
             )

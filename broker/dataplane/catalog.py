@@ -2,7 +2,8 @@
 end of the last reserved block of producer ids.
 
 One small JSON file in the data directory (``kcoord-topics.json``), replaced atomically
-(write a temporary file, fsync, rename, fsync the directory) on every change. It is the
+(write a temporary file of its own name, fsync, rename, fsync the directory) on every change,
+by one writer at a time; a write of an older state never replaces a newer one. It is the
 source of truth for which topics exist: a partition directory whose topic is not in it is
 the leftover of an interrupted delete.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,11 +60,18 @@ class Catalog:
         self.topics = topics
         self.producer_id_block_end = block_end
         self.existed = existed
-        self._lock = asyncio.Lock()
+        # Writes run in executor threads, and a caller cancelled mid-write leaves its thread
+        # running: the thread lock serialises the writers, the sequence numbers keep a late
+        # write of an older state from replacing a newer one.
+        self._write_lock = threading.Lock()
+        self._encoded = 0
+        self._written = 0
 
     @classmethod
     def load(cls, data_dir: Path) -> Catalog:
         path = data_dir / CATALOG_FILE
+        for stale in data_dir.glob(CATALOG_FILE + ".*.tmp"):
+            stale.unlink(missing_ok=True)  # a write a crash interrupted
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -80,27 +90,42 @@ class Catalog:
         }
         return json.dumps(obj, indent=1).encode() + b"\n"
 
+    def _snapshot(self) -> tuple[int, bytes]:
+        self._encoded += 1
+        return self._encoded, self.encode()
+
+    def _write(self, seq: int, data: bytes) -> None:
+        with self._write_lock:
+            if seq <= self._written:
+                return  # a newer state is on disk already
+            write_atomically(self.path, data)
+            self._written = seq
+
     def save_sync(self) -> None:
-        write_atomically(self.path, self.encode())
+        self._write(*self._snapshot())
         self.existed = True
 
     async def save(self) -> None:
-        """Write the catalog as it is now; returns once it is durable."""
-        data = self.encode()
-        async with self._lock:
-            await asyncio.get_running_loop().run_in_executor(
-                None, write_atomically, self.path, data
-            )
+        """Write the catalog as it is now; returns once it (or a newer state) is durable."""
+        seq, data = self._snapshot()
+        await asyncio.get_running_loop().run_in_executor(None, self._write, seq, data)
         self.existed = True
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    # A temporary name of its own: two writers never share (and steal) one temporary file.
+    fd, name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes it private; the catalog is as readable as the logs
+        with open(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -11,13 +11,14 @@ topic is not in the catalog is the leftover of a delete and is removed at start-
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from broker.dataplane import memory, names
 from broker.dataplane.catalog import Catalog, ProducerIdAllocator, TopicRecord
@@ -48,6 +49,35 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _completes(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """An admin change runs to its end whatever its caller does (Kafka completes a request
+    whose client went away): a caller cancelled by a disconnect leaves the change running,
+    instead of rolling back half of it while another change uses the catalog."""
+
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        store = args[0]
+        task = asyncio.ensure_future(fn(*args, **kwargs))
+        store._admin_tasks.add(task)  # type: ignore[attr-defined]
+        task.add_done_callback(_settled_admin_task(store))
+        return await asyncio.shield(task)
+
+    return run
+
+
+def _settled_admin_task(store: Any) -> Callable[[asyncio.Future], None]:
+    def done(task: asyncio.Future) -> None:
+        store._admin_tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a refusal nobody waits for any more is not an error
+
+    return done
+
+
 class TopicStore:
     def __init__(
         self,
@@ -69,6 +99,7 @@ class TopicStore:
         # runtime can drop committed offsets of it.
         self.on_topic_deleted: list[Callable[[str, int], None]] = []
         self._admin = asyncio.Lock()
+        self._admin_tasks: set[asyncio.Future] = set()
         self.maintenance = Maintenance(
             self.all_partitions,
             now_ms,
@@ -246,6 +277,7 @@ class TopicStore:
                 f" max.broker.partitions ({limit}).",
             )
 
+    @_completes
     async def create_topic(
         self, name: str, partitions: int, configs: dict[str, str] | None = None
     ) -> Topic:
@@ -318,6 +350,7 @@ class TopicStore:
         rec.partitions, rec.internal, rec.configs = partitions, True, configs
         return True
 
+    @_completes
     async def delete_topic(self, name: str) -> Topic:
         async with self._admin:
             topic = self.registry.get(name)
@@ -349,6 +382,7 @@ class TopicStore:
                 log.exception("topic deletion listener failed")
         return topic
 
+    @_completes
     async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
         async with self._admin:
             topic = self.registry.get(name)
@@ -453,6 +487,8 @@ class TopicStore:
         if self._closed:
             return
         self._closed = True
+        # Admin changes whose callers went away finish before the partitions close.
+        await asyncio.gather(*self._admin_tasks, return_exceptions=True)
         await self.maintenance.stop()
         for name in list(self.partitions):
             await self._close_partitions(name)

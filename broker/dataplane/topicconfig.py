@@ -56,6 +56,24 @@ def _only(value: str) -> Callable[[str], str]:
     return parse
 
 
+# compression.type values and the batch codec each stores (None: the producer's).
+COMPRESSION_TYPES: Mapping[str, int | None] = {
+    "producer": None,
+    "uncompressed": 0,
+    "gzip": 1,
+    "snappy": 2,
+    "lz4": 3,
+    "zstd": 4,
+}
+
+
+def _compression_type(text: str) -> str:
+    value = text.strip().lower()
+    if value not in COMPRESSION_TYPES:
+        raise InvalidConfigError(f"{text!r}: expected one of {', '.join(COMPRESSION_TYPES)}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
     name: str
@@ -94,9 +112,18 @@ DEFS: Mapping[str, TopicConfigDef] = {d.name: d for d in (
     TopicConfigDef("message.timestamp.type", TYPE_STRING, _only("CreateTime"), None,
                    lambda c: "CreateTime",
                    "Batches are stored as sent, so timestamps are the producer's (CreateTime)."),
-    TopicConfigDef("compression.type", TYPE_STRING, _only("producer"), None,
-                   lambda c: "producer",
-                   "Batches are stored as sent, compressed or not (producer)."),
+    TopicConfigDef("compression.type", TYPE_STRING, _compression_type, "compression.type",
+                   lambda c: c.get("compression.type"),
+                   "Codec batches are stored with: producer (as sent), uncompressed, gzip,"
+                   " snappy, lz4 or zstd (a batch of another codec is recompressed)."),
+    TopicConfigDef("message.timestamp.before.max.ms", TYPE_LONG, _integer(0, LONG_MAX),
+                   "log.message.timestamp.before.max.ms",
+                   lambda c: c.get("log.message.timestamp.before.max.ms"),
+                   "Refuse records whose CreateTime is further than this in the past."),
+    TopicConfigDef("message.timestamp.after.max.ms", TYPE_LONG, _integer(0, LONG_MAX),
+                   "log.message.timestamp.after.max.ms",
+                   lambda c: c.get("log.message.timestamp.after.max.ms"),
+                   "Refuse records whose CreateTime is further than this in the future."),
 )}
 # fmt: on
 
@@ -140,6 +167,9 @@ class TopicSettings:
     max_message_bytes: int
     index_interval_bytes: int
     delete_retention_ms: int
+    compression_type: str = "producer"
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = LONG_MAX
 
     @classmethod
     def resolve(cls, broker_config: Any, overrides: Mapping[str, str]) -> TopicSettings:
@@ -158,11 +188,23 @@ class TopicSettings:
             max_message_bytes=value("max.message.bytes"),
             index_interval_bytes=value("index.interval.bytes"),
             delete_retention_ms=value("delete.retention.ms"),
+            compression_type=value("compression.type"),
+            timestamp_before_max_ms=value("message.timestamp.before.max.ms"),
+            timestamp_after_max_ms=value("message.timestamp.after.max.ms"),
         )
 
     @property
     def deletes(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def codec(self) -> int | None:
+        """The batch codec this topic stores, None to keep the producer's."""
+        return COMPRESSION_TYPES[self.compression_type]
 
     def log_config(self) -> LogConfig:
         return LogConfig(
@@ -211,7 +253,7 @@ def describe(broker_config: Any, overrides: Mapping[str, str]) -> list[ConfigEnt
                 d.type,
                 d.doc,
                 tuple(synonyms),
-                read_only=d.name in ("message.timestamp.type", "compression.type"),
+                read_only=d.name == "message.timestamp.type",
             )
         )
     return entries

@@ -310,3 +310,25 @@ def test_compiled_crc32c_matches_the_crc32c_package() -> None:
     data = np.frombuffer(bytes(range(256)) * 40 + b"tail", np.uint8)
     for start, end in [(0, 0), (0, 1), (3, 10), (0, 8), (5, 13), (1, data.size), (0, data.size)]:
         assert FS.crc32c(data, start, end) == crc32c.crc32c(data[start:end].tobytes())
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_coordinator_batches_are_decoded(tmp_path: Path, codec: int) -> None:
+    pdir = tmp_path / "__consumer_offsets-0"
+    with S.LogWriter(pdir) as w:
+        for i in range(4):
+            pairs = [S.commit("g", "t", j, i * 100 + j, T0 + i) for j in range(20)]
+            if i % 2:
+                batch = build_kv_batch(
+                    pairs, timestamp=T0 + i, base_offset=w.next_offset, compression=codec
+                )
+                w.append_raw(batch, len(pairs))
+            else:
+                w.append(pairs, T0 + i)
+    rows = _decode_dir(pdir, 0)
+    assert [(r["offset"], r["partition"], r["committed_offset"]) for r in rows] == [
+        (i * 20 + j, j, i * 100 + j) for i in range(4) for j in range(20)
+    ]
+    assert {r["group"] for r in rows} == {"g"}
+    dumped = [b["compression"] for b in dump_segment(L.list_segments(pdir)[0][1])]
+    assert dumped == ["none", {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}[codec]] * 2

@@ -11,15 +11,20 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from protocol.records import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
     CONTROL_MASK,
     CorruptRecordError,
+    DecompressedTooLargeError,
     Record,
     RecordError,
     UnsupportedCompressionError,
     build_batch,
     build_kv_batch,
+    compress,
     decode_record_tuples,
     decode_records,
+    decompress,
     encode_varint,
     iter_batches,
     iter_records,
@@ -127,10 +132,63 @@ def test_record_structure_errors_are_corrupt() -> None:
 
 
 def test_unsupported_compression_is_a_clear_error() -> None:
+    # Codecs 0-4 are Kafka's; 5-7 are undefined.
     data = bytearray(build_kv_batch([(b"a", b"b")], timestamp=1))
-    struct.pack_into(">h", data, 21, COMPRESSION_LZ4)
-    with pytest.raises(UnsupportedCompressionError, match="lz4"):
+    struct.pack_into(">h", data, 21, 5)
+    with pytest.raises(UnsupportedCompressionError, match="codec 5"):
         decode_records(bytes(data), header=parse_batch_header(data))
+
+
+CODECS = [COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec_round_trips(codec: int) -> None:
+    records = [
+        Record(7 + i, 1_700_000_000_000 + i, f"k{i}".encode(), b"v" * (i * 997), (("h", b"x"),))
+        for i in range(60)
+    ]
+    data = build_batch(records, compression=codec)
+    h = parse_batch_header(data, check_crc=True)
+    assert h.compression == codec
+    assert len(data) < sum(len(r.value) for r in records)  # it really is compressed
+    assert decode_records(data) == records
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_garbage_under_every_codec_is_corrupt(codec: int) -> None:
+    data = bytearray(build_kv_batch([(b"a", b"b")], timestamp=1))
+    struct.pack_into(">h", data, 21, codec)
+    with pytest.raises(CorruptRecordError):
+        decode_records(bytes(data), header=parse_batch_header(data))
+
+
+def test_snappy_raw_and_xerial_framing_are_both_read() -> None:
+    import cramjam
+
+    records = [Record(i, 5, b"k", b"value-%d" % i * 50) for i in range(40)]
+    plain = build_batch(records)[61:]
+    # librdkafka writes raw snappy; the Java client snappy-java's framed stream (xerial).
+    raw = bytes(cramjam.snappy.compress_raw(plain))
+    assert decompress(COMPRESSION_SNAPPY, raw) == plain
+    framed = compress(COMPRESSION_SNAPPY, plain)
+    assert framed.startswith(b"\x82SNAPPY\x00")
+    assert decompress(COMPRESSION_SNAPPY, framed) == plain
+    half = len(plain) // 2
+    two_blocks = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    for block in (plain[:half], plain[half:]):
+        c = bytes(cramjam.snappy.compress_raw(block))
+        two_blocks += struct.pack(">i", len(c)) + c
+    assert decompress(COMPRESSION_SNAPPY, two_blocks) == plain
+    with pytest.raises(CorruptRecordError):
+        decompress(COMPRESSION_SNAPPY, two_blocks[:-3])
+
+
+def test_lz4_is_the_frame_format_and_gzip_a_gzip_container() -> None:
+    body = b"abc" * 100
+    assert compress(COMPRESSION_LZ4, body)[:4] == bytes.fromhex("04224d18")
+    assert compress(COMPRESSION_GZIP, body)[:2] == b"\x1f\x8b"
+    assert compress(COMPRESSION_ZSTD, body)[:4] == bytes.fromhex("28b52ffd")
 
 
 def test_empty_and_control_batches() -> None:
@@ -216,3 +274,15 @@ def test_kv_batch_equals_the_general_builder(pairs: list) -> None:
     # The coordinator's fast path must produce exactly what the general builder does.
     records = [Record(i, 1234, k, v) for i, (k, v) in enumerate(pairs)]
     assert build_kv_batch(pairs, timestamp=1234) == build_batch(records)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_decompression_is_bounded(codec: int) -> None:
+    body = b"\x00" * 300_000
+    packed = compress(codec, body)
+    assert len(packed) < 20_000
+    assert decompress(codec, packed, limit=300_000) == body
+    with pytest.raises(DecompressedTooLargeError):
+        decompress(codec, packed, limit=299_999)
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, packed[: len(packed) // 2], limit=300_000)
