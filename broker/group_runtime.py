@@ -28,6 +28,7 @@ from protocol.types import DecodeError
 from storage.durability import Durability
 from storage.log import Log, LogFailedError
 from storage.logconfig import OFFSETS_TOPIC_CONFIG, LogConfig
+from storage.partitionlog import PartitionLog
 
 log = logging.getLogger("kcoord.groups")
 
@@ -38,6 +39,9 @@ COMPACTION_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms
 
 Op = Callable[[Shard, int, int], Result]
 ErrorReply = Callable[[int], Any]
+# Opens (creating if needed) a partition's log: its directory and settings in, the log out.
+# Blocking: the runtime calls it from an executor thread.
+LogOpener = Callable[[Path, LogConfig], PartitionLog]
 
 
 def now_ms() -> int:
@@ -62,7 +66,14 @@ def group_config(cfg: Any) -> GroupConfig:
 
 
 class GroupRuntime:
-    def __init__(self, data_dir: Path, cfg: Any, durability: Durability) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        cfg: Any,
+        durability: Durability,
+        *,
+        open_log: LogOpener | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.partitions: int = cfg.get("offsets.topic.num.partitions")
         self.config = group_config(cfg)
@@ -75,11 +86,15 @@ class GroupRuntime:
         )
         self.retention_check_ms: int = cfg.get("offsets.retention.check.interval.ms")
         self.durability = durability
+        # The file log unless another engine is given (tests use storage.memory.MemoryLog).
+        self.open_log: LogOpener = open_log or (
+            lambda path, config: Log.open(path, config, durability)
+        )
         self.shards: list[Shard | None] = [None] * self.partitions
-        self.logs: list[Log | None] = [None] * self.partitions
+        self.logs: list[PartitionLog | None] = [None] * self.partitions
         self._tail: list[asyncio.Future | None] = [None] * self.partitions
         # Per partition: (flush epoch, log, replies waiting for the writes of that flush).
-        self._releasing: list[tuple[int, Log, list[dict[int, Any]]] | None] = [
+        self._releasing: list[tuple[int, PartitionLog, list[dict[int, Any]]] | None] = [
             None
         ] * self.partitions
         self._timers: dict[tuple[int, tuple], asyncio.TimerHandle] = {}
@@ -122,9 +137,7 @@ class GroupRuntime:
     async def _load(self, p: int) -> int:
         loop = asyncio.get_running_loop()
         path = self.data_dir / f"{OFFSETS_TOPIC}-{p}"
-        plog = await loop.run_in_executor(
-            None, lambda: Log.open(path, self.log_config, self.durability)
-        )
+        plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
         shard = Shard(p, self.config)
         count = since_yield = 0
         for header, records in plog.replay():
@@ -293,9 +306,9 @@ class GroupRuntime:
             self._tail[p] = write
             # Writes of one flush become durable together: the first one's callback releases
             # the replies of all (one callback per flush, not per request).
-            epoch = getattr(plog, "flush_epoch", None)  # None: a log whose writes are apart
+            epoch = plog.flush_epoch
             pending = self._releasing[p]
-            if epoch is not None and pending is not None and pending[:2] == (epoch, plog):
+            if pending is not None and pending[0] == epoch and pending[1] is plog:
                 pending[2].append(replies)
             else:
                 waiting = [replies]
@@ -415,7 +428,7 @@ class GroupRuntime:
         while True:
             await asyncio.sleep(COMPACTION_BACKOFF_S)
             for p, plog in enumerate(self.logs):
-                if plog is None or len(plog.segments) < 2:
+                if plog is None:
                     continue
                 try:
                     stats = await plog.compact(now_ms())
