@@ -25,15 +25,14 @@ from typing import TYPE_CHECKING
 
 from protocol.records import (
     COMPRESSION_GZIP,
-    HEADER,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     BatchHeader,
+    CorruptRecordError,
     Record,
     build_batch,
     decode_record_tuples,
     iter_batches,
 )
+from storage.batches import read_batch_headers
 from storage.segment import (
     INDEX_SUFFIX,
     INT32_MAX,
@@ -67,13 +66,11 @@ def _next_offset_of(path: Path, base_offset: int) -> int:
     next_offset = base_offset
     with path.open("rb") as f:
         size = os.fstat(f.fileno()).st_size
-        pos = 0
-        while pos + HEADER.size <= size:
-            h = HEADER.unpack(os.pread(f.fileno(), HEADER.size, pos))
-            if h[1] < MIN_BATCH_LENGTH:
-                raise OSError(f"{path}: bad batch length at position {pos}")
-            next_offset = h[0] + h[6] + 1
-            pos += h[1] + LOG_OVERHEAD
+        try:
+            for _, h in read_batch_headers(f.fileno(), 0, size):
+                next_offset = h.next_offset
+        except CorruptRecordError as e:
+            raise OSError(f"{path}: {e}") from e
     return next_offset
 
 

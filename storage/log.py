@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, NamedTuple
 from protocol.records import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
-    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -40,7 +39,7 @@ from protocol.records import (
     RecordTuple,
     crc32c,
     decode_record_tuples,
-    parse_batch_header,
+    iter_batches,
 )
 from protocol.records import decode_uncompressed_into as decode_into
 from storage.durability import ALWAYS, Durability
@@ -70,8 +69,6 @@ __all__ = [
 ]
 
 _Q = struct.Struct(">q")
-_unpack_header = HEADER.unpack_from
-_make_header = BatchHeader._make
 # Attribute bits that rule out decoding records in place: compression, LogAppendTime.
 _NEEDS_GENERAL_DECODE = COMPRESSION_MASK | TIMESTAMP_TYPE_MASK
 
@@ -298,12 +295,7 @@ class Log:
         if not isinstance(data, bytes):
             data = bytes(data)
         n = len(data)
-        headers = []
-        pos = 0
-        while pos < n:
-            h = parse_batch_header(data, pos, check_crc=not built_here)
-            headers.append((pos, h))
-            pos += h.batch_length + LOG_OVERHEAD
+        headers = list(iter_batches(data, check_crc=not built_here))
         if not headers:
             raise CorruptRecordError("no record batch to append")
         base = self._next_offset
@@ -456,35 +448,45 @@ class Log:
         """Every batch (header, records as plain tuples in ``Record`` field order) from the
         one containing ``start_offset``, up to the written end. For loading state at
         start-up: plain tuples and per-batch lists keep this the fastest path."""
+        for seg, pos in self.segments_from(start_offset):
+            for buf, q, h in seg.batches(pos):
+                size = h.batch_length + LOG_OVERHEAD
+                if (
+                    verify_crc
+                    and crc32c(memoryview(buf)[q + ATTRIBUTES_OFFSET : q + size]) != h.crc
+                ):
+                    raise CorruptRecordError(
+                        f"{seg.log_path}: CRC mismatch in batch at offset {h.base_offset}"
+                    )
+                if h.attributes & _NEEDS_GENERAL_DECODE:
+                    yield h, decode_record_tuples(buf, q, h)
+                else:
+                    # Inline fast path for plain batches: the per-batch overhead is a
+                    # tenth of the cost when batches hold a few records.
+                    recs: list[RecordTuple] = []
+                    decode_into(
+                        recs,
+                        buf,
+                        q + HEADER_SIZE,
+                        q + size,
+                        h.records_count,
+                        h.base_offset,
+                        h.base_timestamp,
+                    )
+                    yield h, recs
+
+    def segments_from(self, start_offset: int | None = None) -> Iterator[tuple[LogSegment, int]]:
+        """(segment, file position) from which to walk the batches ending at or after
+        ``start_offset`` (the log start if None): every segment from the one holding it, with
+        the position of that batch in the first; pair with :meth:`LogSegment.batches`."""
         if start_offset is None:
             start_offset = self.log_start_offset
         for seg in list(self._segments):
             if seg.next_offset <= start_offset:
                 continue
             pos = seg.position_of(start_offset) if start_offset > seg.base_offset else 0
-            if pos is None:
-                continue
-            for buf, q, end in seg.iter_batch_windows(pos):
-                while q < end:
-                    h = _unpack_header(buf, q)
-                    size = h[1] + LOG_OVERHEAD
-                    if (
-                        verify_crc
-                        and crc32c(memoryview(buf)[q + ATTRIBUTES_OFFSET : q + size]) != h[4]
-                    ):
-                        raise CorruptRecordError(
-                            f"{seg.log_path}: CRC mismatch in batch at offset {h[0]}"
-                        )
-                    header = _make_header(h)
-                    if h[5] & _NEEDS_GENERAL_DECODE:
-                        yield header, decode_record_tuples(buf, q, header)
-                    else:
-                        # Inline fast path for plain batches: the per-batch overhead is a
-                        # tenth of the cost when batches hold a few records.
-                        recs: list[RecordTuple] = []
-                        decode_into(recs, buf, q + HEADER_SIZE, q + size, h[12], h[0], h[7])
-                        yield header, recs
-                    q += size
+            if pos is not None:
+                yield seg, pos
 
     def records(self, start_offset: int | None = None) -> Iterator[Record]:
         """Every record from ``start_offset`` on, as :class:`Record`."""
@@ -494,26 +496,6 @@ class Log:
             for t in recs:
                 if t[0] >= first:
                     yield new(Record, t)
-
-    def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """The earliest offset whose record timestamp is >= ``timestamp`` (Kafka's
-        ListOffsets by time), or None if every record is older."""
-        for seg in self._segments:
-            if seg.max_timestamp < timestamp:
-                continue
-            before = seg.time_index.lookup_before(timestamp)
-            pos = 0 if before is None else seg.position_of(before + 1)
-            if pos is None:
-                continue
-            for buf, q, end in seg.iter_batch_windows(pos):
-                while q < end:
-                    h = _unpack_header(buf, q)
-                    if h[8] >= timestamp:
-                        for rec in decode_record_tuples(buf, q, _make_header(h)):
-                            if rec[1] >= timestamp:
-                                return rec[0]
-                    q += h[1] + LOG_OVERHEAD
-        return None
 
     # -- maintenance --------------------------------------------------------------------------
 
