@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from protocol.records import (
     ATTRIBUTES_OFFSET,
@@ -42,6 +42,7 @@ from protocol.records import (
     iter_batches,
 )
 from protocol.records import decode_uncompressed_into as decode_into
+from storage.compaction import CleanerStats, compact, finish_interrupted_compaction
 from storage.durability import ALWAYS, Durability
 from storage.groupcommit import GroupCommit, LogFailedError
 from storage.logconfig import LogConfig
@@ -53,9 +54,6 @@ from storage.segment import (
     LogSegment,
     parse_segment_name,
 )
-
-if TYPE_CHECKING:
-    from storage.compaction import CleanerStats
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +183,6 @@ class Log:
 
         Blocking: at start-up call it from a thread if the loop must stay responsive.
         """
-        from storage.compaction import finish_interrupted_compaction
-
         config = config or LogConfig()
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
@@ -504,10 +500,16 @@ class Log:
         return self._now_ms()
 
     async def compact(self, now_ms: int | None = None) -> CleanerStats | None:
-        """Compact the rolled segments now (see :mod:`storage.compaction`)."""
-        from storage.compaction import compact
-
-        return await compact(self, now_ms=now_ms, executor=self._executor)
+        """Compact the rolled segments now (see :mod:`storage.compaction`); None if there was
+        nothing to do or a compaction is already running."""
+        if self._compacting:
+            return None
+        # Retention must not delete segments that compaction is rewriting.
+        self._compacting = True
+        try:
+            return await compact(self, now_ms=now_ms, executor=self._executor)
+        finally:
+            self._compacting = False
 
     async def delete_oldest_segments(self, count: int) -> int:
         """Delete up to ``count`` of the oldest segments, never the active one, moving the log
@@ -523,8 +525,9 @@ class Log:
             seg.delete_files()
         return count
 
-    def _replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
-        """Swap ``old`` (consecutive, not the active) for ``new`` in the in-memory list."""
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Swap ``old`` (consecutive, rolled segments) for ``new``, the one file compaction
+        made of them, in the in-memory list."""
         i = self._segments.index(old[0])
         assert self._segments[i : i + len(old)] == old and old[-1] is not self._segments[-1]
         self._segments[i : i + len(old)] = [new]
