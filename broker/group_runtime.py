@@ -21,7 +21,7 @@ from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
 from coordinator.result import RebalanceEvent, Result
 from coordinator.shard import Shard
-from protocol.coordinator_records import decode_record, encode_record_tails
+from protocol.coordinator_records import OFFSETS_TOPIC, decode_record, encode_record_tails
 from protocol.errors import ErrorCode
 from protocol.records import build_tail_batch
 from protocol.types import DecodeError
@@ -32,7 +32,6 @@ from storage.partitionlog import PartitionLog
 
 log = logging.getLogger("kcoord.groups")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
 PARTITION_CACHE_SIZE = 100_000
 COMPACTION_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.dataplane.names import invalid_reason
 from protocol.records import (
     CorruptRecordError,
     Record,
@@ -18,9 +19,8 @@ from protocol.records import (
     parse_batch_header,
 )
 from storage.durability import ALWAYS, NONE, Durability, parse_durability
-from storage.log import Log, OffsetOutOfRangeError
-from storage.logconfig import LogConfig
-from storage.logmanager import LogManager
+from storage.log import Log, OffsetOutOfRangeError, parse_partition_dir
+from storage.logconfig import OFFSETS_TOPIC_CONFIG, LogConfig
 from storage.segment import segment_name
 
 SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=200)
@@ -308,18 +308,20 @@ async def test_recovered_log_continues_offsets(tmp_path: Path) -> None:
     await log.close()
 
 
-async def test_log_manager_opens_partition_directories(tmp_path: Path) -> None:
-    mgr = LogManager(tmp_path, durability=NONE)
-    a = await mgr.open_async("__consumer_offsets", 12)
-    b = mgr.open("my.topic-with-dash", 0)
-    assert mgr.open("__consumer_offsets", 12) is a
+async def test_partition_logs_live_in_topic_partition_directories(tmp_path: Path) -> None:
+    """As the data plane and the group runtime open them: ``<topic>-<partition>`` under the
+    data directory, listed back by ``parse_partition_dir``; the offsets topic compacted."""
+    a = Log.open(tmp_path / "__consumer_offsets-12", OFFSETS_TOPIC_CONFIG, NONE)
+    b = Log.open(tmp_path / "my.topic-with-dash-0", LogConfig(), NONE)
     assert a.config.compact and a.config.segment_bytes == 100 * 1024 * 1024
     assert not b.config.compact
     await a.append(batch(0))
-    await mgr.close()
-    mgr2 = LogManager(tmp_path)
-    assert mgr2.existing() == [("__consumer_offsets", 12), ("my.topic-with-dash", 0)]
-    assert mgr2.open("__consumer_offsets", 12).log_end_offset == 3
-    with pytest.raises(ValueError):
-        mgr2.open("../escape", 0)
-    await mgr2.close()
+    await a.close()
+    await b.close()
+    found = sorted(tp for p in tmp_path.iterdir() if (tp := parse_partition_dir(p.name)))
+    assert found == [("__consumer_offsets", 12), ("my.topic-with-dash", 0)]
+    again = Log.open(tmp_path / "__consumer_offsets-12", OFFSETS_TOPIC_CONFIG)
+    assert again.log_end_offset == 3
+    await again.close()
+    # A name that could leave the data directory is refused before any directory is made.
+    assert invalid_reason("../escape") is not None
