@@ -390,8 +390,9 @@ class GroupRuntime:
             return
 
     def _release(self, replies: dict[int, Any], write: asyncio.Future | None) -> None:
-        failed = write is not None and (write.cancelled() or write.exception() is not None)
-        if failed:
+        failed = False
+        if write is not None and (write.cancelled() or write.exception() is not None):
+            failed = True
             log.error(
                 "write to %s failed: %s",
                 OFFSETS_TOPIC,

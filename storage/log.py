@@ -153,7 +153,7 @@ class Log:
         now = now_ms()
         first_ts = active.first_batch_timestamp
         self._active_since = first_ts if first_ts is not None and first_ts <= now else now
-        self._pending: list[bytes] = []
+        self._pending: list[bytes | memoryview] = []
         self._pending_meta: list[tuple[int, int, int]] = []
         self._pending_size = 0
         self._written_offset = self._next_offset
@@ -189,10 +189,10 @@ class Log:
         finish_interrupted_compaction(path)
         _remove_orphan_indexes(path)
         bases = sorted(
-            b
+            found
             for p in path.iterdir()
             if p.name.endswith(LOG_SUFFIX)
-            if (b := parse_segment_name(p.name)) is not None
+            if (found := parse_segment_name(p.name)) is not None
         )
         interval = config.index_interval_bytes
         segments: list[LogSegment] = []
