@@ -90,14 +90,15 @@ def validate_batch(buf: bytes, q: int, expected_min_offset: int) -> BatchHeader 
     length = h.batch_length
     if length < MIN_BATCH_LENGTH or h.magic != MAGIC:
         return f"bad length {length} or magic {h.magic}"
-    if h.size > avail:
-        return f"torn batch ({avail} of {h.size} bytes)"
+    size = length + LOG_OVERHEAD  # not h.size: a property call per batch shows in recovery
+    if size > avail:
+        return f"torn batch ({avail} of {size} bytes)"
     if h.last_offset_delta < 0 or h.records_count < 0 or h.base_offset < expected_min_offset:
         return (
             f"bad offsets (base {h.base_offset}, expected >= {expected_min_offset},"
             f" delta {h.last_offset_delta})"
         )
-    if crc32c(memoryview(buf)[q + ATTRIBUTES_OFFSET : q + h.size]) != h.crc:
+    if crc32c(memoryview(buf)[q + ATTRIBUTES_OFFSET : q + size]) != h.crc:
         return "CRC mismatch"
     return h
 
@@ -261,12 +262,14 @@ class LogSegment:
                     if len(buf) - q >= 8:
                         first_bad = _Q.unpack_from(buf, q)[0]
                     break
-                if h.last_offset - self.base_offset > INT32_MAX:
+                last = h.base_offset + h.last_offset_delta
+                if last - self.base_offset > INT32_MAX:
                     reason = "offset too far from the segment base for the index"
                     break
-                self._index_batch(pos + q, h.last_offset, h.max_timestamp, h.size)
+                size = h.batch_length + LOG_OVERHEAD
+                self._index_batch(pos + q, last, h.max_timestamp, size)
                 batches += 1
-                q += h.size
+                q += size
             if reason is not None:
                 pos += q
                 break
