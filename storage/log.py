@@ -39,7 +39,7 @@ from protocol.records import (
     RecordTuple,
     crc32c,
     decode_record_tuples,
-    iter_batches,
+    parse_batch_header,
 )
 from protocol.records import decode_uncompressed_into as decode_into
 from storage.compaction import CleanerStats, compact, finish_interrupted_compaction
@@ -291,7 +291,13 @@ class Log:
         if not isinstance(data, bytes):
             data = bytes(data)
         n = len(data)
-        headers = list(iter_batches(data, check_crc=not built_here))
+        # Not protocol.records.iter_batches: its generator and view cost 0.3 us per append.
+        headers = []
+        pos = 0
+        while pos < n:
+            h = parse_batch_header(data, pos, check_crc=not built_here)
+            headers.append((pos, h))
+            pos += h.batch_length + LOG_OVERHEAD
         if not headers:
             raise CorruptRecordError("no record batch to append")
         base = self._next_offset
