@@ -90,7 +90,7 @@ def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     topics = []
     for t in req.topics:
         name = t.name
-        partitions = []
+        partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = []
         add = partitions.append
         records: list[tuple[Any, Any]] = []
         write = records.append
@@ -158,11 +158,11 @@ def fetch_offsets(
     for topic, partition_ids in topics:
         partitions = committed.get(topic, {})
         for partition in partition_ids:
-            om = partitions.get(partition)
-            if om is None:
+            found = partitions.get(partition)
+            if found is None:
                 rows.append((topic, partition, -1, -1, "", 0))
             else:
-                rows.append((topic, partition, om.offset, om.leader_epoch, om.metadata, 0))
+                rows.append((topic, partition, found.offset, found.leader_epoch, found.metadata, 0))
     return 0, rows
 
 

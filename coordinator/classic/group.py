@@ -569,7 +569,9 @@ class ClassicGroup:
             members[m.member_id] = m
         self.members = members
         self.static_members = {
-            m.group_instance_id: m.member_id for m in members.values() if m.is_static
+            m.group_instance_id: m.member_id
+            for m in members.values()
+            if m.group_instance_id is not None  # is_static, spelled out for mypy
         }
         self._protocol_counts = {}
         for m in members.values():

@@ -263,7 +263,7 @@ def _update_static_member(
     old, new = group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
     fenced = ErrorCode.FENCED_INSTANCE_ID
     if old.join is not None:
-        old.join, parked = None, old.join
+        parked, old.join = old.join, None
         ctx.reply(
             parked.req_id, join_response(parked.version, error=fenced, member_id=old_member_id)
         )
