@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from coordinator.modern.topics import TopicsImage
 from protocol.coordinator_records import OffsetCommitValue
 from protocol.errors import ErrorCode
+from protocol.messages import DescribeGroupsResponse, ListGroupsResponse
 
 # A per-partition verdict on an OffsetCommit: (topic, partition) -> error.
 PartitionCheck = Callable[[str, int], ErrorCode]
@@ -87,11 +89,11 @@ class Group(Protocol):
         """The records that delete the group (its offsets aside)."""
         ...
 
-    def describe(self, topics: Any) -> Any:
+    def describe(self, topics: TopicsImage) -> DescribeGroupsResponse.DescribedGroup:
         """DescribeGroups' DescribedGroup; `topics` is the latest TopicsImage."""
         ...
 
-    def listed(self) -> Any:
+    def listed(self) -> ListGroupsResponse.ListedGroup:
         """ListGroups' ListedGroup."""
         ...
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from coordinator.context import Ctx
 from coordinator.group import Group
 from coordinator.keys import offset_record_key
@@ -11,7 +9,9 @@ from protocol.errors import ErrorCode
 from protocol.messages import DeleteGroupsResponse
 
 
-def delete_groups(ctx: Ctx, group_ids: list[str]) -> list[Any]:
+def delete_groups(
+    ctx: Ctx, group_ids: list[str]
+) -> list[DeleteGroupsResponse.DeletableGroupResult]:
     Result = DeleteGroupsResponse.DeletableGroupResult
     results = []
     for group_id in dict.fromkeys(group_ids):  # once each, in request order

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from protocol.coordinator_records import GroupMetadataKey, OffsetCommitKey
 
 
@@ -22,9 +20,9 @@ def sync_key(group_id: str) -> tuple:
     return ("sync", group_id)
 
 
-def group_record_key(group_id: str) -> Any:
+def group_record_key(group_id: str) -> GroupMetadataKey:
     return GroupMetadataKey(group=group_id)
 
 
-def offset_record_key(group_id: str, topic: str, partition: int) -> Any:
+def offset_record_key(group_id: str, topic: str, partition: int) -> OffsetCommitKey:
     return OffsetCommitKey(group=group_id, topic=topic, partition=partition)

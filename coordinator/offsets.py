@@ -5,7 +5,7 @@ the offsets themselves are in `offset_store`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from coordinator.context import Ctx
 from coordinator.group import ExpirationCondition, Group, PartitionCheck
@@ -13,7 +13,15 @@ from coordinator.keys import offset_record_key
 from coordinator.state import ShardState
 from protocol.coordinator_records import OffsetCommitKey, OffsetCommitValue
 from protocol.errors import ErrorCode
-from protocol.messages import OffsetCommitResponse, OffsetDeleteResponse
+from protocol.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+)
+
+if TYPE_CHECKING:
+    from coordinator.request_meta import RequestMeta
 
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a member commit to an unknown group; older
 # versions keep ILLEGAL_GENERATION, which their clients understand.
@@ -28,7 +36,7 @@ def _utf16_len(s: str) -> int:
 
 
 def _validate_commit(
-    group: Group | None, req: Any, version: int
+    group: Group | None, req: OffsetCommitRequest, version: int
 ) -> tuple[ErrorCode, PartitionCheck | None]:
     """(group-level error, per-partition check (topic, partition) -> error, or None)."""
     generation = req.generation_id_or_member_epoch
@@ -43,7 +51,9 @@ def _validate_commit(
     return group.validate_offset_commit(req.member_id, req.group_instance_id, generation, version)
 
 
-def commit_error_response(topics: Iterable[Any], code: int) -> OffsetCommitResponse:
+def commit_error_response(
+    topics: Iterable[OffsetCommitRequest.OffsetCommitRequestTopic], code: int
+) -> OffsetCommitResponse:
     """The OffsetCommit reply that gives every partition of the request's `topics` one error."""
     Topic = OffsetCommitResponse.OffsetCommitResponseTopic
     Partition = OffsetCommitResponse.OffsetCommitResponsePartition
@@ -61,7 +71,7 @@ def commit_error_response(topics: Iterable[Any], code: int) -> OffsetCommitRespo
     )
 
 
-def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
+def commit_offsets(ctx: Ctx, req: OffsetCommitRequest, meta: RequestMeta, req_id: int) -> None:
     version = meta.api_version
     Topic = OffsetCommitResponse.OffsetCommitResponseTopic
     Partition = OffsetCommitResponse.OffsetCommitResponsePartition
@@ -90,9 +100,9 @@ def commit_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     topics = []
     for t in req.topics:
         name = t.name
-        partitions = []
+        partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = []
         add = partitions.append
-        records: list[tuple[Any, Any]] = []
+        records: list[tuple[OffsetCommitKey, OffsetCommitValue]] = []
         write = records.append
         for p in t.partitions:
             index = p.partition_index
@@ -158,15 +168,15 @@ def fetch_offsets(
     for topic, partition_ids in topics:
         partitions = committed.get(topic, {})
         for partition in partition_ids:
-            om = partitions.get(partition)
-            if om is None:
+            found = partitions.get(partition)
+            if found is None:
                 rows.append((topic, partition, -1, -1, "", 0))
             else:
-                rows.append((topic, partition, om.offset, om.leader_epoch, om.metadata, 0))
+                rows.append((topic, partition, found.offset, found.leader_epoch, found.metadata, 0))
     return 0, rows
 
 
-def delete_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
+def delete_offsets(ctx: Ctx, req: OffsetDeleteRequest, meta: RequestMeta, req_id: int) -> None:
     def fail(error: ErrorCode) -> None:
         ctx.reply(req_id, OffsetDeleteResponse(error_code=int(error)))
 
@@ -181,7 +191,7 @@ def delete_offsets(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
     return _delete_offsets(ctx, req, req_id, group)
 
 
-def _delete_offsets(ctx: Ctx, req: Any, req_id: int, group: Group) -> None:
+def _delete_offsets(ctx: Ctx, req: OffsetDeleteRequest, req_id: int, group: Group) -> None:
     Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
     Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
     store = ctx.state.offsets

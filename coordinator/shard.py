@@ -11,7 +11,6 @@ is transient, as in Kafka, and a reload brings the group back as of its last rec
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import Any
 
 from coordinator import groups as _groups
@@ -31,10 +30,22 @@ from coordinator.modern.group import ConsumerGroupState
 from coordinator.modern.heartbeat import consumer_group_heartbeat
 from coordinator.modern.topics import TopicsImage
 from coordinator.offset_store import OffsetStore
+from coordinator.request_meta import RequestMeta
 from coordinator.result import RebalanceEvent, Result, Timer
 from coordinator.state import ShardState
 from protocol.errors import ErrorCode
-from protocol.messages import DescribeGroupsResponse
+from protocol.messages import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    SyncGroupRequest,
+)
 
 # Per group type: what a group of that type does once its partition is loaded.
 _RESUME: dict[str, Callable[[Ctx, Any], None]] = {
@@ -45,13 +56,6 @@ _RESUME: dict[str, Callable[[Ctx, Any], None]] = {
 _ABANDON: dict[str, Callable[[Ctx, Any, ErrorCode], None]] = {
     "classic": _classic.answer_parked,
 }
-
-
-@dataclass
-class RequestMeta:
-    api_version: int
-    client_id: str
-    client_host: str
 
 
 class Shard:
@@ -85,13 +89,18 @@ class Shard:
 
     # -- requests that may write records or park replies ------------------------------------
 
-    def join_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+    def join_group(self, req: JoinGroupRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
         ctx = Ctx(self.state, now)
         join_group(ctx, req, meta, req_id)
         return ctx.result()
 
     def consumer_group_heartbeat(
-        self, req: Any, meta: RequestMeta, topics: TopicsImage, req_id: int, now: int
+        self,
+        req: ConsumerGroupHeartbeatRequest,
+        meta: RequestMeta,
+        topics: TopicsImage,
+        req_id: int,
+        now: int,
     ) -> Result:
         """ConsumerGroupHeartbeat; `topics` is the current topic metadata snapshot."""
         self.state.topics = topics
@@ -101,22 +110,26 @@ class Shard:
         self._track_consumer_rebalance(ctx, req.group_id, before)
         return ctx.result()
 
-    def sync_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+    def sync_group(self, req: SyncGroupRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
         ctx = Ctx(self.state, now)
         sync_group(ctx, req, meta, req_id)
         return ctx.result()
 
-    def heartbeat(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+    def heartbeat(self, req: HeartbeatRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
         ctx = Ctx(self.state, now)
         heartbeat(ctx, req, meta, req_id)
         return ctx.result()
 
-    def leave_group(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+    def leave_group(
+        self, req: LeaveGroupRequest, meta: RequestMeta, req_id: int, now: int
+    ) -> Result:
         ctx = Ctx(self.state, now)
         leave_group(ctx, req, meta, req_id)
         return ctx.result()
 
-    def commit_offsets(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+    def commit_offsets(
+        self, req: OffsetCommitRequest, meta: RequestMeta, req_id: int, now: int
+    ) -> Result:
         ctx = Ctx(self.state, now)
         _offsets.commit_offsets(ctx, req, meta, req_id)
         return ctx.result()
@@ -127,7 +140,9 @@ class Shard:
         ctx.reply(0, _groups.delete_groups(ctx, group_ids))
         return ctx.result()
 
-    def delete_offsets(self, req: Any, meta: RequestMeta, req_id: int, now: int) -> Result:
+    def delete_offsets(
+        self, req: OffsetDeleteRequest, meta: RequestMeta, req_id: int, now: int
+    ) -> Result:
         ctx = Ctx(self.state, now)
         _offsets.delete_offsets(ctx, req, meta, req_id)
         return ctx.result()
@@ -238,14 +253,18 @@ class Shard:
         # and member_epoch come with v9).
         return _offsets.fetch_offsets(self.state, group_id, topics, member_id, member_epoch)
 
-    def describe_group(self, group_id: str, api_version: int) -> Any:
+    def describe_group(
+        self, group_id: str, api_version: int
+    ) -> DescribeGroupsResponse.DescribedGroup:
         group = self.state.groups.get(group_id)
         if group is None:
             # Kafka (DescribeGroups v0-5) reports an unknown group as Dead, without an error.
             return DescribeGroupsResponse.DescribedGroup(group_id=group_id, group_state="Dead")
         return group.describe(self.state.topics)
 
-    def consumer_group_describe(self, group_ids: list[str], topics: TopicsImage) -> list[Any]:
+    def consumer_group_describe(
+        self, group_ids: list[str], topics: TopicsImage
+    ) -> list[ConsumerGroupDescribeResponse.DescribedGroup]:
         default = self.config.consumer_assignors[0]
         return [
             _modern_describe.consumer_group_describe(
@@ -254,7 +273,9 @@ class Shard:
             for g in group_ids
         ]
 
-    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[Any]:
+    def list_groups(
+        self, states: set[str] | None, types: set[str] | None
+    ) -> list[ListGroupsResponse.ListedGroup]:
         # Kafka compares both filters case-insensitively.
         state_filter = {s.strip().lower() for s in states} if states else None
         type_filter = {t.strip().lower() for t in types} if types else None

@@ -14,7 +14,9 @@ from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def _assignment_error(ctx: RequestContext, t) -> str | None:
+def _assignment_error(
+    ctx: RequestContext, t: CreatePartitionsRequest.CreatePartitionsTopic
+) -> str | None:
     if t.assignments is None:
         return None
     topic = ctx.broker.topics.get(t.name)

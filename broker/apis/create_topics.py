@@ -10,7 +10,7 @@ from broker.dataplane.store import TopicError, TopicStore
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import CreateTopicsResponse
+from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from protocol.types import ZERO_UUID
 
 Resp = CreateTopicsResponse
@@ -22,7 +22,7 @@ class _Refused(Exception):
         self.code, self.message = code, message
 
 
-def _partition_count(ctx: RequestContext, t) -> int:
+def _partition_count(ctx: RequestContext, t: CreateTopicsRequest.CreatableTopic) -> int:
     """Partitions asked for by ``t`` (a CreatableTopic); raises _Refused."""
     node = ctx.broker.node_id
     if t.assignments:
@@ -62,7 +62,9 @@ def _partition_count(ctx: RequestContext, t) -> int:
     return count
 
 
-def _configs(ctx: RequestContext, overrides: dict[str, str]) -> list:
+def _configs(
+    ctx: RequestContext, overrides: dict[str, str]
+) -> list[CreateTopicsResponse.CreatableTopicConfigs]:
     return [
         Resp.CreatableTopicConfigs(
             name=e.name,
@@ -75,7 +77,12 @@ def _configs(ctx: RequestContext, overrides: dict[str, str]) -> list:
     ]
 
 
-async def _create(ctx: RequestContext, store: TopicStore, t, validate_only: bool):
+async def _create(
+    ctx: RequestContext,
+    store: TopicStore,
+    t: CreateTopicsRequest.CreatableTopic,
+    validate_only: bool,
+) -> CreateTopicsResponse.CreatableTopicResult:
     result = Resp.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_message=None)
     try:
         count = _partition_count(ctx, t)
@@ -98,7 +105,7 @@ async def _create(ctx: RequestContext, store: TopicStore, t, validate_only: bool
 
 
 @serves(ApiKey.CREATE_TOPICS, 0, 7)
-async def handle(ctx: RequestContext, req) -> CreateTopicsResponse:
+async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     store = ctx.broker.data
     results = []
     counts = Counter(t.name for t in req.topics)

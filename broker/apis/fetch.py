@@ -28,7 +28,7 @@ from broker.dataplane.partition import Partition
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import FetchResponse
+from protocol.messages import FetchRequest, FetchResponse
 
 READ_COMMITTED = 1
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
@@ -167,7 +167,7 @@ def _error(index: int, code: int) -> PartData:
 
 
 @serves(ApiKey.FETCH, 4, 16)
-def handle(ctx: RequestContext, req) -> FetchResponse | Awaitable[FetchResponse]:
+def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     if ctx.api_version >= 7:
         error = _session_error(req)
         if error != ErrorCode.NONE:

@@ -16,7 +16,7 @@ from broker.registry import serves
 from broker.topics import Topic
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import MetadataResponse
+from protocol.messages import MetadataRequest, MetadataResponse
 from protocol.types import ZERO_UUID
 
 Resp = MetadataResponse
@@ -47,7 +47,7 @@ def _missing(
     return Resp.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id)
 
 
-def _to_create(ctx: RequestContext, req) -> list[str]:
+def _to_create(ctx: RequestContext, req: MetadataRequest) -> list[str]:
     """Names asked for that do not exist and that this request may auto-create."""
     b = ctx.broker
     if b.data is None or not req.topics or not b.config.get("auto.create.topics.enable"):
@@ -58,7 +58,9 @@ def _to_create(ctx: RequestContext, req) -> list[str]:
     return list(dict.fromkeys(n for n in wanted if b.topics.get(n) is None))
 
 
-async def _create_then_answer(ctx: RequestContext, req, names: list[str]) -> MetadataResponse:
+async def _create_then_answer(
+    ctx: RequestContext, req: MetadataRequest, names: list[str]
+) -> MetadataResponse:
     store = ctx.broker.data
     assert store is not None
     count = ctx.broker.config.get("num.partitions")
@@ -77,14 +79,16 @@ async def _create_then_answer(ctx: RequestContext, req, names: list[str]) -> Met
 
 
 @serves(ApiKey.METADATA, 0, 12)
-def handle(ctx: RequestContext, req) -> MetadataResponse | Awaitable[MetadataResponse]:
+def handle(
+    ctx: RequestContext, req: MetadataRequest
+) -> MetadataResponse | Awaitable[MetadataResponse]:
     missing = _to_create(ctx, req)
     if missing:
         return _create_then_answer(ctx, req, missing)
     return _answer(ctx, req, {})
 
 
-def _answer(ctx: RequestContext, req, errors: dict[str, int]) -> MetadataResponse:
+def _answer(ctx: RequestContext, req: MetadataRequest, errors: dict[str, int]) -> MetadataResponse:
     b = ctx.broker
     registry = b.topics
     # v0: an empty list means every topic; v1+: null means every topic, empty means none.
@@ -93,6 +97,7 @@ def _answer(ctx: RequestContext, req, errors: dict[str, int]) -> MetadataRespons
     if everything:
         topics = [_topic(ctx, t) for t in registry.all()]
     else:
+        assert req.topics is not None, "a null list is everything"
         # Each topic once, however often it is asked for (Kafka answers for a set of them):
         # a request's cost must not grow with duplicates.
         unique = {(w.name, w.topic_id if w.name is None else None): w for w in req.topics}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from broker.apis._groups import when_ready
@@ -9,7 +10,7 @@ from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import OffsetFetchResponse
+from protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
 Resp = OffsetFetchResponse
 
@@ -20,11 +21,13 @@ Fetched = tuple[int, list[tuple[str, int, int, int, str, int]]]
 def _fetch(
     ctx: RequestContext,
     group_id: str,
-    topics: list | None,
+    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic]
+    | list[OffsetFetchRequest.OffsetFetchRequestTopics]
+    | None,
     stable: bool,
     member_id: str | None = None,
     member_epoch: int = -1,
-) -> Any:
+) -> Fetched | Awaitable[Fetched]:
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     version = ctx.api_version
     return ctx.broker.groups.read(
@@ -36,7 +39,9 @@ def _fetch(
     )
 
 
-def _errored(wanted: list | None) -> list[tuple[str, int, int, int, str, int]]:
+def _errored(
+    wanted: list[tuple[str, list[int]]] | None,
+) -> list[tuple[str, int, int, int, str, int]]:
     # v0-1 carry errors only per partition, so an error must name every requested partition,
     # else an old client reads "nothing committed". No partitions requested: nothing to name
     # (Kafka's getErrorResponse answers an empty list too). _single sets the error code.
@@ -76,7 +81,9 @@ def _group(group_id: str, fetched: Fetched) -> Resp.OffsetFetchResponseGroup:
 
 
 @serves(ApiKey.OFFSET_FETCH, 0, 9)
-def handle(ctx: RequestContext, req):
+def handle(
+    ctx: RequestContext, req: OffsetFetchRequest
+) -> OffsetFetchResponse | Awaitable[OffsetFetchResponse]:
     version = ctx.api_version
     if version < 8:
         got = _fetch(ctx, req.group_id, req.topics, req.require_stable)

@@ -23,7 +23,7 @@ from broker.dataplane.validation import Refusal, validate
 from broker.registry import serves
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import ProduceResponse
+from protocol.messages import ProduceRequest, ProduceResponse
 from protocol.records import (
     CONTROL_MASK,
     HEADER,
@@ -89,7 +89,9 @@ def check_batch(
     return ErrorCode.NONE, None, h
 
 
-def _part(index: int, code: int, offset: int = -1, start: int = -1, msg: str | None = None):
+def _part(
+    index: int, code: int, offset: int = -1, start: int = -1, msg: str | None = None
+) -> PartResp:
     return PartResp(
         index=index, error_code=code, base_offset=offset, log_start_offset=start, error_message=msg
     )
@@ -107,7 +109,9 @@ def _refused(index: int, refusal: Refusal) -> PartResp:
 
 
 @serves(ApiKey.PRODUCE, 3, 11)
-def handle(ctx: RequestContext, req) -> ProduceResponse | Awaitable[ProduceResponse] | None:
+def handle(
+    ctx: RequestContext, req: ProduceRequest
+) -> ProduceResponse | Awaitable[ProduceResponse] | None:
     acks = req.acks
     store = ctx.broker.data
     responses = []
@@ -131,11 +135,12 @@ def handle(ctx: RequestContext, req) -> ProduceResponse | Awaitable[ProduceRespo
             if part is None or settings is None:
                 parts.append(_part(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            code, msg, header = check_batch(p.records, settings.max_message_bytes)
-            if header is None:
+            records = p.records
+            code, msg, header = check_batch(records, settings.max_message_bytes)
+            if header is None or records is None:  # check_batch refuses a null batch too
                 parts.append(_part(p.index, code, msg=msg))
                 continue
-            checked = validate(p.records, header, settings, now, ctx.api_version)
+            checked = validate(records, header, settings, now, ctx.api_version)
             if isinstance(checked, Refusal):
                 parts.append(_refused(p.index, checked))
                 continue

@@ -83,14 +83,14 @@ def _homogeneous(spec: GroupSpec) -> dict[str, Assignment]:
         mine: Partitions = {}
         count = 0
         all_kept = True
-        for topic, parts in specs[m].assignment.items():
+        for topic, held in specs[m].assignment.items():
             entry = limits.get(topic)
             if entry is None:
                 all_kept = False
                 continue
             limit, claimed = entry
-            ok = [p for p in sorted(parts) if p < limit and p not in claimed]
-            if len(ok) != len(parts):
+            ok = [p for p in sorted(held) if p < limit and p not in claimed]
+            if len(ok) != len(held):
                 all_kept = False
             if ok:
                 claimed.update(ok)

@@ -8,11 +8,12 @@ and the mapping to and from a GroupMetadata record. Deciding what to do on a req
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple
+from typing import NamedTuple, cast
 
 from coordinator.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from coordinator.group import ExpirationCondition, PartitionCheck, Record, commit_timestamp
 from coordinator.keys import group_record_key, heartbeat_key
+from coordinator.modern.topics import TopicsImage
 from protocol.coordinator_records import GroupMetadataValue
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeGroupsResponse, JoinGroupResponse, ListGroupsResponse
@@ -238,7 +239,7 @@ class ClassicGroup:
             return None
         return frozenset(topics)
 
-    def join_members(self) -> list[Any]:
+    def join_members(self) -> list[JoinGroupResponse.JoinGroupResponseMember]:
         """The member list a leader gets in its JoinGroup response."""
         cls = JoinGroupResponse.JoinGroupResponseMember
         return [
@@ -335,7 +336,7 @@ class ClassicGroup:
     def tombstone_records(self) -> list[Record]:
         return [(group_record_key(self.group_id), None)]
 
-    def describe(self, topics: Any) -> Any:
+    def describe(self, topics: TopicsImage) -> DescribeGroupsResponse.DescribedGroup:
         Member = DescribeGroupsResponse.DescribedGroupMember
         stable = self.state is STABLE
         members = [
@@ -358,7 +359,7 @@ class ClassicGroup:
             members=members,
         )
 
-    def listed(self) -> Any:
+    def listed(self) -> ListGroupsResponse.ListedGroup:
         return ListGroupsResponse.ListedGroup(
             group_id=self.group_id,
             protocol_type=self.protocol_type or "",
@@ -496,7 +497,7 @@ class ClassicGroup:
 
     # -- records -----------------------------------------------------------------------------
 
-    def metadata_value(self, assignments: dict[str, bytes] | None = None) -> Any:
+    def metadata_value(self, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
         """The GroupMetadata record value for the group as it stands (Kafka's
         newGroupMetadataRecord); `assignments` overrides the members' current ones."""
         members = [
@@ -523,7 +524,7 @@ class ClassicGroup:
             members=members,
         )
 
-    def apply_metadata(self, value: Any) -> None:
+    def apply_metadata(self, value: GroupMetadataValue) -> None:
         """Make the persisted part of the group what a GroupMetadata record says.
 
         At load time this builds the group; live, it is applied to the group whose state the
@@ -538,6 +539,9 @@ class ClassicGroup:
         ts = value.current_state_timestamp
         self.state_timestamp = None if ts == -1 else ts
         members: dict[str, ClassicMember] = {}
+        # Only an Empty group's record has no protocol, and it has no members: the cast
+        # only tells mypy so (a malformed record keeps the null name, as before).
+        chosen = cast(str, value.protocol)
         for mm in value.members:
             # Kafka's v0 records have no rebalance timeout; the session timeout stood for it.
             rebalance = mm.session_timeout if mm.rebalance_timeout == -1 else mm.rebalance_timeout
@@ -551,7 +555,7 @@ class ClassicGroup:
                     rebalance,
                     mm.session_timeout,
                     value.protocol_type,
-                    [(value.protocol, mm.subscription)],
+                    [(chosen, mm.subscription)],
                 )
             else:
                 m.group_instance_id = mm.group_instance_id
@@ -564,12 +568,14 @@ class ClassicGroup:
                 except KeyError:
                     same = False
                 if not same:
-                    m.protocols = [(value.protocol, mm.subscription)]
+                    m.protocols = [(chosen, mm.subscription)]
             m.assignment = mm.assignment
             members[m.member_id] = m
         self.members = members
         self.static_members = {
-            m.group_instance_id: m.member_id for m in members.values() if m.is_static
+            m.group_instance_id: m.member_id
+            for m in members.values()
+            if m.group_instance_id is not None  # is_static, spelled out for mypy
         }
         self._protocol_counts = {}
         for m in members.values():

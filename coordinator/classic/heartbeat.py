@@ -3,7 +3,7 @@ expireClassicGroupMemberHeartbeat."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from coordinator.classic.group import (
     DEAD,
@@ -15,14 +15,17 @@ from coordinator.classic.rebalance import complete_join, remove_member_and_updat
 from coordinator.classic.rebalance import reschedule_heartbeat as _reschedule
 from coordinator.context import Ctx
 from protocol.errors import ErrorCode
-from protocol.messages import HeartbeatResponse
+from protocol.messages import HeartbeatRequest, HeartbeatResponse
+
+if TYPE_CHECKING:
+    from coordinator.request_meta import RequestMeta
 
 
-def heartbeat(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
+def heartbeat(ctx: Ctx, req: HeartbeatRequest, meta: RequestMeta, req_id: int) -> None:
     ctx.reply(req_id, HeartbeatResponse(error_code=int(_heartbeat(ctx, req))))
 
 
-def _heartbeat(ctx: Ctx, req: Any) -> ErrorCode:
+def _heartbeat(ctx: Ctx, req: HeartbeatRequest) -> ErrorCode:
     if not req.group_id:
         return ErrorCode.INVALID_GROUP_ID
     group = ctx.state.classic_group(req.group_id)

@@ -4,7 +4,7 @@ the choice between answering now, parking the request, or starting a rebalance."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from coordinator.classic.group import (
     COMPLETING_REBALANCE,
@@ -32,6 +32,10 @@ from coordinator.context import Ctx
 from coordinator.keys import group_record_key, heartbeat_key
 from protocol.coordinator_records import GroupMetadataValue
 from protocol.errors import ErrorCode
+from protocol.messages import JoinGroupRequest
+
+if TYPE_CHECKING:
+    from coordinator.request_meta import RequestMeta
 
 # JoinGroup v4+: a dynamic member without an id gets one and must join again with it, so that
 # a client that times out and retries does not leave a ghost member behind.
@@ -45,7 +49,7 @@ SKIP_ASSIGNMENT_VERSION = 9
 class Join:
     """One JoinGroup request with the values the handlers need, normalized."""
 
-    req: Any
+    req: JoinGroupRequest
     client_id: str
     client_host: str
     version: int
@@ -61,7 +65,7 @@ class Join:
         return f"{what}; client reason: {self.req.reason or 'not provided'}"
 
 
-def new_empty_group_value(now: int) -> Any:
+def new_empty_group_value(now: int) -> GroupMetadataValue:
     """The record of a group created by a JoinGroup: Kafka's newEmptyGroupMetadataRecord."""
     return GroupMetadataValue(
         protocol_type="",
@@ -73,7 +77,7 @@ def new_empty_group_value(now: int) -> Any:
     )
 
 
-def join_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
+def join_group(ctx: Ctx, req: JoinGroupRequest, meta: RequestMeta, req_id: int) -> None:
     version = meta.api_version
     cfg = ctx.config
 
@@ -259,11 +263,12 @@ def _update_static_member(
     old one, which is fenced. A Stable group whose protocol choice is unchanged carries on
     without a rebalance."""
     req = join.req
+    assert req.group_instance_id is not None, "only a static member's join comes here"
     current_leader = group.leader_id
     old, new = group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
     fenced = ErrorCode.FENCED_INSTANCE_ID
     if old.join is not None:
-        old.join, parked = None, old.join
+        parked, old.join = old.join, None
         ctx.reply(
             parked.req_id, join_response(parked.version, error=fenced, member_id=old_member_id)
         )

@@ -3,7 +3,7 @@ member id or, for an administrator removing static members, by group.instance.id
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from coordinator.classic.group import (
     COMPLETING_REBALANCE,
@@ -21,10 +21,15 @@ from coordinator.keys import heartbeat_key
 from protocol.errors import ErrorCode
 from protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
+if TYPE_CHECKING:
+    from coordinator.request_meta import RequestMeta
+
 BATCH_VERSION = 3
 
 
-def _response(version: int, error: ErrorCode, members: list[Any]) -> Any:
+def _response(
+    version: int, error: ErrorCode, members: list[LeaveGroupResponse.MemberResponse]
+) -> LeaveGroupResponse:
     if version >= BATCH_VERSION:
         return LeaveGroupResponse(error_code=int(error), members=members)
     # v0-2 name one member and have no member-level errors: Kafka lifts that member's error.
@@ -33,7 +38,7 @@ def _response(version: int, error: ErrorCode, members: list[Any]) -> Any:
     return LeaveGroupResponse(error_code=int(error))
 
 
-def leave_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
+def leave_group(ctx: Ctx, req: LeaveGroupRequest, meta: RequestMeta, req_id: int) -> None:
     version = meta.api_version
     if version >= BATCH_VERSION:
         identities = list(req.members)
@@ -41,7 +46,7 @@ def leave_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
         identities = [LeaveGroupRequest.MemberIdentity(member_id=req.member_id)]
     Resp = LeaveGroupResponse.MemberResponse
 
-    def answer(error: ErrorCode, members: list[Any]) -> None:
+    def answer(error: ErrorCode, members: list[LeaveGroupResponse.MemberResponse]) -> None:
         ctx.reply(req_id, _response(version, error, members))
 
     if not req.group_id:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from protocol.errors import ErrorCode
 from protocol.messages import JoinGroupResponse, SyncGroupResponse
@@ -19,8 +18,8 @@ def join_response(
     protocol_name: str | None = None,
     leader: str = "",
     skip_assignment: bool = False,
-    members: Sequence[Any] = (),
-) -> Any:
+    members: Sequence[JoinGroupResponse.JoinGroupResponseMember] = (),
+) -> JoinGroupResponse:
     # JoinGroupResponse v0-6 cannot carry a null protocol name and v7+ must not carry an
     # empty one: Kafka's JoinGroupResponse constructor rewrites one into the other.
     if version < 7 and protocol_name is None:
@@ -45,7 +44,7 @@ def sync_response(
     protocol_type: str | None = None,
     protocol_name: str | None = None,
     assignment: bytes = b"",
-) -> Any:
+) -> SyncGroupResponse:
     return SyncGroupResponse(
         error_code=int(error),
         protocol_type=protocol_type,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from coordinator.classic.group import (
     COMPLETING_REBALANCE,
@@ -18,6 +18,10 @@ from coordinator.classic.responses import sync_response
 from coordinator.context import Ctx
 from coordinator.keys import group_record_key, sync_key
 from protocol.errors import ErrorCode
+from protocol.messages import SyncGroupRequest
+
+if TYPE_CHECKING:
+    from coordinator.request_meta import RequestMeta
 
 # SyncGroup v5+ must name the protocol type and name (KafkaApis rejects the request otherwise).
 MANDATORY_PROTOCOL_VERSION = 5
@@ -27,7 +31,7 @@ def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
-def sync_group(ctx: Ctx, req: Any, meta: Any, req_id: int) -> None:
+def sync_group(ctx: Ctx, req: SyncGroupRequest, meta: RequestMeta, req_id: int) -> None:
     def fail(error: ErrorCode) -> None:
         ctx.reply(req_id, sync_response(error=error))
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from coordinator.modern.assignment import EMPTY, Assignment
 from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.topics import TopicsImage
@@ -13,7 +11,9 @@ from protocol.messages import ConsumerGroupDescribeResponse
 Described = ConsumerGroupDescribeResponse.DescribedGroup
 
 
-def _topic_partitions(assignment: Assignment, names: dict) -> list[Any]:
+def _topic_partitions(
+    assignment: Assignment, names: dict
+) -> list[ConsumerGroupDescribeResponse.TopicPartitions]:
     cls = ConsumerGroupDescribeResponse.TopicPartitions
     return [
         cls(topic_id=t, topic_name=names[t], partitions=sorted(ps))
@@ -24,7 +24,7 @@ def _topic_partitions(assignment: Assignment, names: dict) -> list[Any]:
 
 def consumer_group_describe(
     group_id: str, group: ConsumerGroup | None, default_assignor: str, topics: TopicsImage
-) -> Any:
+) -> Described:
     if group is None:
         return Described(
             group_id=group_id,

@@ -12,7 +12,6 @@ import enum
 import struct
 import uuid
 from collections.abc import Iterable
-from typing import Any
 
 from coordinator.group import ExpirationCondition, PartitionCheck, Record, commit_timestamp
 from coordinator.modern import records
@@ -260,7 +259,7 @@ class ConsumerGroup:
             self.group_id, list(self.members), list(self.target), list(self.regexes)
         )
 
-    def describe(self, topics: TopicsImage) -> Any:
+    def describe(self, topics: TopicsImage) -> DescribeGroupsResponse.DescribedGroup:
         """DescribeGroups (v0-5) of a consumer group: its members with their current assignment
         in the classic consumer-protocol encoding, so that classic admin tools can read it."""
         names = self.topic_names(topics)
@@ -283,7 +282,7 @@ class ConsumerGroup:
             members=members,
         )
 
-    def listed(self) -> Any:
+    def listed(self) -> ListGroupsResponse.ListedGroup:
         return ListGroupsResponse.ListedGroup(
             group_id=self.group_id,
             protocol_type=self.protocol_type,

@@ -10,7 +10,7 @@ succeed, so an error leaves the group untouched.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from coordinator.assignors.spec import AssignorError
 from coordinator.modern import records
@@ -41,17 +41,19 @@ from coordinator.modern.regex import InvalidRegex, RegexResolution, compile_rege
 from coordinator.modern.target import build_target
 from coordinator.modern.topics import TopicMeta, TopicsImage
 from protocol.errors import ErrorCode
+from protocol.messages import ConsumerGroupHeartbeatRequest as Request
 from protocol.messages import ConsumerGroupHeartbeatResponse as Response
 
 if TYPE_CHECKING:
     from coordinator.context import Ctx
+    from coordinator.request_meta import RequestMeta
 
 # v1 (KIP-1082): clients generate their member id, so a request without one is invalid.
 CLIENT_MEMBER_ID_VERSION = 1
 
 
 def consumer_group_heartbeat(
-    ctx: Ctx, req: Any, meta: Any, topics: TopicsImage, req_id: int
+    ctx: Ctx, req: Request, meta: RequestMeta, topics: TopicsImage, req_id: int
 ) -> None:
     try:
         validate(req, meta.api_version, ctx.config.consumer_assignors)
@@ -68,7 +70,7 @@ def _blank(value: str | None) -> bool:
     return value is not None and not value.strip()
 
 
-def validate(req: Any, version: int, assignors: tuple[str, ...]) -> None:
+def validate(req: Request, version: int, assignors: tuple[str, ...]) -> None:
     """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
     if version >= CLIENT_MEMBER_ID_VERSION and _blank(req.member_id):
         raise invalid_request("MemberId can't be empty.")
@@ -115,7 +117,7 @@ def validate(req: Any, version: int, assignors: tuple[str, ...]) -> None:
 # -- leaving ----------------------------------------------------------------------------------
 
 
-def _leave(ctx: Ctx, req: Any) -> Any:
+def _leave(ctx: Ctx, req: Request) -> Response:
     group = consumer_group(ctx, req.group_id)
     if req.instance_id is None:
         member = group.members.get(req.member_id)
@@ -182,7 +184,7 @@ def _check_epoch(member: ConsumerGroupMember, epoch: int, owned: Assignment | No
 def _member(
     group: ConsumerGroup,
     member_id: str,
-    req: Any,
+    req: Request,
     owned: Assignment | None,
     out: list[records.Record],
 ) -> tuple[ConsumerGroupMember, bool]:
@@ -235,7 +237,9 @@ def _member(
     return new, True
 
 
-def _updated_member(member: ConsumerGroupMember, req: Any, meta: Any) -> ConsumerGroupMember:
+def _updated_member(
+    member: ConsumerGroupMember, req: Request, meta: RequestMeta
+) -> ConsumerGroupMember:
     regex = member.subscribed_topic_regex
     if req.subscribed_topic_regex is not None:
         regex = req.subscribed_topic_regex or None
@@ -267,7 +271,7 @@ def subscription_metadata(names: set[str], topics: TopicsImage) -> dict[str, Top
     return {n: by_name[n] for n in names if n in by_name}
 
 
-def _heartbeat(ctx: Ctx, req: Any, meta: Any, topics: TopicsImage) -> Any:
+def _heartbeat(ctx: Ctx, req: Request, meta: RequestMeta, topics: TopicsImage) -> Response:
     cfg = ctx.config
     epoch = req.member_epoch
     out: list[records.Record] = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 from coordinator.modern.assignment import EMPTY, Assignment, from_topic_partitions
 from coordinator.modern.assignment import to_topic_partitions as _tps
@@ -49,7 +48,8 @@ class ConsumerGroupMember:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
-    classic_metadata: Any = None  # ClassicMemberMetadata of a classic-protocol member
+    # set only for a member that joined with the classic protocol
+    classic_metadata: ConsumerGroupMemberMetadataValue.ClassicMemberMetadata | None = None
     member_epoch: int = 0
     previous_member_epoch: int = 0
     state: MemberState = MemberState.STABLE
@@ -93,7 +93,7 @@ class ConsumerGroupMember:
 
     # -- records ------------------------------------------------------------------------------
 
-    def metadata_value(self) -> Any:
+    def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
         return ConsumerGroupMemberMetadataValue(
             instance_id=self.instance_id,
             rack_id=self.rack_id,
@@ -106,7 +106,7 @@ class ConsumerGroupMember:
             classic_member_metadata=self.classic_metadata,
         )
 
-    def assignment_value(self) -> Any:
+    def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
         tps = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
         return ConsumerGroupCurrentMemberAssignmentValue(
             member_epoch=self.member_epoch,
@@ -116,7 +116,7 @@ class ConsumerGroupMember:
             partitions_pending_revocation=_tps(self.pending_revocation, tps),
         )
 
-    def with_metadata(self, value: Any) -> ConsumerGroupMember:
+    def with_metadata(self, value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
         m = _copy(self)
         m.instance_id = value.instance_id
         m.rack_id = value.rack_id
@@ -129,7 +129,9 @@ class ConsumerGroupMember:
         m.classic_metadata = value.classic_member_metadata
         return m
 
-    def with_assignment(self, value: Any) -> ConsumerGroupMember:
+    def with_assignment(
+        self, value: ConsumerGroupCurrentMemberAssignmentValue
+    ) -> ConsumerGroupMember:
         m = _copy(self)
         m.member_epoch = value.member_epoch
         m.previous_member_epoch = value.previous_member_epoch

@@ -63,6 +63,7 @@ def apply(group: ConsumerGroup, key: Any, value: Any | None) -> MemberChange | N
     elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         group.assignment_epoch = -1 if value is None else value.assignment_epoch
     elif isinstance(key, ConsumerGroupMetadataKey):
+        assert value is not None, "the group's tombstone is folded by ShardState.replay"
         group.group_epoch = value.epoch
     elif isinstance(key, ConsumerGroupPartitionMetadataKey):
         group.subscription_metadata = (
