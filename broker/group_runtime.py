@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from broker.loading import PartitionHealth, load_until_served
 from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
 from coordinator.result import RebalanceEvent, Result
@@ -88,6 +89,7 @@ class GroupRuntime:
         self._partition_cache: dict[str, int] = {}  # the Java hash costs per request otherwise
         self._tasks: set[asyncio.Task] = set()
         self.loaded = asyncio.Event()
+        self.health = [PartitionHealth() for _ in range(self.partitions)]
         # Per partition, topics deleted while its shard was not loaded (see on_topic_deleted).
         self._deleted_while_unloaded: list[set[str]] = [set() for _ in range(self.partitions)]
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
@@ -105,19 +107,30 @@ class GroupRuntime:
 
     async def _load_all(self) -> None:
         started = time.monotonic()
-        total = 0
-        for p in range(self.partitions):
-            total += await self._load(p)
+        # Retention and compaction skip partitions not loaded yet: start them now, so a
+        # partition that keeps failing to load does not stop them for the others.
+        self._spawn(self._retention_loop())
+        self._spawn(self._compaction_loop())
+        counts = await asyncio.gather(*(self._load_partition(p) for p in range(self.partitions)))
         self.loaded.set()
         log.info(
             "loaded %d partitions of %s (%d records) in %.2fs",
             self.partitions,
             OFFSETS_TOPIC,
-            total,
+            sum(counts),
             time.monotonic() - started,
         )
-        self._spawn(self._retention_loop())
-        self._spawn(self._compaction_loop())
+
+    async def _load_partition(self, p: int) -> int:
+        """Load partition ``p`` on its own, retrying and quarantining (broker/loading.py)."""
+        name = f"{OFFSETS_TOPIC}-{p}"
+        return await load_until_served(
+            name, self.data_dir / name, lambda: self._load(p), self.health[p]
+        )
+
+    def unhealthy_partitions(self) -> dict[int, PartitionHealth]:
+        """Partitions failing to load or serving with quarantined data."""
+        return {p: h for p, h in enumerate(self.health) if not h.healthy}
 
     async def _load(self, p: int) -> int:
         loop = asyncio.get_running_loop()
@@ -125,6 +138,24 @@ class GroupRuntime:
         plog = await loop.run_in_executor(
             None, lambda: Log.open(path, self.log_config, self.durability)
         )
+        try:
+            shard, count = await self._replay(path, plog, p)
+        except BaseException:
+            try:
+                plog.close_sync()  # a retry opens it again: hold no descriptors meanwhile
+            except Exception as e:  # the replay's error is the one to report
+                log.debug("closing %s after a failed load: %s", path.name, e)
+            raise
+        self.logs[p] = plog
+        self.shards[p] = shard
+        self._apply(p, shard.on_loaded(now_ms()))
+        deleted = self._deleted_while_unloaded[p]
+        if deleted:
+            self._apply(p, shard.delete_topic_offsets(deleted, now_ms()))
+            self._deleted_while_unloaded[p] = set()
+        return count
+
+    async def _replay(self, path: Path, plog: Log, p: int) -> tuple[Shard, int]:
         shard = Shard(p, self.config)
         count = since_yield = 0
         for header, records in plog.replay():
@@ -147,14 +178,7 @@ class GroupRuntime:
             if since_yield >= REPLAY_YIELD_EVERY:
                 since_yield = 0
                 await asyncio.sleep(0)
-        self.logs[p] = plog
-        self.shards[p] = shard
-        self._apply(p, shard.on_loaded(now_ms()))
-        deleted = self._deleted_while_unloaded[p]
-        if deleted:
-            self._apply(p, shard.delete_topic_offsets(deleted, now_ms()))
-            self._deleted_while_unloaded[p] = set()
-        return count
+        return shard, count
 
     def on_topic_deleted(self, name: str, partitions: int) -> None:
         """Tombstones for every group's offsets of a deleted topic, as Kafka's coordinator
