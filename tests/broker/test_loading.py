@@ -53,8 +53,12 @@ def one_group_per_partition() -> dict[int, str]:
 
 
 async def commit(rt: GroupRuntime, group: str, offset: int) -> None:
+    await commit_metadata(rt, group, offset, None)
+
+
+async def commit_metadata(rt: GroupRuntime, group: str, offset: int, metadata: str | None) -> None:
     part = OffsetCommitRequest.OffsetCommitRequestPartition(
-        partition_index=0, committed_offset=offset
+        partition_index=0, committed_offset=offset, committed_metadata=metadata
     )
     req = OffsetCommitRequest(
         group_id=group,
