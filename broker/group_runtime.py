@@ -16,7 +16,7 @@ import operator
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from broker.loading import PartitionHealth, load_until_served
 from coordinator.config import GroupConfig
@@ -195,7 +195,7 @@ class GroupRuntime:
         latest.clear()
         for i, record in enumerate(newest, 1):
             try:
-                decoded = decode_record(record[2], record[3])
+                decoded = decode_record(cast(bytes, record[2]), record[3])  # keyed: see above
             except DecodeError as e:
                 log.warning(
                     "%s: skipping undecodable record at offset %d: %s", path.name, record[0], e
