@@ -2,15 +2,17 @@
 
     python bench/recovery.py                 # 1 GiB of commit history over 50 partitions
     python bench/recovery.py --size 100      # 100 MiB
+    python bench/recovery.py --cleaned       # the same history, compacted as it is written
     python bench/recovery.py --dir /data/x --keep   # reuse a history built before
 
 The history is written with the log API directly (no broker, no cleaner: the worst case, a
 log that was never compacted): each `__consumer_offsets` partition gets `--size`/50 MiB of
 OffsetCommit batches (`--batch-records` records of ~150 bytes) for `--groups` groups that hash
 to it, cycling over their topic partitions with growing offsets; the last batch of each
-partition commits a known final offset per group. Then a `GroupRuntime` is started on the
-directory and timed until every partition serves (and until the first one serves); the final
-offsets are checked for every group afterwards.
+partition commits a known final offset per group. With `--cleaned` the history is compacted
+while it is written, as the broker's cleaner keeps it (`dirty_enough_to_roll`). Then a
+`GroupRuntime` is started on the directory and timed until every partition serves (and
+until the first one serves); the final offsets are checked for every group afterwards.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker.config import load_config  # noqa: E402
-from broker.group_runtime import OFFSETS_TOPIC, GroupRuntime  # noqa: E402
+from broker.group_runtime import OFFSETS_TOPIC, GroupRuntime, dirty_enough_to_roll  # noqa: E402
 from coordinator.partitioning import partition_for  # noqa: E402
 from protocol.records import build_kv_batch  # noqa: E402
 from storage.durability import NONE  # noqa: E402
@@ -72,7 +74,12 @@ def groups_of(partitions: int, per_partition: int) -> list[list[str]]:
 
 
 async def build(
-    directory: Path, size_mib: float, partitions: int, groups: list[list[str]], n: int
+    directory: Path,
+    size_mib: float,
+    partitions: int,
+    groups: list[list[str]],
+    n: int,
+    cleaned: bool = False,
 ) -> int:
     """Write the history; returns the records written."""
     per_partition = int(size_mib * 1024 * 1024 / partitions)
@@ -103,6 +110,9 @@ async def build(
             if chunk_bytes >= 1 << 20:
                 await log.append(b"".join(chunk), built_here=True)
                 chunk, chunk_bytes = [], 0
+                if cleaned and dirty_enough_to_roll(log):  # as the broker's cleaner does
+                    log.roll()
+                    await log.compact()
         final = [offset_commit(g, t, p, FINAL) for g in groups[part] for t, p in tps[:1]]
         chunk.append(build_kv_batch(final, timestamp=1_700_000_001_000))
         records += len(final)
@@ -144,6 +154,11 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=50)
     ap.add_argument("--groups", type=int, default=200, help="groups per partition")
     ap.add_argument("--batch-records", type=int, default=5)
+    ap.add_argument(
+        "--cleaned",
+        action="store_true",
+        help="compact while writing, as the broker's cleaner does under a steady load",
+    )
     ap.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="reuse/keep the history in --dir")
     args = ap.parse_args()
@@ -153,7 +168,14 @@ def main() -> None:
         if not (args.keep and (directory / f"{OFFSETS_TOPIC}-0").exists()):
             t0 = time.perf_counter()
             records = asyncio.run(
-                build(directory, args.size, args.partitions, groups, args.batch_records)
+                build(
+                    directory,
+                    args.size,
+                    args.partitions,
+                    groups,
+                    args.batch_records,
+                    args.cleaned,
+                )
             )
             print(f"built {records} records in {time.perf_counter() - t0:.1f}s", flush=True)
         on_disk = sum(f.stat().st_size for f in directory.rglob("*.log"))

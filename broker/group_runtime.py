@@ -38,6 +38,7 @@ REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
 PARTITION_CACHE_SIZE = 100_000
 COMPACTION_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms
 CLEAN_ROLL_MIN_BYTES = 4 * 1024 * 1024  # see dirty_enough_to_roll
+LOAD_CONCURRENCY = 4  # partitions loading at once
 
 Op = Callable[[Shard, int, int], Result]
 _offset_of = operator.itemgetter(0)
@@ -106,6 +107,9 @@ class GroupRuntime:
         self._tasks: set[asyncio.Task] = set()
         self.loaded = asyncio.Event()
         self.health = [PartitionHealth() for _ in range(self.partitions)]
+        # A few loads at a time: one opens its log in a thread while another replays, and
+        # each partition serves soon instead of all of them at the end.
+        self._load_slots = asyncio.Semaphore(LOAD_CONCURRENCY)
         # Per partition, topics deleted while its shard was not loaded (see on_topic_deleted).
         self._deleted_while_unloaded: list[set[str]] = [set() for _ in range(self.partitions)]
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
@@ -140,9 +144,12 @@ class GroupRuntime:
     async def _load_partition(self, p: int) -> int:
         """Load partition ``p`` on its own, retrying and quarantining (broker/loading.py)."""
         name = f"{OFFSETS_TOPIC}-{p}"
-        return await load_until_served(
-            name, self.data_dir / name, lambda: self._load(p), self.health[p]
-        )
+
+        async def attempt() -> int:
+            async with self._load_slots:
+                return await self._load(p)
+
+        return await load_until_served(name, self.data_dir / name, attempt, self.health[p])
 
     def unhealthy_partitions(self) -> dict[int, PartitionHealth]:
         """Partitions failing to load or serving with quarantined data."""
