@@ -25,7 +25,9 @@ import struct
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -121,6 +123,10 @@ async def build(
     return records
 
 
+def fetch_offset(group: str, shard: Any, now: int) -> Any:
+    return shard.fetch_offsets(group, [("topic-0", [0])], False, 8, now)
+
+
 async def measure(directory: Path, partitions: int, groups: list[list[str]]) -> dict[str, float]:
     cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": partitions})
     rt = GroupRuntime(directory, cfg, cfg.durability)
@@ -135,9 +141,7 @@ async def measure(directory: Path, partitions: int, groups: list[list[str]]) -> 
     wrong = 0
     for part in range(partitions):
         for g in groups[part]:
-            answer = rt.read(
-                g, lambda s, now, g=g: s.fetch_offsets(g, [("topic-0", [0])], False, 8, now), int
-            )
+            answer = rt.read(g, partial(fetch_offset, g), int)
             if asyncio.isfuture(answer):
                 answer = await answer
             if answer[1][0][2] != FINAL:
