@@ -256,3 +256,36 @@ async def test_an_oserror_while_loading_is_retried_and_the_others_serve(tmp_path
     assert committed(rt, others[failing]) == 100 + failing
     assert rt.health[failing].state == SERVING and rt.unhealthy_partitions() == {}
     await rt.close()
+
+
+async def test_damage_in_the_first_batch_of_a_rolled_segment_empties_it(tmp_path: Path) -> None:
+    """The whole rolled segment goes aside; the segments around it still serve."""
+    built = await build_damaged(tmp_path)
+    seg: Path = built["segment"]
+    data = bytearray(seg.read_bytes())
+    cut_at = built["size"] - len(built["cut"])
+    data[cut_at + 70] ^= 0x10  # undo the damage in c's batch; damage b's (the first) instead
+    data[70] ^= 0x10
+    seg.write_bytes(bytes(data))
+    rt = await started(tmp_path)
+    await asyncio.wait_for(rt.loaded.wait(), 30)
+    a, b, c, d = built["groups"]
+    assert (committed(rt, a), committed(rt, b), committed(rt, c), committed(rt, d)) == (
+        5,
+        7,
+        -1,
+        9,
+    )
+    assert seg.stat().st_size == 0
+    assert seg.with_name(seg.name + QUARANTINE_SUFFIX).read_bytes() == bytes(data)
+    await commit(rt, b, 11)
+    plog = rt.logs[DAMAGED]
+    assert plog is not None
+    plog.roll()
+    await commit(rt, d, 12)
+    assert await plog.compact() is not None  # the emptied segment compacts with the others
+    await rt.close()
+    again = await started(tmp_path)
+    await asyncio.wait_for(again.loaded.wait(), 30)
+    assert (committed(again, a), committed(again, b), committed(again, d)) == (5, 11, 12)
+    await again.close()
