@@ -472,8 +472,13 @@ class GroupRuntime:
         while True:
             await asyncio.sleep(COMPACTION_BACKOFF_S)
             for p, plog in enumerate(self.logs):
-                if plog is not None and dirty_enough_to_roll(plog):
-                    plog.roll()
+                # Not while the partition reloads after a failed write (shard None).
+                if plog is not None and self.shards[p] is not None and dirty_enough_to_roll(plog):
+                    try:
+                        plog.roll()
+                    except Exception:
+                        log.exception("rolling %s-%d for the cleaner failed", OFFSETS_TOPIC, p)
+                        continue
                 if plog is None or len(plog.segments) < 2:
                     continue
                 try:
