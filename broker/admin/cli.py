@@ -55,9 +55,10 @@ def add_parsers(commands: Any) -> None:
     health.add_argument(
         "--offsets-partitions",
         type=int,
-        default=DEFAULT_OFFSETS_PARTITIONS,
+        default=None,
         metavar="N",
-        help="the broker's offsets.topic.num.partitions (default: 50)",
+        help="the broker's offsets.topic.num.partitions (default: from Metadata once the broker"
+        " lists __consumer_offsets, else 50)",
     )
     health.add_argument(
         "--metrics",
@@ -137,14 +138,15 @@ def _health(args: argparse.Namespace) -> int:
     problems: dict[int, str] = {}
     with _client(args) as admin:
         n = len(admin.versions)
-        waiting = list(range(args.offsets_partitions))
+        total = args.offsets_partitions or _offsets_partitions(admin)
+        waiting = list(range(total))
         # A broker just started is still loading: give it until the timeout to serve.
         deadline = time.monotonic() + args.timeout
         while True:
             waiting = [
                 p
                 for p in waiting
-                if admin.offset_fetch_error(probe_group(p, args.offsets_partitions))
+                if admin.offset_fetch_error(probe_group(p, total))
                 == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             ]
             if not waiting or time.monotonic() > deadline:
@@ -158,11 +160,21 @@ def _health(args: argparse.Namespace) -> int:
     if problems:
         for p, what in sorted(problems.items()):
             print(f"unhealthy: __consumer_offsets-{p}: {what}")
-        total = args.offsets_partitions
         print(f"{len(problems)} of {total} __consumer_offsets partitions unhealthy")
         return 1
     print(f"ok: {args.bootstrap} answered ApiVersions ({n} APIs)")
     return 0
+
+
+def _offsets_partitions(admin: AdminClient) -> int:
+    """Partitions of `__consumer_offsets` as Metadata lists them (kcoord lists the topic once
+    every partition has loaded; until then, Kafka's default)."""
+    try:
+        return len(admin.partitions(["__consumer_offsets"])["__consumer_offsets"]) or (
+            DEFAULT_OFFSETS_PARTITIONS
+        )
+    except AdminError:
+        return DEFAULT_OFFSETS_PARTITIONS
 
 
 _UNHEALTHY = re.compile(r"^kcoord_offsets_partition_unhealthy\{([^}]*)\}\s+(\S+)", re.M)
