@@ -74,8 +74,8 @@ async def load_until_served(
             health.last_error = f"{type(e).__name__}: {e}"
             try:
                 cuts = await loop.run_in_executor(None, quarantine_damaged_segments, directory)
-            except OSError as scan_error:  # the disk (or the fd table) is still failing
-                log.debug("%s: scanning for damage failed: %s", name, scan_error)
+            except Exception as scan_error:  # the disk (or the fd table) is still failing
+                log.warning("%s: scanning for damage failed: %s", name, scan_error)
                 cuts = []
             if cuts:
                 health.cuts.extend(cuts)
@@ -97,7 +97,11 @@ async def load_until_served(
             await asyncio.sleep(delay)
             delay = min(delay * 2, max_retry_s)
             continue
-        health.side_files = await loop.run_in_executor(None, quarantined_files, directory)
+        try:
+            health.side_files = await loop.run_in_executor(None, quarantined_files, directory)
+        except OSError as e:  # the partition serves: that is what counts; cuts tell the rest
+            log.warning("%s: listing quarantined files failed: %s", name, e)
+            health.side_files = [c.side_file.name for c in health.cuts]
         health.state = DEGRADED if health.side_files else SERVING
         if health.failures:
             log.warning("%s: loaded after %d failed attempt(s)", name, health.failures)
