@@ -23,17 +23,17 @@ from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
 from coordinator.result import RebalanceEvent, Result
 from coordinator.shard import Shard
-from protocol.coordinator_records import decode_record, encode_record_tails
+from protocol.coordinator_records import OFFSETS_TOPIC, decode_record, encode_record_tails
 from protocol.errors import ErrorCode
 from protocol.records import build_tail_batch
 from protocol.types import DecodeError
 from storage.durability import Durability
 from storage.log import Log, LogFailedError
 from storage.logconfig import OFFSETS_TOPIC_CONFIG, LogConfig
+from storage.partitionlog import PartitionLog
 
 log = logging.getLogger("kcoord.groups")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
 PARTITION_CACHE_SIZE = 100_000
 COMPACTION_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms
@@ -43,6 +43,9 @@ LOAD_CONCURRENCY = 4  # partitions loading at once
 Op = Callable[[Shard, int, int], Result]
 _offset_of = operator.itemgetter(0)
 ErrorReply = Callable[[int], Any]
+# Opens (creating if needed) a partition's log: its directory and settings in, the log out.
+# Blocking: the runtime calls it from an executor thread.
+LogOpener = Callable[[Path, LogConfig], PartitionLog]
 
 
 def dirty_enough_to_roll(plog: Log) -> bool:
@@ -80,7 +83,14 @@ def group_config(cfg: Any) -> GroupConfig:
 
 
 class GroupRuntime:
-    def __init__(self, data_dir: Path, cfg: Any, durability: Durability) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        cfg: Any,
+        durability: Durability,
+        *,
+        open_log: LogOpener | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.partitions: int = cfg.get("offsets.topic.num.partitions")
         self.config = group_config(cfg)
@@ -93,11 +103,15 @@ class GroupRuntime:
         )
         self.retention_check_ms: int = cfg.get("offsets.retention.check.interval.ms")
         self.durability = durability
+        # The file log unless another engine is given (tests use storage.memory.MemoryLog).
+        self.open_log: LogOpener = open_log or (
+            lambda path, config: Log.open(path, config, durability)
+        )
         self.shards: list[Shard | None] = [None] * self.partitions
-        self.logs: list[Log | None] = [None] * self.partitions
+        self.logs: list[PartitionLog | None] = [None] * self.partitions
         self._tail: list[asyncio.Future | None] = [None] * self.partitions
         # Per partition: (flush epoch, log, replies waiting for the writes of that flush).
-        self._releasing: list[tuple[int, Log, list[dict[int, Any]]] | None] = [
+        self._releasing: list[tuple[int, PartitionLog, list[dict[int, Any]]] | None] = [
             None
         ] * self.partitions
         self._timers: dict[tuple[int, tuple], asyncio.TimerHandle] = {}
@@ -158,14 +172,12 @@ class GroupRuntime:
     async def _load(self, p: int) -> int:
         loop = asyncio.get_running_loop()
         path = self.data_dir / f"{OFFSETS_TOPIC}-{p}"
-        plog = await loop.run_in_executor(
-            None, lambda: Log.open(path, self.log_config, self.durability)
-        )
+        plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
         try:
             shard, count = await self._replay(path, plog, p)
-        except BaseException:
+        except Exception:
             try:
-                plog.close_sync()  # a retry opens it again: hold no descriptors meanwhile
+                await plog.close()  # a retry opens it again: hold no descriptors meanwhile
             except Exception as e:  # the replay's error is the one to report
                 log.debug("closing %s after a failed load: %s", path.name, e)
             raise
@@ -178,7 +190,7 @@ class GroupRuntime:
             self._deleted_while_unloaded[p] = set()
         return count
 
-    async def _replay(self, path: Path, plog: Log, p: int) -> tuple[Shard, int]:
+    async def _replay(self, path: Path, plog: PartitionLog, p: int) -> tuple[Shard, int]:
         """The shard rebuilt from the log. Only the newest record of each key is decoded and
         replayed, in the order of those records' offsets: the state a compacted copy of the
         log gives (which the shard must load the same way), at the cost of one dict store
@@ -350,9 +362,9 @@ class GroupRuntime:
             self._tail[p] = write
             # Writes of one flush become durable together: the first one's callback releases
             # the replies of all (one callback per flush, not per request).
-            epoch = getattr(plog, "flush_epoch", None)  # None: a log whose writes are apart
+            epoch = plog.flush_epoch
             pending = self._releasing[p]
-            if epoch is not None and pending is not None and pending[:2] == (epoch, plog):
+            if pending is not None and pending[0] == epoch and pending[1] is plog:
                 pending[2].append(replies)
             else:
                 waiting = [replies]
@@ -435,8 +447,9 @@ class GroupRuntime:
             return
 
     def _release(self, replies: dict[int, Any], write: asyncio.Future | None) -> None:
-        failed = write is not None and (write.cancelled() or write.exception() is not None)
-        if failed:
+        failed = False
+        if write is not None and (write.cancelled() or write.exception() is not None):
+            failed = True
             log.error(
                 "write to %s failed: %s",
                 OFFSETS_TOPIC,
@@ -472,15 +485,17 @@ class GroupRuntime:
         while True:
             await asyncio.sleep(COMPACTION_BACKOFF_S)
             for p, plog in enumerate(self.logs):
-                # Not while the partition reloads after a failed write (shard None).
-                if plog is not None and self.shards[p] is not None and dirty_enough_to_roll(plog):
+                if plog is None:
+                    continue
+                # The file log's cleaning roll; not while the partition reloads after a failed
+                # write (shard None).
+                if isinstance(plog, Log) and self.shards[p] is not None:
                     try:
-                        plog.roll()
+                        if dirty_enough_to_roll(plog):
+                            plog.roll()
                     except Exception:
                         log.exception("rolling %s-%d for the cleaner failed", OFFSETS_TOPIC, p)
                         continue
-                if plog is None or len(plog.segments) < 2:
-                    continue
                 try:
                     stats = await plog.compact(now_ms())
                 except Exception:

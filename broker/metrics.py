@@ -24,6 +24,7 @@ from prometheus_client.exposition import generate_latest
 
 from coordinator.result import RebalanceEvent
 from protocol.api_keys import ApiKey
+from protocol.coordinator_records import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from broker.state import BrokerState
@@ -284,7 +285,7 @@ def _log_families(state: Any) -> Iterator[Any]:
     runtime = state.groups
     if runtime is not None:
         for plog in runtime.logs:
-            add("__consumer_offsets", plog)
+            add(OFFSETS_TOPIC, plog)
     fam = GaugeMetricFamily(
         "kcoord_log_size_bytes", "Bytes in the log segments of each topic.", labels=["topic"]
     )

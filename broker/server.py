@@ -14,9 +14,10 @@ import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import load_identity
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
-from broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
+from broker.group_runtime import GroupRuntime
 from broker.metrics import Metrics
 from broker.state import BrokerState
+from protocol.coordinator_records import OFFSETS_TOPIC
 
 log = logging.getLogger("kcoord.server")
 

@@ -314,14 +314,20 @@ class KcoordReader(DataSourceReader):
     def read(self, partition: SegmentGroup) -> Iterator[Any]:
         import pyarrow as pa
 
-        from exporter.logread import SEGMENT_SCHEMA, decode_segment, read_segment, segment_summary
+        from exporter.logread import (
+            OFFSETS_TOPIC,
+            SEGMENT_SCHEMA,
+            decode_segment,
+            read_segment,
+            segment_summary,
+        )
 
         worker_setup()
         segments = partition.segments
         if self.level == "segments":
             rows = [
                 segment_summary(
-                    "__consumer_offsets",
+                    OFFSETS_TOPIC,
                     sp.log_partition,
                     read_segment(Path(sp.path), sp.base, check_crc=self.check_crc),
                 )

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from exporter import fastscan as FS
 from protocol.codec import DecodeError
-from protocol.coordinator_records import decode_record
+from protocol.coordinator_records import OFFSETS_TOPIC, decode_record
 from protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -45,7 +45,6 @@ log = logging.getLogger("kcoord.exporter")
 _be = FS.be_array
 _SCRATCH = FS.Scratch()  # decode_records' output, reused by every chunk of this process
 
-OFFSETS_TOPIC = "__consumer_offsets"
 LOG_SUFFIX = ".log"
 # Records decoded per chunk: bounds worker memory and the size of each Arrow batch.
 CHUNK_RECORDS = 262_144

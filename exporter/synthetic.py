@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.partitioning import partition_for
-from protocol.coordinator_records import TYPES, encode_record
+from protocol.coordinator_records import OFFSETS_TOPIC, TYPES, encode_record
 from protocol.records import Record, build_batch, build_kv_batch
 
 OffsetCommitKey = TYPES["OffsetCommitKey"].cls
@@ -25,7 +25,6 @@ GroupMetadataKey = TYPES["GroupMetadataKey"].cls
 GroupMetadataValue = TYPES["GroupMetadataValue"].cls
 MemberMetadata = GroupMetadataValue.MemberMetadata
 CATALOG_FILE = "kcoord-topics.json"
-OFFSETS_TOPIC = "__consumer_offsets"
 
 __all__ = [
     "LogWriter",

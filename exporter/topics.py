@@ -26,7 +26,15 @@ from exporter.logread import (
     read_segment,
     spark_ddl,
 )
-from protocol.records import RecordError, decode_record_tuples
+from protocol.records import (
+    HEADER_SIZE,
+    MAGIC,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    RecordError,
+    decode_record_tuples,
+)
+from storage.batches import batch_headers as walk_batch_headers
 
 CATALOG_FILE = "kcoord-topics.json"  # broker/dataplane/catalog.py
 
@@ -241,38 +249,25 @@ class TopicReader:
         for base, path in segs[max(i, 0) :]:
             start = self._index_position(path, base, offset) if base <= offset else 0
             data = self._read(path)
-            if start + 61 > len(data) or data[start + 16] != 2:
+            if start + HEADER_SIZE > len(data) or data[start + MAGIC_OFFSET] != MAGIC:
                 start = 0  # a stale index
-            for pos in self._walk(data, start):
-                last = int.from_bytes(data[pos : pos + 8], "big") + int.from_bytes(
-                    data[pos + 23 : pos + 27], "big"
-                )
-                if last < offset:
-                    continue
-                attrs = int.from_bytes(data[pos + 21 : pos + 23], "big")
-                if attrs & 0x20:  # control batch
+            for pos, h in walk_batch_headers(data, start):
+                # A torn or garbage tail ends the walk (the file may be being written).
+                if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > len(data):
+                    break
+                if h.magic != MAGIC:
+                    break
+                if h.last_offset < offset or h.is_control:
                     continue
                 try:
                     recs = decode_record_tuples(data, pos)
                 except RecordError:
                     # Unsupported compression: the batch's first timestamp is the best bound.
-                    base_off = int.from_bytes(data[pos : pos + 8], "big")
-                    return max(base_off, offset), int.from_bytes(data[pos + 27 : pos + 35], "big")
+                    return max(h.base_offset, offset), h.base_timestamp
                 for off, ts, *_ in recs:
                     if off >= offset:
                         return off, ts
         return None
-
-    @staticmethod
-    def _walk(data: bytes, pos: int):
-        n = len(data)
-        while pos + 61 <= n:
-            length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
-            end = pos + 12 + length
-            if length < 49 or end > n or data[pos + 16] != 2:
-                return
-            yield pos
-            pos = end
 
 
 def timestamps_at_arrow(data_dir: str):

@@ -15,6 +15,9 @@ from protocol.codec import DecodeError, MessageType
 from protocol.records import encode_varint, kv_record_tail
 from protocol.schema import coordinator as _decls
 
+# The internal topic these records are written to (one coordinator shard per partition).
+OFFSETS_TOPIC = "__consumer_offsets"
+
 TYPES: dict[str, MessageType] = {d.name: MessageType(d) for d in _decls.ALL}
 if TYPE_CHECKING:
     # What the update below makes, as mypy and editors can see it (protocol.schema.gen_stubs).

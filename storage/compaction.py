@@ -21,19 +21,19 @@ import os
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from protocol.records import (
     COMPRESSION_GZIP,
-    HEADER,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     BatchHeader,
+    CorruptRecordError,
     Record,
     build_batch,
     decode_record_tuples,
     iter_batches,
 )
+from storage.batches import read_batch_headers
+from storage.logconfig import LogConfig
 from storage.segment import (
     INDEX_SUFFIX,
     INT32_MAX,
@@ -43,9 +43,6 @@ from storage.segment import (
     parse_segment_name,
     segment_name,
 )
-
-if TYPE_CHECKING:
-    from storage.log import Log
 
 log_ = logging.getLogger(__name__)
 
@@ -67,13 +64,11 @@ def _next_offset_of(path: Path, base_offset: int) -> int:
     next_offset = base_offset
     with path.open("rb") as f:
         size = os.fstat(f.fileno()).st_size
-        pos = 0
-        while pos + HEADER.size <= size:
-            h = HEADER.unpack(os.pread(f.fileno(), HEADER.size, pos))
-            if h[1] < MIN_BATCH_LENGTH:
-                raise OSError(f"{path}: bad batch length at position {pos}")
-            next_offset = h[0] + h[6] + 1
-            pos += h[1] + LOG_OVERHEAD
+        try:
+            for _, h in read_batch_headers(f.fileno(), 0, size):
+                next_offset = h.next_offset
+        except CorruptRecordError as e:
+            raise OSError(f"{path}: {e}") from e
     return next_offset
 
 
@@ -105,6 +100,27 @@ def finish_interrupted_compaction(directory: Path) -> None:
         if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and p.exists():
             log_.warning("%s: finishing interrupted compaction swap %s", directory.name, p.name)
             complete_swap(directory, p)
+
+
+class CompactableLog(Protocol):
+    """What compaction needs of a log (:class:`storage.log.Log`, which imports this module
+    and runs :func:`compact` while it holds off deleting segments)."""
+
+    directory: Path
+    config: LogConfig
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    def now_ms(self) -> int: ...
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,16 +263,15 @@ def _swap_in(directory: Path, cleaned: Path, base: int, interval: int) -> LogSeg
 
 
 async def compact(
-    log: Log, *, now_ms: int | None = None, executor: Executor | None = None
+    log: CompactableLog, *, now_ms: int | None = None, executor: Executor | None = None
 ) -> CleanerStats | None:
     """Compact the rolled, durable segments of ``log``; None if there was nothing to do.
 
     Heavy work (reading, writing, fsync, index rebuild) runs in ``executor``; appends and
     reads go on meanwhile. Only the in-memory segment list swap happens in the loop, after
     which the old segments' descriptors (still pointing at the unlinked files) are closed.
+    The caller keeps segments from being deleted meanwhile (:meth:`storage.log.Log.compact`).
     """
-    if log._compacting:  # noqa: SLF001 - the flag is the log's, set only here
-        return None
     cleanable = [s for s in log.segments[:-1] if s.next_offset <= log.high_watermark]
     if not cleanable or sum(s.size for s in cleanable) < log.config.min_cleanable_bytes:
         return None
@@ -265,25 +280,21 @@ async def compact(
     horizon = now - log.config.delete_retention_ms
     interval = log.config.index_interval_bytes
     counts = _Counts()
-    log._compacting = True  # noqa: SLF001
-    try:
-        latest = await loop.run_in_executor(executor, build_offset_map, cleanable)
-        groups = group_segments(cleanable, log.config.segment_bytes)
-        before = after = 0
-        for group in groups:
-            cleaned = await loop.run_in_executor(
-                executor, write_cleaned, group, latest, horizon, counts
-            )
-            new_seg = await loop.run_in_executor(
-                executor, _swap_in, log.directory, cleaned, group[0].base_offset, interval
-            )
-            log._replace_segments(group, new_seg)  # noqa: SLF001
-            before += sum(s.size for s in group)
-            after += new_seg.size
-            for seg in group:
-                seg.close()
-    finally:
-        log._compacting = False  # noqa: SLF001
+    latest = await loop.run_in_executor(executor, build_offset_map, cleanable)
+    groups = group_segments(cleanable, log.config.segment_bytes)
+    before = after = 0
+    for group in groups:
+        cleaned = await loop.run_in_executor(
+            executor, write_cleaned, group, latest, horizon, counts
+        )
+        new_seg = await loop.run_in_executor(
+            executor, _swap_in, log.directory, cleaned, group[0].base_offset, interval
+        )
+        log.replace_segments(group, new_seg)
+        before += sum(s.size for s in group)
+        after += new_seg.size
+        for seg in group:
+            seg.close()
     stats = CleanerStats(
         len(cleanable), counts.read, counts.kept, counts.tombstones_dropped, before, after
     )

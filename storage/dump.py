@@ -17,7 +17,6 @@ from typing import Any, TextIO
 from protocol.codec import DecodeError
 from protocol.coordinator_records import decode_record
 from protocol.records import (
-    LOG_OVERHEAD,
     BatchHeader,
     RecordError,
     batch_size_at,
@@ -102,7 +101,7 @@ def dump_segment(path: Path) -> Iterator[dict[str, Any]]:
             for r in records
         ]
         yield info
-        pos += header.batch_length + LOG_OVERHEAD
+        pos += header.size
 
 
 def _text(batch: dict[str, Any]) -> Iterator[str]:

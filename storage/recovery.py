@@ -175,5 +175,8 @@ def quarantine_damaged_segments(directory: Path) -> list[Cut]:
 
 
 def quarantined_files(directory: Path) -> list[str]:
-    """Names of the side files in ``directory`` (what an operator has yet to look at)."""
+    """Names of the side files in ``directory`` (what an operator has yet to look at); none
+    when there is no directory (a log engine that keeps no files)."""
+    if not directory.is_dir():
+        return []
     return sorted(p.name for p in directory.iterdir() if QUARANTINE_SUFFIX in p.name)

@@ -28,8 +28,10 @@ from protocol.records import (
     MAGIC,
     MIN_BATCH_LENGTH,
     BatchHeader,
+    CorruptRecordError,
     crc32c,
 )
+from storage.batches import batch_headers, read_batch_headers
 from storage.index import OffsetIndex, StaleIndexError, TimeIndex
 
 log = logging.getLogger(__name__)
@@ -78,21 +80,25 @@ def read_window(fd: int, pos: int, end: int, min_size: int = 0) -> bytes:
     return os.pread(fd, min(max(SCAN_CHUNK, min_size), end - pos), pos)
 
 
-def validate_batch(buf: bytes, q: int, expected_min_offset: int) -> tuple | str:
-    """Header tuple of the batch at ``buf[q:]`` if it is whole, CRC-valid and in offset order,
+def validate_batch(buf: bytes, q: int, expected_min_offset: int) -> BatchHeader | str:
+    """Header of the batch at ``buf[q:]`` if it is whole, CRC-valid and in offset order,
     else a string saying why not. ``buf`` must extend to the end of the batch to pass."""
     avail = len(buf) - q
     if avail < HEADER_SIZE:
         return f"torn header ({avail} of {HEADER_SIZE} bytes)"
-    h = _unpack_header(buf, q)
-    length = h[1]
-    if length < MIN_BATCH_LENGTH or h[3] != MAGIC:
-        return f"bad length {length} or magic {h[3]}"
-    if length + LOG_OVERHEAD > avail:
-        return f"torn batch ({avail} of {length + LOG_OVERHEAD} bytes)"
-    if h[6] < 0 or h[12] < 0 or h[0] < expected_min_offset:
-        return f"bad offsets (base {h[0]}, expected >= {expected_min_offset}, delta {h[6]})"
-    if crc32c(memoryview(buf)[q + ATTRIBUTES_OFFSET : q + LOG_OVERHEAD + length]) != h[4]:
+    h = BatchHeader._make(_unpack_header(buf, q))
+    length = h.batch_length
+    if length < MIN_BATCH_LENGTH or h.magic != MAGIC:
+        return f"bad length {length} or magic {h.magic}"
+    size = length + LOG_OVERHEAD  # not h.size: a property call per batch shows in recovery
+    if size > avail:
+        return f"torn batch ({avail} of {size} bytes)"
+    if h.last_offset_delta < 0 or h.records_count < 0 or h.base_offset < expected_min_offset:
+        return (
+            f"bad offsets (base {h.base_offset}, expected >= {expected_min_offset},"
+            f" delta {h.last_offset_delta})"
+        )
+    if crc32c(memoryview(buf)[q + ATTRIBUTES_OFFSET : q + size]) != h.crc:
         return "CRC mismatch"
     return h
 
@@ -200,25 +206,24 @@ class LogSegment:
             head = os.pread(self._fd, HEADER_SIZE, pos)
             if len(head) < HEADER_SIZE:
                 raise StaleIndexError("last index entry points past the data")
-            h = _unpack_header(head)
-            if h[0] + h[6] != last[0] or h[3] != MAGIC:
+            h = BatchHeader._make(_unpack_header(head))
+            if h.last_offset != last[0] or h.magic != MAGIC:
                 raise StaleIndexError(f"index entry for offset {last[0]} points elsewhere")
-        while pos < self.size:
-            head = os.pread(self._fd, HEADER_SIZE, pos)
-            if len(head) < HEADER_SIZE:
-                raise StaleIndexError("segment ends inside a batch header")
-            h = _unpack_header(head)
-            if h[1] < MIN_BATCH_LENGTH:
-                raise StaleIndexError(f"bad batch length at position {pos}")
-            self.next_offset = h[0] + h[6] + 1
-            if h[8] > self.max_timestamp:
-                self.max_timestamp = h[8]
-            if self.first_batch_timestamp is None and pos == 0:
-                self.first_batch_timestamp = h[8]
-            pos += h[1] + LOG_OVERHEAD
+        try:
+            for at, hdr in read_batch_headers(self._fd, pos, self.size):
+                self.next_offset = hdr.last_offset + 1
+                if hdr.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = hdr.max_timestamp
+                if self.first_batch_timestamp is None and at == 0:
+                    self.first_batch_timestamp = hdr.max_timestamp
+                pos = at + hdr.size
+        except CorruptRecordError as e:
+            raise StaleIndexError(str(e)) from e
+        if pos < self.size:
+            raise StaleIndexError("segment ends inside a batch header")
         if self.first_batch_timestamp is None and self.size:
             head = os.pread(self._fd, HEADER_SIZE, 0)
-            self.first_batch_timestamp = _unpack_header(head)[8]
+            self.first_batch_timestamp = BatchHeader._make(_unpack_header(head)).max_timestamp
 
     @classmethod
     def open_and_recover(
@@ -265,12 +270,14 @@ class LogSegment:
                     if len(buf) - q >= 8:
                         first_bad = _Q.unpack_from(buf, q)[0]
                     break
-                if h[0] + h[6] - self.base_offset > INT32_MAX:
+                last = h.base_offset + h.last_offset_delta
+                if last - self.base_offset > INT32_MAX:
                     reason = "offset too far from the segment base for the index"
                     break
-                self._index_batch(pos + q, h[0] + h[6], h[8], h[1] + LOG_OVERHEAD)
+                size = h.batch_length + LOG_OVERHEAD
+                self._index_batch(pos + q, last, h.max_timestamp, size)
                 batches += 1
-                q += h[1] + LOG_OVERHEAD
+                q += size
             if reason is not None:
                 pos += q
                 break
@@ -285,7 +292,7 @@ class LogSegment:
                 if isinstance(h, str):
                     reason = h
                     break
-                self._index_batch(pos, h[0] + h[6], h[8], h[1] + LOG_OVERHEAD)
+                self._index_batch(pos, h.last_offset, h.max_timestamp, h.size)
                 batches += 1
                 q = need
             pos += q
@@ -340,11 +347,10 @@ class LogSegment:
         while pos < end:
             buf = os.pread(self._fd, min(64 * 1024, end - pos), pos)
             q = 0
-            while q + HEADER_SIZE <= len(buf):
-                h = _unpack_header(buf, q)
-                if h[0] + h[6] >= offset:
-                    return pos + q
-                q += h[1] + LOG_OVERHEAD
+            for at, h in batch_headers(buf):
+                if h.last_offset >= offset:
+                    return pos + at
+                q = at + h.batch_length + LOG_OVERHEAD
             if q == 0:
                 # The window is shorter than one header: only at a corrupt tail.
                 return None
@@ -376,6 +382,14 @@ class LogSegment:
                 q = size
             yield buf, 0, q
             pos += q
+
+    def batches(self, start: int = 0) -> Iterator[tuple[bytes, int, BatchHeader]]:
+        """(window, position in it, header) of each batch from file position ``start`` on:
+        the walk every reader of a segment's batches shares (records decode in place from
+        the window)."""
+        for buf, q, end in self.iter_batch_windows(start):
+            for pos, h in batch_headers(buf, q, end):
+                yield buf, pos, h
 
     # -- lifecycle ----------------------------------------------------------------------------
 

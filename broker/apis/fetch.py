@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ class _Wanted:
 @dataclass(slots=True)
 class _Topic:
     name: str
-    topic_id: object
+    topic_id: uuid.UUID
     partitions: list[_Wanted]
 
 
@@ -109,7 +110,8 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
     total = 0
     failed = False
     responses = []
-    aborted = [] if committed else None
+    # Never any aborted transaction here, but read_committed fetches get an empty list.
+    aborted: list[Resp.AbortedTransaction] | None = [] if committed else None
     for t in topics:
         parts = []
         for w in t.partitions:
@@ -121,6 +123,7 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
                 failed = True
                 parts.append(_error(w.index, error))
                 continue
+            assert part is not None  # an absent partition got its error above
             log = part.log
             hw, start = log.high_watermark, log.log_start_offset
             if w.offset < start or w.offset > log.log_end_offset:

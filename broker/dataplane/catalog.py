@@ -101,10 +101,6 @@ class Catalog:
             write_atomically(self.path, data)
             self._written = seq
 
-    def save_sync(self) -> None:
-        self._write(*self._snapshot())
-        self.existed = True
-
     async def save(self) -> None:
         """Write the catalog as it is now; returns once it (or a newer state) is durable."""
         seq, data = self._snapshot()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from protocol.coordinator_records import OFFSETS_TOPIC
+
 MAX_NAME_LENGTH = 249
-OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 

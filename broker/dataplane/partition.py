@@ -18,7 +18,7 @@ from broker.dataplane.producers import (
 )
 from broker.dataplane.topicconfig import TopicSettings
 from protocol.errors import ErrorCode
-from protocol.records import HEADER, LOG_OVERHEAD, BatchHeader
+from protocol.records import BatchHeader
 from storage.durability import Durability
 from storage.log import AppendResult, Log, LogFailedError
 
@@ -208,16 +208,7 @@ def load_producer_state(log_: Log) -> ProducerStateTable:
 
 def fold_headers(log_: Log, start_offset: int, table: ProducerStateTable) -> None:
     """Fold the header of every batch ending at or after ``start_offset`` into ``table``."""
-    unpack = HEADER.unpack_from
-    for seg in log_.segments:
-        if seg.next_offset <= start_offset:
-            continue
-        pos = seg.position_of(start_offset) if start_offset > seg.base_offset else 0
-        if pos is None:
-            continue
-        for buf, q, end in seg.iter_batch_windows(pos):
-            while q < end:
-                h = unpack(buf, q)
-                if h[0] + h[6] >= start_offset:
-                    table.update_from_header(h)
-                q += h[1] + LOG_OVERHEAD
+    for seg, pos in log_.segments_from(start_offset):
+        for _, _, h in seg.batches(pos):
+            if h.last_offset >= start_offset:
+                table.update_from_header(h)

@@ -7,16 +7,8 @@ client then reads a few older records, never misses one).
 
 from __future__ import annotations
 
-from protocol.records import (
-    HEADER,
-    LOG_OVERHEAD,
-    BatchHeader,
-    RecordError,
-    decode_record_tuples,
-)
+from protocol.records import BatchHeader, RecordError, decode_record_tuples
 from storage.log import Log
-
-_unpack = HEADER.unpack_from
 
 
 def _first_record_at_or_after(buf: bytes, q: int, h: BatchHeader, ts: int) -> tuple[int, int]:
@@ -40,15 +32,12 @@ def offset_for_timestamp(log: Log, timestamp: int) -> tuple[int, int] | None:
         pos = 0 if before is None else seg.position_of(before + 1)
         if pos is None:
             continue
-        for buf, q, end in seg.iter_batch_windows(pos):
-            while q < end:
-                raw = _unpack(buf, q)
-                if raw[0] >= hw:
-                    return None
-                if raw[8] >= timestamp:
-                    found = _first_record_at_or_after(buf, q, BatchHeader._make(raw), timestamp)
-                    return found if found[0] < hw else None
-                q += raw[1] + LOG_OVERHEAD
+        for buf, q, h in seg.batches(pos):
+            if h.base_offset >= hw:
+                return None
+            if h.max_timestamp >= timestamp:
+                found = _first_record_at_or_after(buf, q, h, timestamp)
+                return found if found[0] < hw else None
     return None
 
 
@@ -64,12 +53,9 @@ def max_timestamp(log: Log) -> tuple[int, int] | None:
         return None
     seg, target = best
     found: tuple[int, int] | None = None
-    for buf, q, end in seg.iter_batch_windows(0):
-        while q < end:
-            raw = _unpack(buf, q)
-            if raw[0] >= hw:
-                return found
-            if raw[8] == target:
-                return _first_record_at_or_after(buf, q, BatchHeader._make(raw), target)
-            q += raw[1] + LOG_OVERHEAD
+    for buf, q, h in seg.batches(0):
+        if h.base_offset >= hw:
+            return found
+        if h.max_timestamp == target:
+            return _first_record_at_or_after(buf, q, h, target)
     return found

@@ -27,9 +27,5 @@ class TopicsImage:
         self.by_id: dict[uuid.UUID, TopicMeta] = {t.topic_id: t for t in self.by_name.values()}
         self.version = version
 
-    def name_of(self, topic_id: uuid.UUID) -> str | None:
-        t = self.by_id.get(topic_id)
-        return None if t is None else t.name
-
 
 EMPTY_IMAGE = TopicsImage((), -1)

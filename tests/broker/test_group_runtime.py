@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,34 +14,43 @@ from broker.group_runtime import GroupRuntime
 from coordinator.shard import RequestMeta
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetCommitRequest
-from storage.log import LogFailedError
+from protocol.records import BatchHeader, RecordTuple
+from storage.compaction import CleanerStats
+from storage.log import AppendResult, LogFailedError
+from storage.memory import MemoryLog
+from storage.partitionlog import PartitionLog
 
 GROUP = "wal-group"
 META = RequestMeta(api_version=8, client_id="c", client_host="/127.0.0.1")
 
 
-class HeldLog:
-    """Stands in for a partition log: appends complete only when the test says so."""
+class HeldLog(MemoryLog):
+    """A partition log whose appends complete only when the test says so, each on its own
+    (a flush per append)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.appends: list[asyncio.Future] = []
 
-    def append(self, data: bytes, *, built_here: bool = False) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
+    @property
+    def flush_epoch(self) -> int:
+        return len(self.appends)
+
+    def append(
+        self, data: bytes | bytearray | memoryview, *, built_here: bool = False
+    ) -> asyncio.Future[AppendResult]:
+        fut: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         self.appends.append(fut)
         return fut
-
-    async def close(self) -> None:
-        pass
 
 
 async def runtime(tmp_path: Path) -> tuple[GroupRuntime, HeldLog]:
     cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
-    rt = GroupRuntime(tmp_path, cfg, cfg.durability)
+    rt = GroupRuntime(tmp_path, cfg, cfg.durability, open_log=lambda path, config: MemoryLog())
     rt.start()
     await rt.loaded.wait()
     held = HeldLog()
-    rt.logs[rt.partition_of(GROUP)] = held  # type: ignore[assignment]
+    rt.logs[rt.partition_of(GROUP)] = held
     return rt, held
 
 
@@ -94,17 +104,28 @@ class FailingLog:
     """A real log whose next write fails, after which it takes no more (as a log whose disk
     write or fsync failed): the runtime must not keep state the log does not have."""
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: PartitionLog | None) -> None:
+        assert real is not None
         self.real = real
         self.failed = False
+        self.flush_epoch = 0  # each write apart
 
-    def append(self, data: bytes, *, built_here: bool = False) -> asyncio.Future:
+    def append(
+        self, data: bytes | bytearray | memoryview, *, built_here: bool = False
+    ) -> asyncio.Future[AppendResult]:
+        self.flush_epoch += 1
         if self.failed:
             raise LogFailedError("log failed earlier")
         self.failed = True
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         fut.set_exception(LogFailedError("disk full"))
         return fut
+
+    def replay(self) -> Iterator[tuple[BatchHeader, list[RecordTuple]]]:
+        return self.real.replay()
+
+    async def compact(self, now_ms: int | None = None) -> CleanerStats | None:
+        return None
 
     async def close(self) -> None:
         await self.real.close()
@@ -117,7 +138,7 @@ async def test_a_failed_write_reloads_the_partition_from_its_log(tmp_path: Path)
     await rt.loaded.wait()
     p = rt.partition_of(GROUP)
     assert (await commit(rt, 1)).topics[0].partitions[0].error_code == ErrorCode.NONE
-    rt.logs[p] = FailingLog(rt.logs[p])  # type: ignore[assignment]
+    rt.logs[p] = FailingLog(rt.logs[p])
     first, second = commit(rt, 7), commit(rt, 8)  # one flush: both fail
     assert await first == ErrorCode.NOT_COORDINATOR
     assert await second == ErrorCode.NOT_COORDINATOR
@@ -166,7 +187,7 @@ async def test_a_dropped_partition_answers_its_parked_joins(tmp_path: Path) -> N
     for _ in range(20):  # the new group's record becomes durable; the join stays parked
         await asyncio.sleep(0)
     assert not parked.done()
-    rt.logs[p] = FailingLog(rt.logs[p])  # type: ignore[assignment]
+    rt.logs[p] = FailingLog(rt.logs[p])
     # A simple commit of another group of the same partition: its write fails.
     other = next(g for g in (f"other-{i}" for i in range(1000)) if rt.partition_of(g) == p)
     assert await commit(rt, 7, other) == ErrorCode.NOT_COORDINATOR
@@ -230,3 +251,30 @@ async def test_heartbeat_while_loading_is_answered_blindly(tmp_path: Path) -> No
     ctx = RequestContext(state, 12, 4, 1, "c", "127.0.0.1")  # type: ignore[arg-type]
     req = HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="m")
     assert heartbeat.handle(ctx, req).error_code == ErrorCode.NONE
+
+
+async def test_runtime_on_an_injected_log_engine_reloads_from_it(tmp_path: Path) -> None:
+    """The runtime writes to and loads from whatever PartitionLog it is given: commits made on
+    in-memory logs come back when a second runtime loads the same logs."""
+    cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
+    logs: dict[str, MemoryLog] = {}
+
+    def open_log(path: Path, config: object) -> MemoryLog:
+        old = logs.get(path.name)
+        logs[path.name] = plog = MemoryLog(old.batches if old is not None else None)
+        return plog
+
+    rt = GroupRuntime(tmp_path, cfg, cfg.durability, open_log=open_log)
+    rt.start()
+    await rt.loaded.wait()
+    first, second = commit(rt, 4), commit(rt, 6)  # one flush: released together
+    assert (await first).topics[0].partitions[0].error_code == ErrorCode.NONE
+    assert (await second).topics[0].partitions[0].error_code == ErrorCode.NONE
+    await rt.close()
+    assert not any(tmp_path.iterdir())  # nothing went to files
+    again = GroupRuntime(tmp_path, cfg, cfg.durability, open_log=open_log)
+    again.start()
+    await again.loaded.wait()
+    _, rows = fetch(again)
+    assert rows[0][2] == 6
+    await again.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.dataplane.names import invalid_reason
 from protocol.records import (
     CorruptRecordError,
     Record,
@@ -18,9 +19,8 @@ from protocol.records import (
     parse_batch_header,
 )
 from storage.durability import ALWAYS, NONE, Durability, parse_durability
-from storage.log import Log, OffsetOutOfRangeError
-from storage.logconfig import LogConfig
-from storage.logmanager import LogManager
+from storage.log import Log, OffsetOutOfRangeError, parse_partition_dir
+from storage.logconfig import OFFSETS_TOPIC_CONFIG, LogConfig
 from storage.segment import segment_name
 
 SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=200)
@@ -142,14 +142,21 @@ async def test_index_is_sparse_and_rebuilt_when_missing_or_stale(tmp_path: Path)
 
 
 async def test_offset_for_timestamp(tmp_path: Path) -> None:
+    # The one lookup by time is the data plane's (it also stops at the high watermark).
+    from broker.dataplane.timestamps import offset_for_timestamp
+
+    def first_at(ts: int) -> int | None:
+        found = offset_for_timestamp(log, ts)
+        return None if found is None else found[0]
+
     log = Log.open(tmp_path / "t-0", SMALL)
     for i in range(60):
         await log.append(batch(i, 3, ts=10_000 + 10 * i))
-    assert log.offset_for_timestamp(0) == 0
-    assert log.offset_for_timestamp(10_000 + 10 * 33) == 99
-    assert log.offset_for_timestamp(10_000 + 10 * 33 - 5) == 99
-    assert log.offset_for_timestamp(10_000 + 10 * 59) == 177
-    assert log.offset_for_timestamp(10_000 + 10 * 59 + 1) is None
+    assert first_at(0) == 0
+    assert first_at(10_000 + 10 * 33) == 99
+    assert first_at(10_000 + 10 * 33 - 5) == 99
+    assert first_at(10_000 + 10 * 59) == 177
+    assert first_at(10_000 + 10 * 59 + 1) is None
     await log.close()
 
 
@@ -301,18 +308,20 @@ async def test_recovered_log_continues_offsets(tmp_path: Path) -> None:
     await log.close()
 
 
-async def test_log_manager_opens_partition_directories(tmp_path: Path) -> None:
-    mgr = LogManager(tmp_path, durability=NONE)
-    a = await mgr.open_async("__consumer_offsets", 12)
-    b = mgr.open("my.topic-with-dash", 0)
-    assert mgr.open("__consumer_offsets", 12) is a
+async def test_partition_logs_live_in_topic_partition_directories(tmp_path: Path) -> None:
+    """As the data plane and the group runtime open them: ``<topic>-<partition>`` under the
+    data directory, listed back by ``parse_partition_dir``; the offsets topic compacted."""
+    a = Log.open(tmp_path / "__consumer_offsets-12", OFFSETS_TOPIC_CONFIG, NONE)
+    b = Log.open(tmp_path / "my.topic-with-dash-0", LogConfig(), NONE)
     assert a.config.compact and a.config.segment_bytes == 100 * 1024 * 1024
     assert not b.config.compact
     await a.append(batch(0))
-    await mgr.close()
-    mgr2 = LogManager(tmp_path)
-    assert mgr2.existing() == [("__consumer_offsets", 12), ("my.topic-with-dash", 0)]
-    assert mgr2.open("__consumer_offsets", 12).log_end_offset == 3
-    with pytest.raises(ValueError):
-        mgr2.open("../escape", 0)
-    await mgr2.close()
+    await a.close()
+    await b.close()
+    found = sorted(tp for p in tmp_path.iterdir() if (tp := parse_partition_dir(p.name)))
+    assert found == [("__consumer_offsets", 12), ("my.topic-with-dash", 0)]
+    again = Log.open(tmp_path / "__consumer_offsets-12", OFFSETS_TOPIC_CONFIG)
+    assert again.log_end_offset == 3
+    await again.close()
+    # A name that could leave the data directory is refused before any directory is made.
+    assert invalid_reason("../escape") is not None

@@ -1,0 +1,50 @@
+"""The partition-log interface: what a log engine must offer its writers.
+
+The group runtime (broker/group_runtime.py) depends on this, not on :class:`storage.log.Log`,
+so that another engine (a PostgreSQL one is planned) or an in-memory log
+(:mod:`storage.memory`) can take the file log's place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol
+
+from protocol.records import BatchHeader, RecordTuple
+
+if TYPE_CHECKING:
+    from storage.compaction import CleanerStats
+    from storage.log import AppendResult
+
+
+class PartitionLog(Protocol):
+    """One partition's ordered, durable batches, written by one owner in one event loop."""
+
+    def append(
+        self, data: bytes | bytearray | memoryview, *, built_here: bool = False
+    ) -> asyncio.Future[AppendResult]:
+        """Assign offsets to the batches in ``data``; the future completes once they are
+        durable. Raises ``LogFailedError`` when an earlier write failed (the log takes no
+        more) and ``CorruptRecordError`` for a malformed batch. ``built_here``: the caller
+        encoded the batches itself, so their CRC need not be checked again."""
+        ...
+
+    @property
+    def flush_epoch(self) -> int:
+        """Changes whenever a new group of writes starts: appends made under one value become
+        durable together (their futures succeed or fail together)."""
+        ...
+
+    def replay(self) -> Iterator[tuple[BatchHeader, list[RecordTuple]]]:
+        """Every durable batch from the log start: header, records as plain tuples in
+        ``Record`` field order. For loading state at start-up."""
+        ...
+
+    async def compact(self, now_ms: int | None = None) -> CleanerStats | None:
+        """Keep the newest record per key where the engine can; None if nothing was done."""
+        ...
+
+    async def close(self) -> None:
+        """Make what was appended durable and release the log."""
+        ...
