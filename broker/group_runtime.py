@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import operator
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from broker.loading import PartitionHealth, load_until_served
 from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
 from coordinator.result import RebalanceEvent, Result
@@ -35,12 +37,28 @@ log = logging.getLogger("kcoord.groups")
 REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
 PARTITION_CACHE_SIZE = 100_000
 COMPACTION_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms
+CLEAN_ROLL_MIN_BYTES = 4 * 1024 * 1024  # see dirty_enough_to_roll
+LOAD_CONCURRENCY = 4  # partitions loading at once
 
 Op = Callable[[Shard, int, int], Result]
+_offset_of = operator.itemgetter(0)
 ErrorReply = Callable[[int], Any]
 # Opens (creating if needed) a partition's log: its directory and settings in, the log out.
 # Blocking: the runtime calls it from an executor thread.
 LogOpener = Callable[[Path, LogConfig], PartitionLog]
+
+
+def dirty_enough_to_roll(plog: Log) -> bool:
+    """Whether to roll the active segment so the cleaner can compact it. Only rolled segments
+    are compacted, and a 100 MiB offsets segment may never fill under a steady commit load
+    spread over 50 partitions, so the cleaner would never run and a restart would replay
+    every commit ever made. Rolled once it holds CLEAN_ROLL_MIN_BYTES and at least as much as
+    the rest of the log (Kafka's min.cleanable.dirty.ratio of 0.5, counting it as dirty),
+    the log stays within about twice its compacted size."""
+    segments = plog.segments
+    active = segments[-1].size
+    rest = sum(s.size for s in segments[:-1])
+    return active >= CLEAN_ROLL_MIN_BYTES and active >= rest
 
 
 def now_ms() -> int:
@@ -102,6 +120,10 @@ class GroupRuntime:
         self._partition_cache: dict[str, int] = {}  # the Java hash costs per request otherwise
         self._tasks: set[asyncio.Task] = set()
         self.loaded = asyncio.Event()
+        self.health = [PartitionHealth() for _ in range(self.partitions)]
+        # A few loads at a time: one opens its log in a thread while another replays, and
+        # each partition serves soon instead of all of them at the end.
+        self._load_slots = asyncio.Semaphore(LOAD_CONCURRENCY)
         # Per partition, topics deleted while its shard was not loaded (see on_topic_deleted).
         self._deleted_while_unloaded: list[set[str]] = [set() for _ in range(self.partitions)]
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
@@ -119,46 +141,46 @@ class GroupRuntime:
 
     async def _load_all(self) -> None:
         started = time.monotonic()
-        total = 0
-        for p in range(self.partitions):
-            total += await self._load(p)
+        # Retention and compaction skip partitions not loaded yet: start them now, so a
+        # partition that keeps failing to load does not stop them for the others.
+        self._spawn(self._retention_loop())
+        self._spawn(self._compaction_loop())
+        counts = await asyncio.gather(*(self._load_partition(p) for p in range(self.partitions)))
         self.loaded.set()
         log.info(
             "loaded %d partitions of %s (%d records) in %.2fs",
             self.partitions,
             OFFSETS_TOPIC,
-            total,
+            sum(counts),
             time.monotonic() - started,
         )
-        self._spawn(self._retention_loop())
-        self._spawn(self._compaction_loop())
+
+    async def _load_partition(self, p: int) -> int:
+        """Load partition ``p`` on its own, retrying and quarantining (broker/loading.py)."""
+        name = f"{OFFSETS_TOPIC}-{p}"
+
+        async def attempt() -> int:
+            async with self._load_slots:
+                return await self._load(p)
+
+        return await load_until_served(name, self.data_dir / name, attempt, self.health[p])
+
+    def unhealthy_partitions(self) -> dict[int, PartitionHealth]:
+        """Partitions failing to load or serving with quarantined data."""
+        return {p: h for p, h in enumerate(self.health) if not h.healthy}
 
     async def _load(self, p: int) -> int:
         loop = asyncio.get_running_loop()
         path = self.data_dir / f"{OFFSETS_TOPIC}-{p}"
         plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
-        shard = Shard(p, self.config)
-        count = since_yield = 0
-        for header, records in plog.replay():
-            if header.is_control:
-                continue
-            for record in records:
-                key, value = record[2], record[3]
-                if key is None:
-                    continue
-                try:
-                    decoded = decode_record(key, value)
-                except DecodeError as e:
-                    log.warning(
-                        "%s: skipping undecodable record at offset %d: %s", path.name, record[0], e
-                    )
-                    continue
-                shard.replay(decoded.key, decoded.value)
-            count += len(records)
-            since_yield += len(records)
-            if since_yield >= REPLAY_YIELD_EVERY:
-                since_yield = 0
-                await asyncio.sleep(0)
+        try:
+            shard, count = await self._replay(path, plog, p)
+        except Exception:
+            try:
+                await plog.close()  # a retry opens it again: hold no descriptors meanwhile
+            except Exception as e:  # the replay's error is the one to report
+                log.debug("closing %s after a failed load: %s", path.name, e)
+            raise
         self.logs[p] = plog
         self.shards[p] = shard
         self._apply(p, shard.on_loaded(now_ms()))
@@ -167,6 +189,41 @@ class GroupRuntime:
             self._apply(p, shard.delete_topic_offsets(deleted, now_ms()))
             self._deleted_while_unloaded[p] = set()
         return count
+
+    async def _replay(self, path: Path, plog: PartitionLog, p: int) -> tuple[Shard, int]:
+        """The shard rebuilt from the log. Only the newest record of each key is decoded and
+        replayed, in the order of those records' offsets: the state a compacted copy of the
+        log gives (which the shard must load the same way), at the cost of one dict store
+        per older record instead of a decode and a replay (most of an uncompacted log)."""
+        shard = Shard(p, self.config)
+        latest: dict[bytes, tuple] = {}
+        count = since_yield = 0
+        for header, records in plog.replay():
+            if header.is_control:
+                continue
+            for record in records:
+                key = record[2]
+                if key is not None:
+                    latest[key] = record
+            count += len(records)
+            since_yield += len(records)
+            if since_yield >= REPLAY_YIELD_EVERY:
+                since_yield = 0
+                await asyncio.sleep(0)
+        newest = sorted(latest.values(), key=_offset_of)
+        latest.clear()
+        for i, record in enumerate(newest, 1):
+            try:
+                decoded = decode_record(cast(bytes, record[2]), record[3])  # keyed: see above
+            except DecodeError as e:
+                log.warning(
+                    "%s: skipping undecodable record at offset %d: %s", path.name, record[0], e
+                )
+                continue
+            shard.replay(decoded.key, decoded.value)
+            if i % REPLAY_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        return shard, count
 
     def on_topic_deleted(self, name: str, partitions: int) -> None:
         """Tombstones for every group's offsets of a deleted topic, as Kafka's coordinator
@@ -430,6 +487,15 @@ class GroupRuntime:
             for p, plog in enumerate(self.logs):
                 if plog is None:
                     continue
+                # The file log's cleaning roll; not while the partition reloads after a failed
+                # write (shard None).
+                if isinstance(plog, Log) and self.shards[p] is not None:
+                    try:
+                        if dirty_enough_to_roll(plog):
+                            plog.roll()
+                    except Exception:
+                        log.exception("rolling %s-%d for the cleaner failed", OFFSETS_TOPIC, p)
+                        continue
                 try:
                     stats = await plog.compact(now_ms())
                 except Exception:

@@ -247,6 +247,22 @@ def _group_families(runtime: Any) -> Iterator[Any]:
     )
     loaded.add_metric([], sum(1 for s in runtime.shards if s is not None))
     yield loaded
+    unhealthy: dict[int, Any] = getattr(runtime, "unhealthy_partitions", dict)()
+    fam = GaugeMetricFamily(
+        "kcoord_offsets_partitions_unhealthy",
+        "__consumer_offsets partitions failing to load (retried) or serving with quarantined"
+        " data (degraded).",
+    )
+    fam.add_metric([], len(unhealthy))
+    yield fam
+    fam = GaugeMetricFamily(
+        "kcoord_offsets_partition_unhealthy",
+        "1 per unhealthy __consumer_offsets partition, with its state.",
+        labels=["partition", "state"],
+    )
+    for p, h in sorted(unhealthy.items()):
+        fam.add_metric([str(p), h.state], 1)
+    yield fam
 
 
 def _log_families(state: Any) -> Iterator[Any]:

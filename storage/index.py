@@ -130,8 +130,10 @@ class TimeIndex:
         return self._ts[-1] if self._ts else -1
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
-        """Add an entry if ``timestamp`` is larger than the last one (entries only grow)."""
-        if self._ts and timestamp <= self._ts[-1]:
+        """Add an entry if ``timestamp`` is larger than the last one (entries only grow).
+        Never for a negative one: batches without timestamps (the empty batches compaction
+        keeps) say nothing to look up, and their (-1, -1) would fail the load check."""
+        if timestamp < 0 or (self._ts and timestamp <= self._ts[-1]):
             return
         rel = offset - self.base_offset
         self._ts.append(timestamp)

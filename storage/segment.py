@@ -181,6 +181,14 @@ class LogSegment:
         except (FileNotFoundError, StaleIndexError) as e:
             # ``fresh``: a segment just written by the cleaner, which has no index yet.
             (log.debug if fresh else log.warning)("rebuilding indexes of %s: %s", seg.log_path, e)
+            if not fresh:
+                # Rebuilding truncates at the first bad batch: set those bytes aside and
+                # say what they held before they leave a rolled segment.
+                from storage.recovery import quarantine_damage
+
+                seg._close_log()
+                if quarantine_damage(seg.log_path, base_offset, None) is not None:
+                    seg.size = os.stat(seg.log_path).st_size
             seg.recover()
             return seg
         finally:

@@ -8,8 +8,12 @@ reached, 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import re
 import sys
+import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +24,10 @@ from broker.admin.client import (
     AdminError,
     GroupDescription,
     Member,
+    parse_bootstrap,
 )
+from coordinator.partitioning import DEFAULT_OFFSETS_PARTITIONS, partition_for
+from protocol.errors import ErrorCode
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 INACTIVE_STATES = ("Empty", "Dead")  # Kafka's tools reset offsets only for these
@@ -40,7 +47,23 @@ def add_parsers(commands: Any) -> None:
         return p
 
     health = common(
-        commands.add_parser("health", help="exit 0 if the broker answers an ApiVersions request")
+        commands.add_parser(
+            "health",
+            help="exit 0 if the broker answers and every __consumer_offsets partition serves",
+        )
+    )
+    health.add_argument(
+        "--offsets-partitions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the broker's offsets.topic.num.partitions (default: from Metadata once the broker"
+        " lists __consumer_offsets, else 50)",
+    )
+    health.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="also read the broker's /metrics for partitions serving with quarantined data",
     )
     health.set_defaults(admin=_health)
     health.set_defaults(timeout=5.0)
@@ -99,11 +122,78 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
 # -- health ---------------------------------------------------------------------------------
 
 
+def probe_group(partition: int, partitions: int) -> str:
+    """A group id whose coordinator partition is ``partition`` (the first of a fixed series)."""
+    for i in itertools.count():
+        group = f"kcoord-health-{i}"
+        if partition_for(group, partitions) == partition:
+            return group
+    raise AssertionError("unreachable")
+
+
 def _health(args: argparse.Namespace) -> int:
+    """ApiVersions, then one OffsetFetch per coordinator partition (a partition that does not
+    serve answers COORDINATOR_LOAD_IN_PROGRESS), then with --metrics the broker's own list of
+    unhealthy partitions (one serving with quarantined data answers normally)."""
+    problems: dict[int, str] = {}
     with _client(args) as admin:
         n = len(admin.versions)
+        total = args.offsets_partitions or _offsets_partitions(admin)
+        waiting = list(range(total))
+        # A broker just started is still loading: give it until the timeout to serve.
+        deadline = time.monotonic() + args.timeout
+        while True:
+            waiting = [
+                p
+                for p in waiting
+                if admin.offset_fetch_error(probe_group(p, total))
+                == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            ]
+            if not waiting or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for p in waiting:
+            problems[p] = "not serving (still loading, or failing to load: see the broker log)"
+    if args.metrics:
+        for p, state in _unhealthy_from_metrics(args.metrics).items():
+            problems.setdefault(p, state)
+    if problems:
+        for p, what in sorted(problems.items()):
+            print(f"unhealthy: __consumer_offsets-{p}: {what}")
+        print(f"{len(problems)} of {total} __consumer_offsets partitions unhealthy")
+        return 1
     print(f"ok: {args.bootstrap} answered ApiVersions ({n} APIs)")
     return 0
+
+
+def _offsets_partitions(admin: AdminClient) -> int:
+    """Partitions of `__consumer_offsets` as Metadata lists them (kcoord lists the topic once
+    every partition has loaded; until then, Kafka's default)."""
+    try:
+        return len(admin.partitions(["__consumer_offsets"])["__consumer_offsets"]) or (
+            DEFAULT_OFFSETS_PARTITIONS
+        )
+    except AdminError:
+        return DEFAULT_OFFSETS_PARTITIONS
+
+
+_UNHEALTHY = re.compile(r"^kcoord_offsets_partition_unhealthy\{([^}]*)\}\s+(\S+)", re.M)
+
+
+def _unhealthy_from_metrics(address: str) -> dict[int, str]:
+    host, port = parse_bootstrap(address)
+    url = f"http://{host}:{port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError as e:
+        raise AdminError(f"cannot read {url}: {e}") from None
+    out: dict[int, str] = {}
+    for labels, value in _UNHEALTHY.findall(text):
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if float(value) > 0 and fields.get("partition", "").isdigit():
+            out[int(fields["partition"])] = fields.get("state", "unhealthy")
+    return out
 
 
 # -- groups ---------------------------------------------------------------------------------

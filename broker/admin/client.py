@@ -189,6 +189,16 @@ class AdminClient:
             out[t.name] = sorted(p.partition_index for p in t.partitions)
         return out
 
+    def offset_fetch_error(self, group_id: str) -> int:
+        """The error code of one OffsetFetch of ``group_id`` sent to the bootstrap broker, no
+        retries: COORDINATOR_LOAD_IN_PROGRESS says its coordinator partition does not serve."""
+        if self.version(K.OFFSET_FETCH) >= 8:
+            group = OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)
+            req = OffsetFetchRequest(groups=[group], require_stable=False)
+            return int(self._call(K.OFFSET_FETCH, req).groups[0].error_code)
+        resp = self._call(K.OFFSET_FETCH, OffsetFetchRequest(group_id=group_id, topics=None))
+        return int(resp.error_code)
+
     def coordinator(self, group_id: str) -> Client:
         """FindCoordinator for the group, and a connection to it."""
 

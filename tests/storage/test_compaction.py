@@ -1,11 +1,14 @@
 """Compaction: replaying the compacted log gives the state the original gives."""
 
 import asyncio
+import logging
 import os
 import random
 import shutil
+import struct
 from pathlib import Path
 
+import pytest
 from kafka.record import MemoryRecords
 
 from protocol.records import build_kv_batch
@@ -199,3 +202,27 @@ async def test_nothing_to_compact_without_rolled_segments(tmp_path: Path) -> Non
     await log.append(build_kv_batch([(b"k", b"v")], timestamp=NOW))
     assert await log.compact(now_ms=NOW) is None
     await log.close()
+
+
+async def test_a_segment_starting_with_empty_batches_gets_a_valid_timeindex(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each pass whose last record is an expired tombstone leaves an empty batch (timestamp
+    -1) at the end of the cleaned segment, and later passes keep it: once those lead the
+    segment by more than index.interval.bytes, the rebuilt time index once held (-1, -1),
+    which every restart rejected and rebuilt with a warning."""
+    path = tmp_path / "__consumer_offsets-0"
+    log = Log.open(path, CFG, now_ms=lambda: NOW)
+    for r in range(10):
+        await log.append(build_kv_batch([(b"k%d" % r, None)], timestamp=NOW - 100_000))
+        log.roll()
+        await log.compact(now_ms=NOW)
+    await log.close()
+    first = log.segments[0]
+    assert first.log_path.stat().st_size > CFG.index_interval_bytes
+    data = first.time_index.path.read_bytes()
+    entries = [struct.unpack_from(">qi", data, i) for i in range(0, len(data), 12)]
+    assert all(ts >= 0 and rel >= 0 for ts, rel in entries), entries
+    with caplog.at_level(logging.WARNING):
+        Log.open(path, CFG, now_ms=lambda: NOW).close_sync()
+    assert not [r for r in caplog.records if "rebuilding indexes" in r.getMessage()]
