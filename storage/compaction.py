@@ -209,10 +209,15 @@ def write_cleaned(
         pending: list[bytes] = []
         for i, seg in enumerate(group):
             last_seg = i == len(group) - 1
+            at = 0  # file position of the window (each starts where the previous ended)
             for buf, q, end in seg.iter_batch_windows(0):
                 batches = list(iter_batches(buf, q, end, check_crc=True))
+                # The segment's last batch: in its last window (a segment larger than one
+                # window has several), whose end is the file's.
+                last_window = at + end - q == seg.size
+                at += end - q
                 for j, (pos, header) in enumerate(batches):
-                    keep_empty = last_seg and j == len(batches) - 1 and end == seg.size
+                    keep_empty = last_seg and j == len(batches) - 1 and last_window
                     out = _clean_batch(
                         buf, pos, header, latest, tombstone_horizon, keep_empty, counts
                     )
