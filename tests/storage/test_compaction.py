@@ -226,3 +226,29 @@ async def test_a_segment_starting_with_empty_batches_gets_a_valid_timeindex(
     with caplog.at_level(logging.WARNING):
         Log.open(path, CFG, now_ms=lambda: NOW).close_sync()
     assert not [r for r in caplog.records if "rebuilding indexes" in r.getMessage()]
+
+
+async def test_a_segment_larger_than_one_read_window_keeps_its_last_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cleaner keeps a cleaned group's last batch, emptied if need be, so the cleaned
+    segment still ends at the original's next offset. It once found that batch only when the
+    segment fitted in one read window."""
+    monkeypatch.setattr("storage.segment.SCAN_CHUNK", 256)
+    log = Log.open(tmp_path / "__consumer_offsets-1", CFG, now_ms=lambda: NOW)
+    for i in range(20):
+        await log.append(build_kv_batch([(b"k%d" % (i % 3), b"v" * 40)], timestamp=NOW))
+    # The rolled segment ends with an expired tombstone, which the cleaner drops.
+    await log.append(build_kv_batch([(b"gone", None)], timestamp=NOW - 100_000))
+    assert log.segments[-1].size > 256
+    end = log.log_end_offset
+    log.roll()
+    await log.append(build_kv_batch([(b"k0", b"newer")], timestamp=NOW))
+    stats = await log.compact(now_ms=NOW)
+    assert stats is not None and stats.tombstones_dropped == 1
+    assert log.segments[-2].next_offset == end
+    await log.close()
+    reopened = Log.open(tmp_path / "__consumer_offsets-1", CFG, now_ms=lambda: NOW)
+    assert reopened.segments[-2].next_offset == end
+    assert reopened.log_end_offset == end + 1
+    reopened.close_sync()
