@@ -179,10 +179,12 @@ def _clean_batch(
         kept.append(rec)
     counts.read += len(records)
     counts.kept += len(kept)
+    if not kept and not keep_empty:
+        # Also an empty batch an earlier round kept as its group's last: it is needed no
+        # more, and keeping it would pile up one per round.
+        return None
     if len(kept) == len(records):
         return buf[pos : pos + header.size]
-    if not kept and not keep_empty:
-        return None
     return build_batch(
         [Record._make(r) for r in kept],
         base_offset=header.base_offset,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords
 
-from protocol.records import build_kv_batch
+from protocol.records import build_batch, build_kv_batch
+from storage.batches import batch_headers
 from storage.compaction import (
     CLEANED_SUFFIX,
     SWAP_SUFFIX,
@@ -207,16 +208,16 @@ async def test_nothing_to_compact_without_rolled_segments(tmp_path: Path) -> Non
 async def test_a_segment_starting_with_empty_batches_gets_a_valid_timeindex(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Each pass whose last record is an expired tombstone leaves an empty batch (timestamp
-    -1) at the end of the cleaned segment, and later passes keep it: once those lead the
-    segment by more than index.interval.bytes, the rebuilt time index once held (-1, -1),
-    which every restart rejected and rebuilt with a warning."""
+    """A pass whose last record is an expired tombstone leaves an empty batch (timestamp -1)
+    at the end of the cleaned segment (later passes now drop it): once such batches led a
+    segment by more than index.interval.bytes, its time index held (-1, -1), which every
+    restart rejected and rebuilt with a warning. Written here directly."""
     path = tmp_path / "__consumer_offsets-0"
     log = Log.open(path, CFG, now_ms=lambda: NOW)
-    for r in range(10):
-        await log.append(build_kv_batch([(b"k%d" % r, None)], timestamp=NOW - 100_000))
-        log.roll()
-        await log.compact(now_ms=NOW)
+    for _ in range(10):
+        await log.append(build_batch([], base_offset=0))
+    await log.append(build_kv_batch([(b"k", b"v")], timestamp=NOW))
+    log.roll()
     await log.close()
     first = log.segments[0]
     assert first.log_path.stat().st_size > CFG.index_interval_bytes
@@ -252,3 +253,24 @@ async def test_a_segment_larger_than_one_read_window_keeps_its_last_offset(
     assert reopened.segments[-2].next_offset == end
     assert reopened.log_end_offset == end + 1
     reopened.close_sync()
+
+
+async def test_empty_placeholder_batches_do_not_pile_up(tmp_path: Path) -> None:
+    # A round keeps its group's last batch even when emptied (the swap file's end offset needs
+    # it); the next round must drop it, or every round leaves one more behind.
+    log = Log.open(tmp_path / "__consumer_offsets-6", CFG, now_ms=lambda: NOW)
+    for i in range(3):
+        await log.append(build_kv_batch([(b"k", b"v%d" % i)], timestamp=NOW + i))
+        await log.append(build_batch([], base_offset=0))  # as an earlier round left it
+    for i in range(3, 40):
+        await log.append(build_kv_batch([(b"k%d" % (i % 4), b"v%d" % i)], timestamp=NOW + i))
+    log.roll()
+    await log.append(build_kv_batch([(b"k", b"last")], timestamp=NOW + 100))
+    await log.flush()
+    state = fold(log)
+    assert await log.compact(now_ms=NOW) is not None
+    assert fold(log) == state
+    for seg in log.segments[:-1]:
+        headers = [h for _, h in batch_headers(seg.log_path.read_bytes())]
+        assert all(h.records_count > 0 for h in headers[:-1]), headers
+    await log.close()
