@@ -18,6 +18,7 @@ from typing import Any, NoReturn, TextIO
 from broker.admin.cli import add_parsers as add_admin_parsers
 from broker.config import ConfigError, load_config
 from broker.logfmt import FORMATS, formatter
+from storage.partitionlog import StartupError
 
 log = logging.getLogger("kcoord")
 
@@ -97,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("./data"),
         metavar="DIR",
         help="where logs and metadata are kept (default: ./data)",
+    )
+    serve.add_argument(
+        "--storage",
+        metavar="URL",
+        help="where the __consumer_offsets logs live: file (default) or a postgresql:// URL; "
+        "the setting kcoord.storage (this flag wins over --config and KCOORD_STORAGE)",
     )
     serve.add_argument(
         "--config", type=Path, metavar="FILE", help="server.properties-style settings file"
@@ -225,7 +232,10 @@ def _serve(args: argparse.Namespace) -> int:
     if args.data_dir.exists() and not args.data_dir.is_dir():
         return _fail(f"--data-dir {args.data_dir} exists and is not a directory")
     try:
-        config = load_config(args.config, overrides=args.set)
+        overrides = list(args.set)
+        if args.storage is not None:
+            overrides.append(f"kcoord.storage={args.storage}")
+        config = load_config(args.config, overrides=overrides)
     except ConfigError as exc:
         return _fail(str(exc))
 
@@ -244,6 +254,9 @@ def _serve(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were in place
         pass
+    except StartupError as exc:
+        print(f"kcoord: error: {exc}", file=sys.stderr)
+        return 1
     except Exception:
         log.exception("kcoord stopped on an error")
         return 1

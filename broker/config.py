@@ -121,6 +121,12 @@ def _durability(text: str) -> Durability:
     return parse_durability(text)
 
 
+def _storage(text: str) -> str:
+    if text == "file" or text.startswith(("postgresql://", "postgres://")):
+        return text
+    raise ValueError("expected file or a postgresql:// URL")
+
+
 # ---- the settings --------------------------------------------------------------------------
 
 # Validators are Kafka's, except where the doc says "kcoord:" (Kafka accepts any int there).
@@ -241,6 +247,9 @@ _SETTINGS: tuple[Setting, ...] = (
     # kcoord's own
     Setting("kcoord.durability", "durability", Durability("always"), _durability,
             "always (fsync before replying; default), interval:<ms> or none."),
+    Setting("kcoord.storage", "string", "file", _storage,
+            "Where the group coordinator's __consumer_offsets logs live: file (in --data-dir;"
+            " default) or a postgresql:// URL. Topics stay on files."),
 )
 # fmt: on
 

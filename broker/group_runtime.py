@@ -30,7 +30,7 @@ from protocol.types import DecodeError
 from storage.durability import Durability
 from storage.log import Log, LogFailedError
 from storage.logconfig import OFFSETS_TOPIC_CONFIG, LogConfig
-from storage.partitionlog import PartitionLog
+from storage.partitionlog import PartitionLog, replay_batches
 
 log = logging.getLogger("kcoord.groups")
 
@@ -198,18 +198,19 @@ class GroupRuntime:
         shard = Shard(p, self.config)
         latest: dict[bytes, tuple] = {}
         count = since_yield = 0
-        for header, records in plog.replay():
-            if header.is_control:
-                continue
-            for record in records:
-                key = record[2]
-                if key is not None:
-                    latest[key] = record
-            count += len(records)
-            since_yield += len(records)
-            if since_yield >= REPLAY_YIELD_EVERY:
-                since_yield = 0
-                await asyncio.sleep(0)
+        async for chunk in replay_batches(plog):
+            for header, records in chunk:
+                if header.is_control:
+                    continue
+                for record in records:
+                    key = record[2]
+                    if key is not None:
+                        latest[key] = record
+                count += len(records)
+                since_yield += len(records)
+                if since_yield >= REPLAY_YIELD_EVERY:
+                    since_yield = 0
+                    await asyncio.sleep(0)
         newest = sorted(latest.values(), key=_offset_of)
         latest.clear()
         for i, record in enumerate(newest, 1):

@@ -14,7 +14,7 @@ import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import load_identity
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
-from broker.group_runtime import GroupRuntime
+from broker.group_runtime import GroupRuntime, LogOpener
 from broker.metrics import Metrics
 from broker.state import BrokerState
 from protocol.coordinator_records import OFFSETS_TOPIC
@@ -50,9 +50,12 @@ class Broker:
         self._publisher: asyncio.Future | None = None
         self._idle_sweeper: asyncio.Future | None = None
         self.port = 0
+        self._group_store: Any = None  # storage.postgres.store.PgStore when configured
 
     async def start(self) -> None:
         cfg = self.config
+        # Before anything listens: an unreachable database stops start-up (StartupError).
+        open_log = await self._open_group_storage(cfg.get("kcoord.storage"))
         identity = load_identity(self.data_dir, cfg.get("node.id"), cfg.get("cluster.id"))
         max_frame = cfg.get("socket.request.max.bytes")
         host, port = self.listen
@@ -68,7 +71,7 @@ class Broker:
         self.metrics.state = state
         state.data = await TopicStore.open(self.data_dir, cfg)
         state.topics = state.data.registry
-        state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability)
+        state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability, open_log=open_log)
         state.groups.on_event = self.metrics.on_event
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.groups.start()
@@ -129,6 +132,19 @@ class Broker:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:
             await self.state.data.close()
+        if self._group_store is not None:
+            await self._group_store.close()
+
+    async def _open_group_storage(self, storage: str) -> LogOpener | None:
+        """The opener of the group runtime's logs: None for the file engine (its default),
+        PostgreSQL's for a postgresql:// URL. Topics stay on files in either case."""
+        if storage == "file":
+            return None
+        from storage.postgres.store import PgStore, redact
+
+        self._group_store = await PgStore.connect(storage)
+        log.info("%s logs in PostgreSQL at %s", OFFSETS_TOPIC, redact(storage))
+        return self._group_store.opener
 
     async def _finish_connections(self) -> None:
         """Let in-flight requests complete (up to a grace period), then drop the rest."""

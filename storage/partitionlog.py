@@ -8,7 +8,7 @@ so that another engine (a PostgreSQL one is planned) or an in-memory log
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from protocol.records import BatchHeader, RecordTuple
@@ -16,6 +16,11 @@ from protocol.records import BatchHeader, RecordTuple
 if TYPE_CHECKING:
     from storage.compaction import CleanerStats
     from storage.log import AppendResult
+
+
+class StartupError(RuntimeError):
+    """A storage engine cannot start (server unreachable, unknown schema): its message is
+    the one line an operator needs."""
 
 
 class PartitionLog(Protocol):
@@ -48,3 +53,17 @@ class PartitionLog(Protocol):
     async def close(self) -> None:
         """Make what was appended durable and release the log."""
         ...
+
+
+async def replay_batches(
+    plog: PartitionLog,
+) -> AsyncIterator[Iterable[tuple[BatchHeader, list[RecordTuple]]]]:
+    """The log's batches in chunks, for a caller in the event loop: an engine that must
+    await its reads (PostgreSQL) offers ``replay_chunks()``; the others' ``replay()``
+    iterator is the one chunk."""
+    chunks = getattr(plog, "replay_chunks", None)
+    if chunks is not None:
+        async for chunk in chunks():
+            yield chunk
+    else:
+        yield plog.replay()

@@ -1,0 +1,332 @@
+"""One partition's log in PostgreSQL: a :class:`storage.partitionlog.PartitionLog`.
+
+Offsets are assigned at :meth:`PgLog.append` call time, in call order, as the file log does
+(one writer per partition, in one event loop). The appends of one event-loop iteration form
+one group, written by one transaction: it advances the partition row's ``next_offset`` only
+if the row still has the offset this log expects and the epoch it was opened with, so a
+second writer (or a fenced one) can never commit the same offsets; then it inserts the
+batches. The group's futures complete once COMMIT has returned. One transaction per
+partition is in flight at a time; appends made meanwhile form the next group.
+
+Any failed transaction (lost connection, fenced epoch) fails the log for good, as a failed
+fsync fails the file log: the runtime reopens it, which reads the committed state again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from protocol.records import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    RecordTuple,
+    decode_record_tuples,
+    parse_batch_header,
+    with_base_offset,
+)
+from storage.compaction import CleanerStats, _clean_batch, _Counts
+from storage.groupcommit import LogFailedError
+from storage.log import AppendResult
+from storage.logconfig import LogConfig
+
+log = logging.getLogger(__name__)
+
+REPLAY_CHUNK = 1000  # batches fetched per query while replaying
+_Row = tuple[str, int, int, int, int, bytes]
+
+
+class FencedError(LogFailedError):
+    """The partition row moved on: another writer appended, or the epoch changed."""
+
+
+class PgLog:
+    """Use :meth:`storage.postgres.store.PgStore.open_log`. ``pool``: an asyncpg pool."""
+
+    def __init__(
+        self,
+        pool: Any,
+        topic: str,
+        partition: int,
+        next_offset: int,
+        epoch: int,
+        config: LogConfig,
+        *,
+        min_cleanable_batches: int = 1000,
+    ) -> None:
+        self._pool = pool
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._epoch_fence = epoch
+        self._next_offset = next_offset
+        self._committed = next_offset  # the partition row's next_offset as last committed
+        self._pending: list[_Row] = []
+        self._waiters: list[tuple[asyncio.Future[AppendResult], AppendResult]] = []
+        self._flush_epoch = 0
+        self._scheduled = False
+        self._writer: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        self._closed = False
+        self._compacting = False
+        self.min_cleanable_batches = min_cleanable_batches
+        self._dirty_batches = min_cleanable_batches  # unknown after opening: try once
+        self._loop = asyncio.get_running_loop()  # made by PgStore.open_log, in the loop
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def flush_epoch(self) -> int:
+        return self._flush_epoch
+
+    # -- appending ----------------------------------------------------------------------------
+
+    def append(
+        self, data: bytes | bytearray | memoryview, *, built_here: bool = False
+    ) -> asyncio.Future[AppendResult]:
+        if self._closed:
+            raise LogFailedError(f"{self.name} is closed")
+        if self.failure is not None:
+            raise LogFailedError(f"{self.name} failed earlier: {self.failure}")
+        data = bytes(data)
+        headers: list[tuple[int, BatchHeader]] = []
+        pos = 0
+        while pos < len(data):
+            h = parse_batch_header(data, pos, check_crc=not built_here)
+            headers.append((pos, h))
+            pos += h.batch_length + LOG_OVERHEAD
+        if not headers:
+            raise CorruptRecordError("no record batch to append")
+        base = self._next_offset
+        for pos, h in headers:
+            offset = self._next_offset
+            batch = with_base_offset(data[pos : pos + h.batch_length + LOG_OVERHEAD], offset)
+            last = offset + h.last_offset_delta
+            self._pending.append((self.topic, self.partition, offset, last, h.max_timestamp, batch))
+            self._next_offset = last + 1
+        result = AppendResult(base, self._next_offset - 1, len(headers), len(data), 0)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[AppendResult] = loop.create_future()
+        self._waiters.append((fut, result))
+        if not self._scheduled and self._writer is None:
+            self._scheduled = True
+            loop.call_soon(self._start_write)
+        return fut
+
+    def _start_write(self) -> None:
+        """Take the group appended so far and write it in one transaction."""
+        self._scheduled = False
+        if self._writer is not None or not self._waiters:
+            return
+        self._flush_epoch += 1
+        rows, self._pending = self._pending, []
+        waiters, self._waiters = self._waiters, []
+        self._writer = asyncio.get_running_loop().create_task(self._write(rows, waiters))
+
+    async def _write(
+        self, rows: list[_Row], waiters: list[tuple[asyncio.Future[AppendResult], AppendResult]]
+    ) -> None:
+        end = rows[-1][3] + 1
+        try:
+            if self.failure is not None:
+                raise LogFailedError(f"{self.name} failed earlier: {self.failure}")
+            async with self._pool.acquire() as con, con.transaction():
+                moved = await con.fetchval(
+                    "UPDATE kcoord_partitions SET next_offset = $1"
+                    " WHERE topic = $2 AND partition = $3 AND leader_epoch = $4"
+                    " AND next_offset = $5 RETURNING next_offset",
+                    end,
+                    self.topic,
+                    self.partition,
+                    self._epoch_fence,
+                    self._committed,
+                )
+                if moved is None:
+                    raise FencedError(
+                        f"{self.name}: the partition moved on (another writer, or an epoch"
+                        f" other than {self._epoch_fence}); not writing offsets"
+                        f" {self._committed}..{end - 1}"
+                    )
+                await con.executemany(
+                    "INSERT INTO kcoord_batches"
+                    " (topic, partition, base_offset, last_offset, max_timestamp, data)"
+                    " VALUES ($1, $2, $3, $4, $5, $6)",
+                    rows,
+                )
+        except BaseException as e:  # noqa: BLE001 - whatever it was, nothing is acknowledged
+            if self.failure is None:
+                log.error("%s: write failed: %s", self.name, e)
+                self.failure = e
+            err = LogFailedError(f"{self.name}: write failed: {e}")
+            for fut, _ in waiters + self._waiters:
+                if not fut.done():
+                    fut.set_exception(err)
+            self._waiters = []
+            self._pending = []
+            self._writer = None
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            return
+        self._committed = end
+        self._dirty_batches += len(rows)
+        for fut, result in waiters:
+            if not fut.done():
+                fut.set_result(result)
+        self._writer = None
+        if self._waiters:
+            self._start_write()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def replay_chunks(self) -> AsyncIterator[list[tuple[BatchHeader, list[RecordTuple]]]]:
+        """The committed batches in offset order, :data:`REPLAY_CHUNK` per query, so a long
+        log is never held in memory at once."""
+        after = -1
+        while True:
+            async with self._pool.acquire() as con:
+                rows = await con.fetch(
+                    "SELECT base_offset, data FROM kcoord_batches"
+                    " WHERE topic = $1 AND partition = $2 AND base_offset > $3"
+                    " ORDER BY base_offset LIMIT $4",
+                    self.topic,
+                    self.partition,
+                    after,
+                    REPLAY_CHUNK,
+                )
+            if not rows:
+                return
+            chunk = []
+            for base, data in rows:
+                h = parse_batch_header(data, 0, check_crc=True)
+                if h.base_offset != base:
+                    raise CorruptRecordError(
+                        f"{self.name}: the batch stored at {base} says base offset {h.base_offset}"
+                    )
+                chunk.append((h, decode_record_tuples(data, 0, h)))
+                after = base
+            yield chunk
+
+    def replay(self) -> Iterator[tuple[BatchHeader, list[RecordTuple]]]:
+        """Blocking: for a thread other than the log's event loop (tools). In the loop, use
+        :meth:`replay_chunks` (:func:`storage.partitionlog.replay_batches` picks it)."""
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("PgLog.replay() blocks: use replay_chunks() in the event loop")
+        agen = self.replay_chunks()
+
+        async def next_chunk() -> list[tuple[BatchHeader, list[RecordTuple]]] | None:
+            return await anext(agen, None)
+
+        while (chunk := asyncio.run_coroutine_threadsafe(next_chunk(), loop).result()) is not None:
+            yield from chunk
+
+    # -- maintenance --------------------------------------------------------------------------
+
+    async def compact(self, now_ms: int | None = None) -> CleanerStats | None:
+        """Keep the newest record per key among the committed batches, in one transaction:
+        superseded batches are deleted, partly superseded ones replaced by rewritten copies
+        (the file cleaner's record selection, :func:`storage.compaction._clean_batch`)."""
+        if self._compacting or self._dirty_batches < self.min_cleanable_batches:
+            return None
+        if self.failure is not None or self._closed:
+            return None
+        self._compacting = True
+        try:
+            stats = await self._compact(now_ms)
+        finally:
+            self._compacting = False
+        if stats is not None:
+            self._dirty_batches = 0
+            log.info("%s: compacted %s", self.name, stats)
+        return stats
+
+    async def _compact(self, now_ms: int | None) -> CleanerStats | None:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        horizon = now - self.config.delete_retention_ms
+        end = self._committed  # appends beyond it are not touched
+        q = (
+            "SELECT base_offset, data FROM kcoord_batches WHERE topic = $1 AND partition = $2"
+            " AND base_offset < $3 ORDER BY base_offset"
+        )
+        counts = _Counts()
+        batches = before = after = 0
+        async with self._pool.acquire() as con, con.transaction():
+            # Holds off another writer's appends to this partition until the swap commits.
+            epoch = await con.fetchval(
+                "SELECT leader_epoch FROM kcoord_partitions WHERE topic = $1 AND partition = $2"
+                " FOR UPDATE",
+                self.topic,
+                self.partition,
+            )
+            if epoch != self._epoch_fence:
+                return None
+            latest: dict[bytes, int] = {}
+            async for row in con.cursor(q, self.topic, self.partition, end, prefetch=500):
+                data = row["data"]
+                h = parse_batch_header(data, 0, check_crc=True)
+                if h.is_control:
+                    continue
+                for rec in decode_record_tuples(data, 0, h):
+                    if rec[2] is not None:
+                        latest[rec[2]] = rec[0]
+            deletes: list[tuple[str, int, int]] = []
+            updates: list[tuple[str, int, int, int, bytes]] = []
+            async for row in con.cursor(q, self.topic, self.partition, end, prefetch=500):
+                data = row["data"]
+                h = parse_batch_header(data, 0, check_crc=True)
+                batches += 1
+                before += len(data)
+                out = _clean_batch(data, 0, h, latest, horizon, False, counts)
+                key = (self.topic, self.partition, row["base_offset"])
+                if out is None:
+                    deletes.append(key)
+                elif out != data:
+                    nh = parse_batch_header(out, 0, check_crc=False)
+                    updates.append((*key, nh.max_timestamp, out))
+                    after += len(out)
+                else:
+                    after += len(data)
+            if batches == 0:
+                return None
+            await con.executemany(
+                "DELETE FROM kcoord_batches"
+                " WHERE topic = $1 AND partition = $2 AND base_offset = $3",
+                deletes,
+            )
+            await con.executemany(
+                "UPDATE kcoord_batches SET data = $5, max_timestamp = $4"
+                " WHERE topic = $1 AND partition = $2 AND base_offset = $3",
+                updates,
+            )
+        return CleanerStats(
+            batches, counts.read, counts.kept, counts.tombstones_dropped, before, after
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        while self._writer is not None or self._waiters:
+            if self._writer is None:
+                self._start_write()
+            writer = self._writer
+            if writer is None:
+                break
+            await asyncio.shield(writer)
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return f"PgLog({self.name}, end={self._next_offset}, epoch={self._epoch_fence})"

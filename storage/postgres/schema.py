@@ -1,0 +1,63 @@
+"""The tables of the PostgreSQL engine and their version.
+
+Created on first start in one transaction under an advisory lock, so brokers starting
+together do not race. ``kcoord_schema`` holds the version this layout has: a kcoord that
+finds a newer one refuses to start rather than write rows a newer layout does not expect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage.partitionlog import StartupError
+
+SCHEMA_VERSION = 1
+# Any constant: serialises schema creation between brokers sharing the database.
+_SCHEMA_LOCK = 0x6B636F6F7264
+
+_CREATE = """
+CREATE TABLE IF NOT EXISTS kcoord_schema (
+    version integer NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kcoord_partitions (
+    topic text NOT NULL,
+    partition integer NOT NULL,
+    -- the next offset to assign: advanced by every append's transaction
+    next_offset bigint NOT NULL DEFAULT 0,
+    -- the writer's epoch: an append commits only under the epoch it opened the log with
+    leader_epoch integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (topic, partition)
+);
+CREATE TABLE IF NOT EXISTS kcoord_batches (
+    topic text NOT NULL,
+    partition integer NOT NULL,
+    base_offset bigint NOT NULL,
+    last_offset bigint NOT NULL,
+    max_timestamp bigint NOT NULL,
+    -- the RecordBatch v2 bytes as the file engine writes them, CRC included
+    data bytea NOT NULL,
+    PRIMARY KEY (topic, partition, base_offset)
+);
+"""
+
+
+class SchemaError(StartupError):
+    """The database holds a layout this kcoord cannot use."""
+
+
+async def ensure_schema(con: Any) -> int:
+    """Create the tables if missing; return the version found (or written). ``con``: an
+    asyncpg connection."""
+    async with con.transaction():
+        await con.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+        await con.execute(_CREATE)
+        version = await con.fetchval("SELECT max(version) FROM kcoord_schema")
+        if version is None:
+            await con.execute("INSERT INTO kcoord_schema (version) VALUES ($1)", SCHEMA_VERSION)
+            return SCHEMA_VERSION
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"the database holds kcoord storage schema version {version}, newer than the"
+            f" version {SCHEMA_VERSION} this kcoord knows: upgrade kcoord"
+        )
+    return int(version)

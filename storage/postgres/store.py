@@ -1,0 +1,115 @@
+"""The PostgreSQL engine's connection pool and the log opener the group runtime takes.
+
+asyncpg's pool replaces a connection that broke with a new one on the next acquire, so a
+lost server fails the transactions in flight (their logs fail, the runtime reopens them)
+and the reopen reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from storage.log import parse_partition_dir
+from storage.logconfig import LogConfig
+from storage.partitionlog import StartupError
+from storage.postgres.log import PgLog
+from storage.postgres.schema import ensure_schema
+
+log = logging.getLogger(__name__)
+
+POOL_SIZE = 8  # transactions in flight at once, over all partitions
+CONNECT_TIMEOUT_S = 10.0
+
+
+class StorageUnavailableError(StartupError):
+    """The database could not be reached or used at start-up."""
+
+
+def is_postgres_url(url: str | None) -> bool:
+    return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, at, tail = url.rpartition("@")
+    if not at or "://" not in head:
+        return url
+    scheme, _, userinfo = head.partition("://")
+    return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
+
+
+class PgStore:
+    """Use :meth:`connect`; then :meth:`open_log` in the loop or :meth:`opener` from threads."""
+
+    def __init__(self, pool: Any, url: str, epoch: int, min_cleanable_batches: int) -> None:
+        self.pool = pool
+        self.url = url
+        self.epoch = epoch
+        self.min_cleanable_batches = min_cleanable_batches
+        self._loop = asyncio.get_running_loop()
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        epoch: int = 0,
+        min_cleanable_batches: int = 1000,
+        timeout: float = CONNECT_TIMEOUT_S,
+    ) -> PgStore:
+        """Connect, create or check the schema. Raises :class:`StorageUnavailableError` with
+        a one-line reason when the server cannot be reached, and
+        :class:`storage.postgres.schema.SchemaError` for a newer schema."""
+        try:
+            pool = await asyncpg.create_pool(
+                url, min_size=1, max_size=POOL_SIZE, timeout=timeout, command_timeout=60
+            )
+        except (TimeoutError, OSError, asyncpg.PostgresError) as e:
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise StorageUnavailableError(
+                f"cannot reach the PostgreSQL server at {redact(url)}: {reason}"
+            ) from e
+        try:
+            async with pool.acquire() as con:
+                await ensure_schema(con)
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool, url, epoch, min_cleanable_batches)
+
+    async def open_log(self, topic: str, partition: int, config: LogConfig) -> PgLog:
+        async with self.pool.acquire() as con:
+            row = await con.fetchrow(
+                "INSERT INTO kcoord_partitions (topic, partition, leader_epoch)"
+                " VALUES ($1, $2, $3) ON CONFLICT (topic, partition)"
+                " DO UPDATE SET topic = EXCLUDED.topic RETURNING next_offset, leader_epoch",
+                topic,
+                partition,
+                self.epoch,
+            )
+        return PgLog(
+            self.pool,
+            topic,
+            partition,
+            row["next_offset"],
+            row["leader_epoch"],
+            config,
+            min_cleanable_batches=self.min_cleanable_batches,
+        )
+
+    def opener(self, path: Path, config: LogConfig) -> PgLog:
+        """The group runtime's ``open_log``: blocking, called from an executor thread; the
+        partition is named by the directory the file engine would use."""
+        found = parse_partition_dir(Path(path).name)
+        if found is None:
+            raise ValueError(f"{path}: not a <topic>-<partition> name")
+        fut = asyncio.run_coroutine_threadsafe(self.open_log(*found, config), self._loop)
+        return fut.result()
+
+    async def close(self) -> None:
+        await self.pool.close()

