@@ -11,11 +11,11 @@ from typing import Any
 
 from storage.partitionlog import StartupError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Any constant: serialises schema creation between brokers sharing the database.
 _SCHEMA_LOCK = 0x6B636F6F7264
 
-_CREATE = """
+_V1 = """
 CREATE TABLE IF NOT EXISTS kcoord_schema (
     version integer NOT NULL
 );
@@ -40,6 +40,19 @@ CREATE TABLE IF NOT EXISTS kcoord_batches (
 );
 """
 
+# Version 2: the small files the file engine keeps next to the logs (the topic catalog,
+# producer-state snapshots), one row each, named by their path relative to the data directory,
+# holding the same bytes, so that `kcoord migrate-storage` copies them as they are.
+_V2 = """
+CREATE TABLE IF NOT EXISTS kcoord_meta (
+    name text PRIMARY KEY,
+    data bytea NOT NULL
+);
+"""
+
+# What takes a database from the version before to this one; applied in order.
+_STEPS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+
 
 class SchemaError(StartupError):
     """The database holds a layout this kcoord cannot use."""
@@ -50,14 +63,18 @@ async def ensure_schema(con: Any) -> int:
     asyncpg connection."""
     async with con.transaction():
         await con.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
-        await con.execute(_CREATE)
-        version = await con.fetchval("SELECT max(version) FROM kcoord_schema")
-        if version is None:
+        await con.execute("CREATE TABLE IF NOT EXISTS kcoord_schema (version integer NOT NULL)")
+        found = await con.fetchval("SELECT max(version) FROM kcoord_schema")
+        version = 0 if found is None else int(found)
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"the database holds kcoord storage schema version {version}, newer than the"
+                f" version {SCHEMA_VERSION} this kcoord knows: upgrade kcoord"
+            )
+        for step, ddl in _STEPS:
+            if step > version:
+                await con.execute(ddl)
+        if version < SCHEMA_VERSION:
+            await con.execute("DELETE FROM kcoord_schema")
             await con.execute("INSERT INTO kcoord_schema (version) VALUES ($1)", SCHEMA_VERSION)
-            return SCHEMA_VERSION
-    if version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"the database holds kcoord storage schema version {version}, newer than the"
-            f" version {SCHEMA_VERSION} this kcoord knows: upgrade kcoord"
-        )
-    return int(version)
+    return version or SCHEMA_VERSION

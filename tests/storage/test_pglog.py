@@ -46,6 +46,27 @@ async def test_the_schema_is_created_once(pg_url: str) -> None:  # noqa: F811
     await con.close()
 
 
+async def test_a_version_1_database_is_migrated_and_keeps_its_rows(pg_url: str) -> None:  # noqa: F811
+    from storage.postgres.meta import read_meta, write_meta
+    from storage.postgres.schema import _V1
+
+    con = await asyncpg.connect(pg_url)
+    await con.execute(_V1)
+    await con.execute("INSERT INTO kcoord_schema (version) VALUES (1)")
+    await con.execute(
+        "INSERT INTO kcoord_partitions (topic, partition, next_offset) VALUES ('t', 0, 7)"
+    )
+    await con.close()
+    s = await PgStore.connect(pg_url)
+    try:
+        assert await s.pool.fetchval("SELECT version FROM kcoord_schema") == SCHEMA_VERSION
+        assert await s.pool.fetchval("SELECT next_offset FROM kcoord_partitions") == 7
+        await write_meta(s.pool, "kcoord-topics.json", b"{}")
+        assert await read_meta(s.pool, "kcoord-topics.json") == b"{}"
+    finally:
+        await s.close()
+
+
 async def test_an_unreachable_server_is_one_clear_error(tmp_path: object) -> None:
     url = f"postgresql://kcoord:secret@/kcoord?host={tmp_path}"  # no server at that socket
     with pytest.raises(StorageUnavailableError, match="cannot reach the PostgreSQL server") as e:

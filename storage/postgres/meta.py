@@ -1,0 +1,27 @@
+"""Small named blobs beside the logs (``kcoord_meta``): what the file engine keeps as files in
+the data directory (the topic catalog, producer-state snapshots), named by the file's path
+relative to that directory and holding the same bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+async def read_meta(pool: Any, name: str) -> bytes | None:
+    """``pool``: an asyncpg pool or connection."""
+    data = await pool.fetchval("SELECT data FROM kcoord_meta WHERE name = $1", name)
+    return None if data is None else bytes(data)
+
+
+async def write_meta(pool: Any, name: str, data: bytes) -> None:
+    """Replace ``name`` atomically (one statement, committed before it returns)."""
+    await pool.execute(
+        "INSERT INTO kcoord_meta (name, data) VALUES ($1, $2)"
+        " ON CONFLICT (name) DO UPDATE SET data = EXCLUDED.data",
+        name,
+        data,
+    )
+
+
+async def delete_meta(pool: Any, name: str) -> None:
+    await pool.execute("DELETE FROM kcoord_meta WHERE name = $1", name)
