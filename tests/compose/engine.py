@@ -28,7 +28,12 @@ REPO = Path(__file__).resolve().parents[2]
 ROOT = Path(os.environ.get("KC_DOCKER_ROOT", "/var/tmp/kcoord-docker"))
 LOCAL_BASE = "kcoord/python-base:local"
 DEBOOTSTRAP_PACKAGES = "python3,python3-venv,ca-certificates,default-jre-headless"
-IMAGES = {"broker": "kcoord:local", "tools": "kcoord-tools:local", "report": "kcoord-report:local"}
+IMAGES = {
+    "broker": "kcoord:local",
+    "tools": "kcoord-tools:local",
+    "report": "kcoord-report:local",
+    "postgres": "kcoord-postgres:local",
+}
 
 
 def log(msg: str) -> None:

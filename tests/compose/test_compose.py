@@ -43,7 +43,7 @@ def test_hadolint_passes() -> None:
 
 def test_compose_file_is_valid() -> None:
     env = {**os.environ, "DOCKER_CONFIG": str(docker_config())}
-    for profiles in ([], ["--profile", "report", "--profile", "test"]):
+    for profiles in ([], ["--profile", "report", "--profile", "test", "--profile", "postgres"]):
         out = subprocess.run(
             [
                 "docker",
@@ -89,7 +89,7 @@ def topology(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             logs = compose("logs", "--no-color", "--tail", "60", check=False)
             log("compose logs (tail):\n" + logs.stdout[-6000:])
         t1 = time.monotonic()
-        compose("down", "-v", "--remove-orphans", "-t", "10", check=False)
+        compose("--profile", "postgres", "down", "-v", "--remove-orphans", "-t", "10", check=False)
         engine.timings["down"] = time.monotonic() - t1
 
 
@@ -165,6 +165,39 @@ def test_offsets_and_groups_survive_a_broker_restart(topology: Compose) -> None:
     assert summary["kafka-python"]["resumed_with"] == 10
     assert summary["confluent-kafka"]["resumed_with"] == 10
     assert summary["demo"]["committed"] > summary["demo"]["committed_before"]
+
+
+def run_pg_scenario(compose: Compose, phase: str) -> dict:
+    out = compose(
+        "run", "--rm", "-T", "--entrypoint", "python3", "runner",
+        "/opt/kcoord-scenarios/groups.py", "--bootstrap", "broker-pg:9092",
+        "--state", "/var/lib/kcoord/scenarios/pg", "--no-demo", phase,
+        check=False, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, f"{phase} on broker-pg failed:\n{out.stdout}\n{out.stderr}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_postgres_profile_keeps_offsets_across_a_restart(topology: Compose) -> None:
+    """broker-pg keeps its logs in the profile's PostgreSQL: the group scenarios pass on it,
+    and after both containers restart the offsets and groups are still there."""
+    t0 = time.monotonic()
+    pg = ("--profile", "postgres")
+    topology(*pg, "up", "-d", "--no-build", "--wait", "--wait-timeout", "120",
+             "postgres", "broker-pg", timeout=180)  # fmt: skip
+    topology.engine.timings["postgres profile up"] = time.monotonic() - t0
+    logs = topology(*pg, "logs", "--no-color", "broker-pg")
+    assert "logs in PostgreSQL" in logs, logs[-2000:]
+    before = run_pg_scenario(topology, "before-restart")
+    assert before["kafka-python"]["consumed"] >= 400
+    assert before["confluent-kafka"]["consumed"] >= 400
+    topology(*pg, "restart", "-t", "20", "postgres", "broker-pg", timeout=120)
+    topology(*pg, "up", "-d", "--no-build", "--wait", "--wait-timeout", "120",
+             "postgres", "broker-pg", timeout=180)  # fmt: skip
+    after = run_pg_scenario(topology, "after-restart")
+    assert after["kafka-python"]["resumed_with"] == 10
+    assert after["confluent-kafka"]["resumed_with"] == 10
+    assert after["kafka-python"]["committed"] == before["kafka-python"]["committed"]
 
 
 def test_every_rebalance_is_logged_once_with_its_fields(topology: Compose) -> None:

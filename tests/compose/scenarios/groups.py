@@ -3,6 +3,8 @@
     python3 groups.py --bootstrap broker:9092 --state DIR before-restart
     python3 groups.py --bootstrap broker:9092 --state DIR after-restart
 
+(``--no-demo``: the broker has no demo consumers, as the `postgres` profile's ``broker-pg``.)
+
 before-restart: a kafka-python group and a confluent-kafka group (two members each, classic
 protocol) consume every message of their topic and commit; the committed offsets must equal
 the log end offsets. The demo group (the compose `consumer` services) must be Stable with its
@@ -238,7 +240,7 @@ def demo_ready(bootstrap: str) -> dict | None:
     return None
 
 
-def before_restart(bootstrap: str, state: Path) -> dict:
+def before_restart(bootstrap: str, state: Path, demo: bool = True) -> dict:
     summary: dict = {}
     for name, (topic, group, produce, consume) in CLIENTS.items():
         started = time.monotonic()
@@ -257,6 +259,9 @@ def before_restart(bootstrap: str, state: Path) -> dict:
             "seconds": round(time.monotonic() - started, 2),
         }
         log(f"{name}: {len(seen)} consumed, committed {got}")
+    if not demo:
+        (state / "before.json").write_text(json.dumps(summary))
+        return summary
     info = wait_until("demo-group Stable with 2 members", lambda: demo_ready(bootstrap), 90)
     summary["demo"] = {
         "state": info["state"],
@@ -267,12 +272,12 @@ def before_restart(bootstrap: str, state: Path) -> dict:
     return summary
 
 
-def after_restart(bootstrap: str, state: Path) -> dict:
+def after_restart(bootstrap: str, state: Path, demo: bool = True) -> dict:
     before = json.loads((state / "before.json").read_text())
     summary: dict = {}
     with AdminClient(bootstrap, timeout=60) as a:
         listed = {g.group_id: g for g in a.list_groups()}
-    for group in (KP_GROUP, CK_GROUP, DEMO_GROUP):
+    for group in (KP_GROUP, CK_GROUP, DEMO_GROUP) if demo else (KP_GROUP, CK_GROUP):
         assert group in listed, f"group {group} did not survive the restart: {sorted(listed)}"
     for name, (topic, group, produce, consume) in CLIENTS.items():
         want = {int(p): o for p, o in before[name]["committed"].items()}
@@ -286,6 +291,8 @@ def after_restart(bootstrap: str, state: Path) -> dict:
         assert sorted(seen) == sorted(extra), f"{name}: resumed with {len(seen)} messages"
         summary[name] = {"committed": got, "resumed_with": len(seen)}
         log(f"{name}: offsets survived, resumed with {len(seen)} new messages")
+    if not demo:
+        return summary
     floor = before["demo"]["committed"]
 
     def demo_back() -> dict | None:
@@ -309,6 +316,7 @@ def main() -> int:
     ap.add_argument("phase", choices=("before-restart", "after-restart"))
     ap.add_argument("--bootstrap", default="broker:9092")
     ap.add_argument("--state", type=Path, default=Path("/var/lib/kcoord/scenarios"))
+    ap.add_argument("--no-demo", action="store_true", help="no demo group on this broker")
     args = ap.parse_args()
     wait_until(
         "the broker",
@@ -322,7 +330,8 @@ def main() -> int:
     )
     phase = before_restart if args.phase == "before-restart" else after_restart
     try:
-        summary = phase(args.bootstrap, args.state)
+        args.state.mkdir(parents=True, exist_ok=True)
+        summary = phase(args.bootstrap, args.state, demo=not args.no_demo)
     except AssertionError as e:
         print(f"FAILED {args.phase}: {e}", file=sys.stderr, flush=True)
         return 1
