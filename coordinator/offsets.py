@@ -91,6 +91,10 @@ def commit_offsets(ctx: Ctx, req: OffsetCommitRequest, meta: RequestMeta, req_id
     group_id = req.group_id
     now = ctx.now
     with_timestamps = version == COMMIT_TIMESTAMP_VERSION
+    # v2-v4's RetentionTimeMs: Kafka keeps such an offset until now + retention (an
+    # OffsetCommitValue v1 with its expire timestamp), unless the group subscribes to the topic.
+    retention = req.retention_time_ms
+    expire = -1 if retention == -1 or not 2 <= version <= 4 else now + retention
     # The hot loop of every commit: names bound once, objects built positionally.
     make_key, make_value, make_partition = (
         OffsetCommitKey.make,
@@ -117,14 +121,12 @@ def commit_offsets(ctx: Ctx, req: OffsetCommitRequest, meta: RequestMeta, req_id
             elif len(metadata) > half and _utf16_len(metadata) > max_len:
                 add(make_partition(index, int(ErrorCode.OFFSET_METADATA_TOO_LARGE)))
                 continue
-            # retention_time_ms (v2-4) is ignored, as Kafka 4 does: offsets expire by the
-            # broker's offsets.retention.minutes only.
             ts = p.commit_timestamp if with_timestamps and p.commit_timestamp != -1 else now
             write(
                 (
                     make_key(group_id, name, index),
-                    # offset, leader epoch, metadata, commit timestamp, no expire timestamp
-                    make_value(p.committed_offset, p.committed_leader_epoch, metadata, ts, -1),
+                    # offset, leader epoch, metadata, commit timestamp, expire timestamp
+                    make_value(p.committed_offset, p.committed_leader_epoch, metadata, ts, expire),
                 )
             )
             add(make_partition(index, 0))
@@ -253,11 +255,13 @@ def _expire_group_offsets(
             all_expired = False
             continue
         for partition, om in partitions.items():
-            if om.expire_timestamp != -1:
-                # Written by an old broker with an explicit expiry (OffsetCommit v2-4).
+            if condition is None:  # (a rebalancing group, say): nothing of it expires now
+                is_expired = False
+            elif om.expire_timestamp != -1:
+                # Committed with an explicit retention (OffsetCommit v2-4).
                 is_expired = ctx.now >= om.expire_timestamp
             else:
-                is_expired = condition is not None and ctx.now - condition(om) >= retention
+                is_expired = ctx.now - condition(om) >= retention
             if is_expired:
                 expired.append((topic, partition))
             else:

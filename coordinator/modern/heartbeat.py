@@ -210,9 +210,8 @@ def _member(
         member = group.members.get(member_id) or ConsumerGroupMember(member_id)
         _check_epoch(member, epoch, owned)
         return member, False
-    if existing.member_id == member_id:
-        # The same member rejoining (KAFKA-19233).
-        return existing, False
+    # Even under its own member id: a static member that rejoins must have left first
+    # (epoch -2), or a second process with the same instance id could take its place.
     if existing.member_epoch != STATIC_LEAVE_EPOCH:
         raise ApiError(
             ErrorCode.UNRELEASED_INSTANCE_ID,
@@ -291,11 +290,12 @@ def _heartbeat(ctx: Ctx, req: Request, meta: RequestMeta, topics: TopicsImage) -
     is_new = member_id not in group.members
     updated = _updated_member(member, req, meta)
 
-    # 1. The member, its subscriptions, the group epoch.
-    bump = False
+    # 1. The member, its subscriptions, the group epoch. A new group leaves epoch 0 at its
+    # first heartbeat even with nothing subscribed, as Kafka 4.x does: epoch 0 means "joining".
+    bump = group.group_epoch == 0
     if is_new or updated.metadata_key() != member.metadata_key():
         out.append(records.member_metadata(gid, updated))
-        bump = (
+        bump = bump or (
             updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
         )

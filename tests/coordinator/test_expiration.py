@@ -107,6 +107,33 @@ def test_old_records_with_an_explicit_expire_timestamp() -> None:
     ]
 
 
+def test_a_v2_commit_with_a_retention_time_expires_then_unless_subscribed() -> None:
+    h = Harness(offsets_retention_ms=RETENTION)
+    (a,), gen = h.stable_group(group="c", n=1, session=1800000, protocols=[("range", sub("t"))])
+    start = h.now
+    h.commit("s", {("t", 0): 1}, version=2, retention=1000)
+    h.commit("c", {("t", 0): 1, ("u", 0): 2}, member_id=a, generation=gen, version=3,
+             retention=1000)  # fmt: skip
+    h.now = start + 999
+    assert expire(h) == []
+    h.now = start + 1000
+    assert expire(h) == [
+        (OffsetCommitKey(group="c", topic="u", partition=0), None),
+        (OffsetCommitKey(group="s", topic="t", partition=0), None),
+        (GroupMetadataKey(group="s"), None),
+    ]
+    assert h.fetch("c") == {("t", 0): (1, -1, "", 0)}  # the group subscribes to t
+
+
+def test_a_rebalancing_group_keeps_even_offsets_with_an_expire_timestamp() -> None:
+    h = Harness(offsets_retention_ms=RETENTION)
+    (a, b), gen = h.stable_group(n=2, session=1800000, rebalance=1800000)
+    h.commit("g", {("gone", 0): 2}, member_id=a, generation=gen, version=2, retention=1000)
+    h.join("g", a, session=1800000, rebalance=1800000)
+    h.now += 1000
+    assert expire(h) == []
+
+
 def test_empty_group_without_offsets_is_deleted() -> None:
     h = Harness()
     (a,), gen = h.stable_group(n=1)

@@ -184,9 +184,14 @@ def test_v1_commit_timestamp_is_kept_and_later_versions_use_now() -> None:
     assert h.log[-1][1].commit_timestamp == 5000
 
 
-def test_retention_time_is_ignored() -> None:
+def test_v2_to_v4_retention_time_sets_an_expire_timestamp_as_kafka_does() -> None:
     h = Harness()
+    h.now = 5000
     h.commit("g", {T0: 1}, version=2, retention=1000)
+    assert h.log[-1][1].expire_timestamp == 6000
+    h.commit("g", {T0: 1}, version=4, retention=-1)  # the default: the broker's retention
+    assert h.log[-1][1].expire_timestamp == -1
+    h.commit("g", {T0: 1}, version=5, retention=1000)  # v5 has no such field
     assert h.log[-1][1].expire_timestamp == -1
 
 

@@ -38,6 +38,17 @@ def test_first_member_gets_every_partition_and_epoch_1(h: Harness) -> None:
     }
 
 
+def test_a_new_group_leaves_epoch_0_even_with_nothing_subscribed(h: Harness) -> None:
+    """Kafka 4.x bumps a new group's epoch at its first heartbeat, so the member's epoch is 1
+    and a later epoch-0 heartbeat is a rejoin, not the first join again."""
+    r = h.heartbeat(member_id="a", topics=[])
+    assert (r.error_code, r.member_epoch) == (0, 1)
+    assert h.names(r.assignment) == {}
+    g = h.group()
+    assert (g.group_epoch, g.assignment_epoch, str(g.state)) == (1, 1, "Stable")
+    assert h.heartbeat(member_id="a", epoch=1).member_epoch == 1
+
+
 def test_v0_join_gets_a_coordinator_generated_member_id(h: Harness) -> None:
     r = h.heartbeat(member_id="", topics=["foo"], version=0)
     assert r.error_code == 0 and r.member_id == "u1"

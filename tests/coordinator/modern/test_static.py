@@ -42,6 +42,17 @@ def test_instance_id_in_use_is_unreleased() -> None:
     assert r.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
 
 
+def test_an_epoch_0_rejoin_under_the_same_member_id_is_unreleased_until_it_leaves() -> None:
+    """As Kafka 4.x answers: the instance is still owned, whatever the member id."""
+    h = _setup()
+    r = h.heartbeat(member_id="a1", topics=["foo"], instance="A")
+    assert r.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert h.heartbeat(member_id="a1", epoch=-2, instance="A").error_code == 0
+    r = h.heartbeat(member_id="a1", topics=["foo"], instance="A")
+    assert r.error_code == 0
+    assert h.names(r.assignment) == {"foo": [0, 1]}
+
+
 def test_wrong_member_for_instance_is_fenced() -> None:
     h = _setup()
     epoch = h.group().members["a1"].member_epoch
