@@ -627,6 +627,425 @@ class MetadataResponse(MessageBase):
             offline_replicas: list[int],
         ) -> MetadataResponse.MetadataResponsePartition: ...
 
+class LeaderAndIsrRequest(MessageBase):
+    controller_id: int
+    is_k_raft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    type: int
+    ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState]
+    live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    def __init__(
+        self,
+        *,
+        controller_id: int = ...,
+        is_k_raft_controller: bool = ...,
+        controller_epoch: int = ...,
+        broker_epoch: int = ...,
+        type: int = ...,
+        ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = ...,
+        topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState] = ...,
+        live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        controller_id: int,
+        is_k_raft_controller: bool,
+        controller_epoch: int,
+        broker_epoch: int,
+        type: int,
+        ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState],
+        topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState],
+        live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader],
+    ) -> LeaderAndIsrRequest: ...
+    class LeaderAndIsrPartitionState(MessageBase):
+        topic_name: str
+        partition_index: int
+        controller_epoch: int
+        leader: int
+        leader_epoch: int
+        isr: list[int]
+        partition_epoch: int
+        replicas: list[int]
+        adding_replicas: list[int]
+        removing_replicas: list[int]
+        is_new: bool
+        leader_recovery_state: int
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_index: int = ...,
+            controller_epoch: int = ...,
+            leader: int = ...,
+            leader_epoch: int = ...,
+            isr: list[int] = ...,
+            partition_epoch: int = ...,
+            replicas: list[int] = ...,
+            adding_replicas: list[int] = ...,
+            removing_replicas: list[int] = ...,
+            is_new: bool = ...,
+            leader_recovery_state: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            partition_index: int,
+            controller_epoch: int,
+            leader: int,
+            leader_epoch: int,
+            isr: list[int],
+            partition_epoch: int,
+            replicas: list[int],
+            adding_replicas: list[int],
+            removing_replicas: list[int],
+            is_new: bool,
+            leader_recovery_state: int,
+        ) -> LeaderAndIsrRequest.LeaderAndIsrPartitionState: ...
+
+    class LeaderAndIsrTopicState(MessageBase):
+        topic_name: str
+        topic_id: uuid.UUID
+        partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
+            partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            topic_id: uuid.UUID,
+            partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState],
+        ) -> LeaderAndIsrRequest.LeaderAndIsrTopicState: ...
+
+    class LeaderAndIsrLiveLeader(MessageBase):
+        broker_id: int
+        host_name: str
+        port: int
+        def __init__(
+            self, *, broker_id: int = ..., host_name: str = ..., port: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            broker_id: int, host_name: str, port: int
+        ) -> LeaderAndIsrRequest.LeaderAndIsrLiveLeader: ...
+
+class LeaderAndIsrResponse(MessageBase):
+    error_code: int
+    partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+    topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = ...,
+        topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int,
+        partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError],
+        topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError],
+    ) -> LeaderAndIsrResponse: ...
+    class LeaderAndIsrPartitionError(MessageBase):
+        topic_name: str
+        partition_index: int
+        error_code: int
+        def __init__(
+            self, *, topic_name: str = ..., partition_index: int = ..., error_code: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partition_index: int, error_code: int
+        ) -> LeaderAndIsrResponse.LeaderAndIsrPartitionError: ...
+
+    class LeaderAndIsrTopicError(MessageBase):
+        topic_id: uuid.UUID
+        partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID,
+            partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError],
+        ) -> LeaderAndIsrResponse.LeaderAndIsrTopicError: ...
+
+class StopReplicaRequest(MessageBase):
+    controller_id: int
+    is_k_raft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    delete_partitions: bool
+    ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0]
+    topics: list[StopReplicaRequest.StopReplicaTopicV1]
+    topic_states: list[StopReplicaRequest.StopReplicaTopicState]
+    def __init__(
+        self,
+        *,
+        controller_id: int = ...,
+        is_k_raft_controller: bool = ...,
+        controller_epoch: int = ...,
+        broker_epoch: int = ...,
+        delete_partitions: bool = ...,
+        ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0] = ...,
+        topics: list[StopReplicaRequest.StopReplicaTopicV1] = ...,
+        topic_states: list[StopReplicaRequest.StopReplicaTopicState] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        controller_id: int,
+        is_k_raft_controller: bool,
+        controller_epoch: int,
+        broker_epoch: int,
+        delete_partitions: bool,
+        ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0],
+        topics: list[StopReplicaRequest.StopReplicaTopicV1],
+        topic_states: list[StopReplicaRequest.StopReplicaTopicState],
+    ) -> StopReplicaRequest: ...
+    class StopReplicaPartitionV0(MessageBase):
+        topic_name: str
+        partition_index: int
+        def __init__(self, *, topic_name: str = ..., partition_index: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partition_index: int
+        ) -> StopReplicaRequest.StopReplicaPartitionV0: ...
+
+    class StopReplicaTopicV1(MessageBase):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partition_indexes: list[int]
+        ) -> StopReplicaRequest.StopReplicaTopicV1: ...
+
+    class StopReplicaTopicState(MessageBase):
+        topic_name: str
+        partition_states: list[StopReplicaRequest.StopReplicaPartitionState]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_states: list[StopReplicaRequest.StopReplicaPartitionState] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partition_states: list[StopReplicaRequest.StopReplicaPartitionState]
+        ) -> StopReplicaRequest.StopReplicaTopicState: ...
+
+    class StopReplicaPartitionState(MessageBase):
+        partition_index: int
+        leader_epoch: int
+        delete_partition: bool
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            leader_epoch: int = ...,
+            delete_partition: bool = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, leader_epoch: int, delete_partition: bool
+        ) -> StopReplicaRequest.StopReplicaPartitionState: ...
+
+class StopReplicaResponse(MessageBase):
+    error_code: int
+    partition_errors: list[StopReplicaResponse.StopReplicaPartitionError]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        partition_errors: list[StopReplicaResponse.StopReplicaPartitionError] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int, partition_errors: list[StopReplicaResponse.StopReplicaPartitionError]
+    ) -> StopReplicaResponse: ...
+    class StopReplicaPartitionError(MessageBase):
+        topic_name: str
+        partition_index: int
+        error_code: int
+        def __init__(
+            self, *, topic_name: str = ..., partition_index: int = ..., error_code: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partition_index: int, error_code: int
+        ) -> StopReplicaResponse.StopReplicaPartitionError: ...
+
+class UpdateMetadataRequest(MessageBase):
+    controller_id: int
+    is_k_raft_controller: bool
+    type: int
+    controller_epoch: int
+    broker_epoch: int
+    ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState]
+    live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    def __init__(
+        self,
+        *,
+        controller_id: int = ...,
+        is_k_raft_controller: bool = ...,
+        type: int = ...,
+        controller_epoch: int = ...,
+        broker_epoch: int = ...,
+        ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = ...,
+        topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState] = ...,
+        live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        controller_id: int,
+        is_k_raft_controller: bool,
+        type: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState],
+        topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState],
+        live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker],
+    ) -> UpdateMetadataRequest: ...
+    class UpdateMetadataPartitionState(MessageBase):
+        topic_name: str
+        partition_index: int
+        controller_epoch: int
+        leader: int
+        leader_epoch: int
+        isr: list[int]
+        zk_version: int
+        replicas: list[int]
+        offline_replicas: list[int]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_index: int = ...,
+            controller_epoch: int = ...,
+            leader: int = ...,
+            leader_epoch: int = ...,
+            isr: list[int] = ...,
+            zk_version: int = ...,
+            replicas: list[int] = ...,
+            offline_replicas: list[int] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            partition_index: int,
+            controller_epoch: int,
+            leader: int,
+            leader_epoch: int,
+            isr: list[int],
+            zk_version: int,
+            replicas: list[int],
+            offline_replicas: list[int],
+        ) -> UpdateMetadataRequest.UpdateMetadataPartitionState: ...
+
+    class UpdateMetadataTopicState(MessageBase):
+        topic_name: str
+        topic_id: uuid.UUID
+        partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
+            partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            topic_id: uuid.UUID,
+            partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState],
+        ) -> UpdateMetadataRequest.UpdateMetadataTopicState: ...
+
+    class UpdateMetadataBroker(MessageBase):
+        id: int
+        v0_host: str
+        v0_port: int
+        endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint]
+        rack: str | None
+        def __init__(
+            self,
+            *,
+            id: int = ...,
+            v0_host: str = ...,
+            v0_port: int = ...,
+            endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint] = ...,
+            rack: str | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            id: int,
+            v0_host: str,
+            v0_port: int,
+            endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint],
+            rack: str | None,
+        ) -> UpdateMetadataRequest.UpdateMetadataBroker: ...
+
+    class UpdateMetadataEndpoint(MessageBase):
+        port: int
+        host: str
+        listener: str
+        security_protocol: int
+        def __init__(
+            self,
+            *,
+            port: int = ...,
+            host: str = ...,
+            listener: str = ...,
+            security_protocol: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            port: int, host: str, listener: str, security_protocol: int
+        ) -> UpdateMetadataRequest.UpdateMetadataEndpoint: ...
+
+class UpdateMetadataResponse(MessageBase):
+    error_code: int
+    def __init__(self, *, error_code: int = ...) -> None: ...
+    @staticmethod
+    def make(error_code: int) -> UpdateMetadataResponse: ...
+
+class ControlledShutdownRequest(MessageBase):
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ...) -> None: ...
+    @staticmethod
+    def make(broker_id: int, broker_epoch: int) -> ControlledShutdownRequest: ...
+
+class ControlledShutdownResponse(MessageBase):
+    error_code: int
+    remaining_partitions: list[ControlledShutdownResponse.RemainingPartition]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        remaining_partitions: list[ControlledShutdownResponse.RemainingPartition] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int, remaining_partitions: list[ControlledShutdownResponse.RemainingPartition]
+    ) -> ControlledShutdownResponse: ...
+    class RemainingPartition(MessageBase):
+        topic_name: str
+        partition_index: int
+        def __init__(self, *, topic_name: str = ..., partition_index: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partition_index: int
+        ) -> ControlledShutdownResponse.RemainingPartition: ...
+
 class OffsetCommitRequest(MessageBase):
     group_id: str
     generation_id_or_member_epoch: int
@@ -1585,6 +2004,78 @@ class DeleteTopicsResponse(MessageBase):
             name: str | None, topic_id: uuid.UUID, error_code: int, error_message: str | None
         ) -> DeleteTopicsResponse.DeletableTopicResult: ...
 
+class DeleteRecordsRequest(MessageBase):
+    topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
+    timeout_ms: int
+    def __init__(
+        self, *, topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = ..., timeout_ms: int = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        topics: list[DeleteRecordsRequest.DeleteRecordsTopic], timeout_ms: int
+    ) -> DeleteRecordsRequest: ...
+    class DeleteRecordsTopic(MessageBase):
+        name: str
+        partitions: list[DeleteRecordsRequest.DeleteRecordsPartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[DeleteRecordsRequest.DeleteRecordsPartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[DeleteRecordsRequest.DeleteRecordsPartition]
+        ) -> DeleteRecordsRequest.DeleteRecordsTopic: ...
+
+    class DeleteRecordsPartition(MessageBase):
+        partition_index: int
+        offset: int
+        def __init__(self, *, partition_index: int = ..., offset: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, offset: int
+        ) -> DeleteRecordsRequest.DeleteRecordsPartition: ...
+
+class DeleteRecordsResponse(MessageBase):
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
+    ) -> DeleteRecordsResponse: ...
+    class DeleteRecordsTopicResult(MessageBase):
+        name: str
+        partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult]
+        ) -> DeleteRecordsResponse.DeleteRecordsTopicResult: ...
+
+    class DeleteRecordsPartitionResult(MessageBase):
+        partition_index: int
+        low_watermark: int
+        error_code: int
+        def __init__(
+            self, *, partition_index: int = ..., low_watermark: int = ..., error_code: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, low_watermark: int, error_code: int
+        ) -> DeleteRecordsResponse.DeleteRecordsPartitionResult: ...
+
 class InitProducerIdRequest(MessageBase):
     transactional_id: str | None
     transaction_timeout_ms: int
@@ -1623,6 +2114,713 @@ class InitProducerIdResponse(MessageBase):
     def make(
         throttle_time_ms: int, error_code: int, producer_id: int, producer_epoch: int
     ) -> InitProducerIdResponse: ...
+
+class OffsetForLeaderEpochRequest(MessageBase):
+    replica_id: int
+    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
+    def __init__(
+        self,
+        *,
+        replica_id: int = ...,
+        topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        replica_id: int, topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
+    ) -> OffsetForLeaderEpochRequest: ...
+    class OffsetForLeaderTopic(MessageBase):
+        topic: str
+        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]
+        def __init__(
+            self,
+            *,
+            topic: str = ...,
+            partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic: str, partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]
+        ) -> OffsetForLeaderEpochRequest.OffsetForLeaderTopic: ...
+
+    class OffsetForLeaderPartition(MessageBase):
+        partition: int
+        current_leader_epoch: int
+        leader_epoch: int
+        def __init__(
+            self, *, partition: int = ..., current_leader_epoch: int = ..., leader_epoch: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int, current_leader_epoch: int, leader_epoch: int
+        ) -> OffsetForLeaderEpochRequest.OffsetForLeaderPartition: ...
+
+class OffsetForLeaderEpochResponse(MessageBase):
+    throttle_time_ms: int
+    topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
+    ) -> OffsetForLeaderEpochResponse: ...
+    class OffsetForLeaderTopicResult(MessageBase):
+        topic: str
+        partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset]
+        def __init__(
+            self,
+            *,
+            topic: str = ...,
+            partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic: str, partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset]
+        ) -> OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult: ...
+
+    class EpochEndOffset(MessageBase):
+        error_code: int
+        partition: int
+        leader_epoch: int
+        end_offset: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            partition: int = ...,
+            leader_epoch: int = ...,
+            end_offset: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int, partition: int, leader_epoch: int, end_offset: int
+        ) -> OffsetForLeaderEpochResponse.EpochEndOffset: ...
+
+class AddPartitionsToTxnRequest(MessageBase):
+    transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction]
+    v3_and_below_transactional_id: str
+    v3_and_below_producer_id: int
+    v3_and_below_producer_epoch: int
+    v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+    def __init__(
+        self,
+        *,
+        transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] = ...,
+        v3_and_below_transactional_id: str = ...,
+        v3_and_below_producer_id: int = ...,
+        v3_and_below_producer_epoch: int = ...,
+        v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction],
+        v3_and_below_transactional_id: str,
+        v3_and_below_producer_id: int,
+        v3_and_below_producer_epoch: int,
+        v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
+    ) -> AddPartitionsToTxnRequest: ...
+    class AddPartitionsToTxnTransaction(MessageBase):
+        transactional_id: str
+        producer_id: int
+        producer_epoch: int
+        verify_only: bool
+        topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+        def __init__(
+            self,
+            *,
+            transactional_id: str = ...,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            verify_only: bool = ...,
+            topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            transactional_id: str,
+            producer_id: int,
+            producer_epoch: int,
+            verify_only: bool,
+            topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
+        ) -> AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction: ...
+
+    class AddPartitionsToTxnTopic(MessageBase):
+        name: str
+        partitions: list[int]
+        def __init__(self, *, name: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[int]
+        ) -> AddPartitionsToTxnRequest.AddPartitionsToTxnTopic: ...
+
+class AddPartitionsToTxnResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult]
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = ...,
+        results_by_topic_v3_and_below: list[
+            AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+        ] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult],
+        results_by_topic_v3_and_below: list[
+            AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+        ],
+    ) -> AddPartitionsToTxnResponse: ...
+    class AddPartitionsToTxnResult(MessageBase):
+        transactional_id: str
+        topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+        def __init__(
+            self,
+            *,
+            transactional_id: str = ...,
+            topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            transactional_id: str,
+            topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult],
+        ) -> AddPartitionsToTxnResponse.AddPartitionsToTxnResult: ...
+
+    class AddPartitionsToTxnTopicResult(MessageBase):
+        name: str
+        results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            results_by_partition: list[
+                AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+            ] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str,
+            results_by_partition: list[
+                AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+            ],
+        ) -> AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult: ...
+
+    class AddPartitionsToTxnPartitionResult(MessageBase):
+        partition_index: int
+        partition_error_code: int
+        def __init__(
+            self, *, partition_index: int = ..., partition_error_code: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, partition_error_code: int
+        ) -> AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult: ...
+
+class AddOffsetsToTxnRequest(MessageBase):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+    def __init__(
+        self,
+        *,
+        transactional_id: str = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+        group_id: str = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> AddOffsetsToTxnRequest: ...
+
+class AddOffsetsToTxnResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+    @staticmethod
+    def make(throttle_time_ms: int, error_code: int) -> AddOffsetsToTxnResponse: ...
+
+class EndTxnRequest(MessageBase):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    def __init__(
+        self,
+        *,
+        transactional_id: str = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+        committed: bool = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+    ) -> EndTxnRequest: ...
+
+class EndTxnResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, error_code: int, producer_id: int, producer_epoch: int
+    ) -> EndTxnResponse: ...
+
+class WriteTxnMarkersRequest(MessageBase):
+    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+    def __init__(
+        self, *, markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(markers: list[WriteTxnMarkersRequest.WritableTxnMarker]) -> WriteTxnMarkersRequest: ...
+    class WritableTxnMarker(MessageBase):
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
+        coordinator_epoch: int
+        def __init__(
+            self,
+            *,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            transaction_result: bool = ...,
+            topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = ...,
+            coordinator_epoch: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            producer_id: int,
+            producer_epoch: int,
+            transaction_result: bool,
+            topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic],
+            coordinator_epoch: int,
+        ) -> WriteTxnMarkersRequest.WritableTxnMarker: ...
+
+    class WritableTxnMarkerTopic(MessageBase):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partition_indexes: list[int]
+        ) -> WriteTxnMarkersRequest.WritableTxnMarkerTopic: ...
+
+class WriteTxnMarkersResponse(MessageBase):
+    markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult]
+    def __init__(
+        self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult],
+    ) -> WriteTxnMarkersResponse: ...
+    class WritableTxnMarkerResult(MessageBase):
+        producer_id: int
+        topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
+        def __init__(
+            self,
+            *,
+            producer_id: int = ...,
+            topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            producer_id: int, topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
+        ) -> WriteTxnMarkersResponse.WritableTxnMarkerResult: ...
+
+    class WritableTxnMarkerTopicResult(MessageBase):
+        name: str
+        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
+        ) -> WriteTxnMarkersResponse.WritableTxnMarkerTopicResult: ...
+
+    class WritableTxnMarkerPartitionResult(MessageBase):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, error_code: int
+        ) -> WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult: ...
+
+class TxnOffsetCommitRequest(MessageBase):
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic]
+    def __init__(
+        self,
+        *,
+        transactional_id: str = ...,
+        group_id: str = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+        generation_id: int = ...,
+        member_id: str = ...,
+        group_instance_id: str | None = ...,
+        topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic],
+    ) -> TxnOffsetCommitRequest: ...
+    class TxnOffsetCommitRequestTopic(MessageBase):
+        name: str
+        partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
+        ) -> TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic: ...
+
+    class TxnOffsetCommitRequestPartition(MessageBase):
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        committed_metadata: str | None
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            committed_offset: int = ...,
+            committed_leader_epoch: int = ...,
+            committed_metadata: str | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            committed_offset: int,
+            committed_leader_epoch: int,
+            committed_metadata: str | None,
+        ) -> TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition: ...
+
+class TxnOffsetCommitResponse(MessageBase):
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
+    ) -> TxnOffsetCommitResponse: ...
+    class TxnOffsetCommitResponseTopic(MessageBase):
+        name: str
+        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
+        ) -> TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic: ...
+
+    class TxnOffsetCommitResponsePartition(MessageBase):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, error_code: int
+        ) -> TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition: ...
+
+class DescribeAclsRequest(MessageBase):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    def __init__(
+        self,
+        *,
+        resource_type_filter: int = ...,
+        resource_name_filter: str | None = ...,
+        pattern_type_filter: int = ...,
+        principal_filter: str | None = ...,
+        host_filter: str | None = ...,
+        operation: int = ...,
+        permission_type: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        resource_type_filter: int,
+        resource_name_filter: str | None,
+        pattern_type_filter: int,
+        principal_filter: str | None,
+        host_filter: str | None,
+        operation: int,
+        permission_type: int,
+    ) -> DescribeAclsRequest: ...
+
+class DescribeAclsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponse.DescribeAclsResource]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        resources: list[DescribeAclsResponse.DescribeAclsResource] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        resources: list[DescribeAclsResponse.DescribeAclsResource],
+    ) -> DescribeAclsResponse: ...
+    class DescribeAclsResource(MessageBase):
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        acls: list[DescribeAclsResponse.AclDescription]
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            pattern_type: int = ...,
+            acls: list[DescribeAclsResponse.AclDescription] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            resource_type: int,
+            resource_name: str,
+            pattern_type: int,
+            acls: list[DescribeAclsResponse.AclDescription],
+        ) -> DescribeAclsResponse.DescribeAclsResource: ...
+
+    class AclDescription(MessageBase):
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(
+            self,
+            *,
+            principal: str = ...,
+            host: str = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            principal: str, host: str, operation: int, permission_type: int
+        ) -> DescribeAclsResponse.AclDescription: ...
+
+class CreateAclsRequest(MessageBase):
+    creations: list[CreateAclsRequest.AclCreation]
+    def __init__(self, *, creations: list[CreateAclsRequest.AclCreation] = ...) -> None: ...
+    @staticmethod
+    def make(creations: list[CreateAclsRequest.AclCreation]) -> CreateAclsRequest: ...
+    class AclCreation(MessageBase):
+        resource_type: int
+        resource_name: str
+        resource_pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            resource_pattern_type: int = ...,
+            principal: str = ...,
+            host: str = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            resource_type: int,
+            resource_name: str,
+            resource_pattern_type: int,
+            principal: str,
+            host: str,
+            operation: int,
+            permission_type: int,
+        ) -> CreateAclsRequest.AclCreation: ...
+
+class CreateAclsResponse(MessageBase):
+    throttle_time_ms: int
+    results: list[CreateAclsResponse.AclCreationResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[CreateAclsResponse.AclCreationResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, results: list[CreateAclsResponse.AclCreationResult]
+    ) -> CreateAclsResponse: ...
+    class AclCreationResult(MessageBase):
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ...) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int, error_message: str | None
+        ) -> CreateAclsResponse.AclCreationResult: ...
+
+class DeleteAclsRequest(MessageBase):
+    filters: list[DeleteAclsRequest.DeleteAclsFilter]
+    def __init__(self, *, filters: list[DeleteAclsRequest.DeleteAclsFilter] = ...) -> None: ...
+    @staticmethod
+    def make(filters: list[DeleteAclsRequest.DeleteAclsFilter]) -> DeleteAclsRequest: ...
+    class DeleteAclsFilter(MessageBase):
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        def __init__(
+            self,
+            *,
+            resource_type_filter: int = ...,
+            resource_name_filter: str | None = ...,
+            pattern_type_filter: int = ...,
+            principal_filter: str | None = ...,
+            host_filter: str | None = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            resource_type_filter: int,
+            resource_name_filter: str | None,
+            pattern_type_filter: int,
+            principal_filter: str | None,
+            host_filter: str | None,
+            operation: int,
+            permission_type: int,
+        ) -> DeleteAclsRequest.DeleteAclsFilter: ...
+
+class DeleteAclsResponse(MessageBase):
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult]
+    ) -> DeleteAclsResponse: ...
+    class DeleteAclsFilterResult(MessageBase):
+        error_code: int
+        error_message: str | None
+        matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            error_message: str | None,
+            matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl],
+        ) -> DeleteAclsResponse.DeleteAclsFilterResult: ...
+
+    class DeleteAclsMatchingAcl(MessageBase):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            pattern_type: int = ...,
+            principal: str = ...,
+            host: str = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            error_message: str | None,
+            resource_type: int,
+            resource_name: str,
+            pattern_type: int,
+            principal: str,
+            host: str,
+            operation: int,
+            permission_type: int,
+        ) -> DeleteAclsResponse.DeleteAclsMatchingAcl: ...
 
 class DescribeConfigsRequest(MessageBase):
     resources: list[DescribeConfigsRequest.DescribeConfigsResource]
@@ -1742,6 +2940,236 @@ class DescribeConfigsResponse(MessageBase):
             name: str, value: str | None, source: int
         ) -> DescribeConfigsResponse.DescribeConfigsSynonym: ...
 
+class AlterConfigsRequest(MessageBase):
+    resources: list[AlterConfigsRequest.AlterConfigsResource]
+    validate_only: bool
+    def __init__(
+        self,
+        *,
+        resources: list[AlterConfigsRequest.AlterConfigsResource] = ...,
+        validate_only: bool = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        resources: list[AlterConfigsRequest.AlterConfigsResource], validate_only: bool
+    ) -> AlterConfigsRequest: ...
+    class AlterConfigsResource(MessageBase):
+        resource_type: int
+        resource_name: str
+        configs: list[AlterConfigsRequest.AlterableConfig]
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            configs: list[AlterConfigsRequest.AlterableConfig] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            resource_type: int,
+            resource_name: str,
+            configs: list[AlterConfigsRequest.AlterableConfig],
+        ) -> AlterConfigsRequest.AlterConfigsResource: ...
+
+    class AlterableConfig(MessageBase):
+        name: str
+        value: str | None
+        def __init__(self, *, name: str = ..., value: str | None = ...) -> None: ...
+        @staticmethod
+        def make(name: str, value: str | None) -> AlterConfigsRequest.AlterableConfig: ...
+
+class AlterConfigsResponse(MessageBase):
+    throttle_time_ms: int
+    responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
+    ) -> AlterConfigsResponse: ...
+    class AlterConfigsResourceResponse(MessageBase):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            resource_type: int = ...,
+            resource_name: str = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int, error_message: str | None, resource_type: int, resource_name: str
+        ) -> AlterConfigsResponse.AlterConfigsResourceResponse: ...
+
+class AlterReplicaLogDirsRequest(MessageBase):
+    dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
+    def __init__(
+        self, *, dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir],
+    ) -> AlterReplicaLogDirsRequest: ...
+    class AlterReplicaLogDir(MessageBase):
+        path: str
+        topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic]
+        def __init__(
+            self,
+            *,
+            path: str = ...,
+            topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            path: str, topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic]
+        ) -> AlterReplicaLogDirsRequest.AlterReplicaLogDir: ...
+
+    class AlterReplicaLogDirTopic(MessageBase):
+        name: str
+        partitions: list[int]
+        def __init__(self, *, name: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[int]
+        ) -> AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic: ...
+
+class AlterReplicaLogDirsResponse(MessageBase):
+    throttle_time_ms: int
+    results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult],
+    ) -> AlterReplicaLogDirsResponse: ...
+    class AlterReplicaLogDirTopicResult(MessageBase):
+        topic_name: str
+        partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult],
+        ) -> AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult: ...
+
+    class AlterReplicaLogDirPartitionResult(MessageBase):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, error_code: int
+        ) -> AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult: ...
+
+class DescribeLogDirsRequest(MessageBase):
+    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+    def __init__(
+        self, *, topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None,
+    ) -> DescribeLogDirsRequest: ...
+    class DescribableLogDirTopic(MessageBase):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic: str, partitions: list[int]
+        ) -> DescribeLogDirsRequest.DescribableLogDirTopic: ...
+
+class DescribeLogDirsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    results: list[DescribeLogDirsResponse.DescribeLogDirsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        results: list[DescribeLogDirsResponse.DescribeLogDirsResult],
+    ) -> DescribeLogDirsResponse: ...
+    class DescribeLogDirsResult(MessageBase):
+        error_code: int
+        log_dir: str
+        topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic]
+        total_bytes: int
+        usable_bytes: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            log_dir: str = ...,
+            topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = ...,
+            total_bytes: int = ...,
+            usable_bytes: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            log_dir: str,
+            topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic],
+            total_bytes: int,
+            usable_bytes: int,
+        ) -> DescribeLogDirsResponse.DescribeLogDirsResult: ...
+
+    class DescribeLogDirsTopic(MessageBase):
+        name: str
+        partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition]
+        ) -> DescribeLogDirsResponse.DescribeLogDirsTopic: ...
+
+    class DescribeLogDirsPartition(MessageBase):
+        partition_index: int
+        partition_size: int
+        offset_lag: int
+        is_future_key: bool
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            partition_size: int = ...,
+            offset_lag: int = ...,
+            is_future_key: bool = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, partition_size: int, offset_lag: int, is_future_key: bool
+        ) -> DescribeLogDirsResponse.DescribeLogDirsPartition: ...
+
 class SaslAuthenticateRequest(MessageBase):
     auth_bytes: bytes
     def __init__(self, *, auth_bytes: bytes = ...) -> None: ...
@@ -1832,6 +3260,200 @@ class CreatePartitionsResponse(MessageBase):
             name: str, error_code: int, error_message: str | None
         ) -> CreatePartitionsResponse.CreatePartitionsTopicResult: ...
 
+class CreateDelegationTokenRequest(MessageBase):
+    owner_principal_type: str | None
+    owner_principal_name: str | None
+    renewers: list[CreateDelegationTokenRequest.CreatableRenewers]
+    max_lifetime_ms: int
+    def __init__(
+        self,
+        *,
+        owner_principal_type: str | None = ...,
+        owner_principal_name: str | None = ...,
+        renewers: list[CreateDelegationTokenRequest.CreatableRenewers] = ...,
+        max_lifetime_ms: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        owner_principal_type: str | None,
+        owner_principal_name: str | None,
+        renewers: list[CreateDelegationTokenRequest.CreatableRenewers],
+        max_lifetime_ms: int,
+    ) -> CreateDelegationTokenRequest: ...
+    class CreatableRenewers(MessageBase):
+        principal_type: str
+        principal_name: str
+        def __init__(self, *, principal_type: str = ..., principal_name: str = ...) -> None: ...
+        @staticmethod
+        def make(
+            principal_type: str, principal_name: str
+        ) -> CreateDelegationTokenRequest.CreatableRenewers: ...
+
+class CreateDelegationTokenResponse(MessageBase):
+    error_code: int
+    principal_type: str
+    principal_name: str
+    token_requester_principal_type: str
+    token_requester_principal_name: str
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+    token_id: str
+    hmac: bytes
+    throttle_time_ms: int
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        principal_type: str = ...,
+        principal_name: str = ...,
+        token_requester_principal_type: str = ...,
+        token_requester_principal_name: str = ...,
+        issue_timestamp_ms: int = ...,
+        expiry_timestamp_ms: int = ...,
+        max_timestamp_ms: int = ...,
+        token_id: str = ...,
+        hmac: bytes = ...,
+        throttle_time_ms: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int,
+        principal_type: str,
+        principal_name: str,
+        token_requester_principal_type: str,
+        token_requester_principal_name: str,
+        issue_timestamp_ms: int,
+        expiry_timestamp_ms: int,
+        max_timestamp_ms: int,
+        token_id: str,
+        hmac: bytes,
+        throttle_time_ms: int,
+    ) -> CreateDelegationTokenResponse: ...
+
+class RenewDelegationTokenRequest(MessageBase):
+    hmac: bytes
+    renew_period_ms: int
+    def __init__(self, *, hmac: bytes = ..., renew_period_ms: int = ...) -> None: ...
+    @staticmethod
+    def make(hmac: bytes, renew_period_ms: int) -> RenewDelegationTokenRequest: ...
+
+class RenewDelegationTokenResponse(MessageBase):
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
+    def __init__(
+        self, *, error_code: int = ..., expiry_timestamp_ms: int = ..., throttle_time_ms: int = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int, expiry_timestamp_ms: int, throttle_time_ms: int
+    ) -> RenewDelegationTokenResponse: ...
+
+class ExpireDelegationTokenRequest(MessageBase):
+    hmac: bytes
+    expiry_time_period_ms: int
+    def __init__(self, *, hmac: bytes = ..., expiry_time_period_ms: int = ...) -> None: ...
+    @staticmethod
+    def make(hmac: bytes, expiry_time_period_ms: int) -> ExpireDelegationTokenRequest: ...
+
+class ExpireDelegationTokenResponse(MessageBase):
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
+    def __init__(
+        self, *, error_code: int = ..., expiry_timestamp_ms: int = ..., throttle_time_ms: int = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int, expiry_timestamp_ms: int, throttle_time_ms: int
+    ) -> ExpireDelegationTokenResponse: ...
+
+class DescribeDelegationTokenRequest(MessageBase):
+    owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None
+    def __init__(
+        self,
+        *,
+        owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None,
+    ) -> DescribeDelegationTokenRequest: ...
+    class DescribeDelegationTokenOwner(MessageBase):
+        principal_type: str
+        principal_name: str
+        def __init__(self, *, principal_type: str = ..., principal_name: str = ...) -> None: ...
+        @staticmethod
+        def make(
+            principal_type: str, principal_name: str
+        ) -> DescribeDelegationTokenRequest.DescribeDelegationTokenOwner: ...
+
+class DescribeDelegationTokenResponse(MessageBase):
+    error_code: int
+    tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken]
+    throttle_time_ms: int
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken] = ...,
+        throttle_time_ms: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int,
+        tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken],
+        throttle_time_ms: int,
+    ) -> DescribeDelegationTokenResponse: ...
+    class DescribedDelegationToken(MessageBase):
+        principal_type: str
+        principal_name: str
+        token_requester_principal_type: str
+        token_requester_principal_name: str
+        issue_timestamp: int
+        expiry_timestamp: int
+        max_timestamp: int
+        token_id: str
+        hmac: bytes
+        renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer]
+        def __init__(
+            self,
+            *,
+            principal_type: str = ...,
+            principal_name: str = ...,
+            token_requester_principal_type: str = ...,
+            token_requester_principal_name: str = ...,
+            issue_timestamp: int = ...,
+            expiry_timestamp: int = ...,
+            max_timestamp: int = ...,
+            token_id: str = ...,
+            hmac: bytes = ...,
+            renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            principal_type: str,
+            principal_name: str,
+            token_requester_principal_type: str,
+            token_requester_principal_name: str,
+            issue_timestamp: int,
+            expiry_timestamp: int,
+            max_timestamp: int,
+            token_id: str,
+            hmac: bytes,
+            renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer],
+        ) -> DescribeDelegationTokenResponse.DescribedDelegationToken: ...
+
+    class DescribedDelegationTokenRenewer(MessageBase):
+        principal_type: str
+        principal_name: str
+        def __init__(self, *, principal_type: str = ..., principal_name: str = ...) -> None: ...
+        @staticmethod
+        def make(
+            principal_type: str, principal_name: str
+        ) -> DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer: ...
+
 class DeleteGroupsRequest(MessageBase):
     groups_names: list[str]
     def __init__(self, *, groups_names: list[str] = ...) -> None: ...
@@ -1857,6 +3479,319 @@ class DeleteGroupsResponse(MessageBase):
         def __init__(self, *, group_id: str = ..., error_code: int = ...) -> None: ...
         @staticmethod
         def make(group_id: str, error_code: int) -> DeleteGroupsResponse.DeletableGroupResult: ...
+
+class ElectLeadersRequest(MessageBase):
+    election_type: int
+    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
+    timeout_ms: int
+    def __init__(
+        self,
+        *,
+        election_type: int = ...,
+        topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = ...,
+        timeout_ms: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        election_type: int,
+        topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None,
+        timeout_ms: int,
+    ) -> ElectLeadersRequest: ...
+    class TopicPartitions(MessageBase):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(topic: str, partitions: list[int]) -> ElectLeadersRequest.TopicPartitions: ...
+
+class ElectLeadersResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult],
+    ) -> ElectLeadersResponse: ...
+    class ReplicaElectionResult(MessageBase):
+        topic: str
+        partition_result: list[ElectLeadersResponse.PartitionResult]
+        def __init__(
+            self,
+            *,
+            topic: str = ...,
+            partition_result: list[ElectLeadersResponse.PartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic: str, partition_result: list[ElectLeadersResponse.PartitionResult]
+        ) -> ElectLeadersResponse.ReplicaElectionResult: ...
+
+    class PartitionResult(MessageBase):
+        partition_id: int
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self, *, partition_id: int = ..., error_code: int = ..., error_message: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_id: int, error_code: int, error_message: str | None
+        ) -> ElectLeadersResponse.PartitionResult: ...
+
+class IncrementalAlterConfigsRequest(MessageBase):
+    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource]
+    validate_only: bool
+    def __init__(
+        self,
+        *,
+        resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = ...,
+        validate_only: bool = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource], validate_only: bool
+    ) -> IncrementalAlterConfigsRequest: ...
+    class AlterConfigsResource(MessageBase):
+        resource_type: int
+        resource_name: str
+        configs: list[IncrementalAlterConfigsRequest.AlterableConfig]
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            resource_type: int,
+            resource_name: str,
+            configs: list[IncrementalAlterConfigsRequest.AlterableConfig],
+        ) -> IncrementalAlterConfigsRequest.AlterConfigsResource: ...
+
+    class AlterableConfig(MessageBase):
+        name: str
+        config_operation: int
+        value: str | None
+        def __init__(
+            self, *, name: str = ..., config_operation: int = ..., value: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, config_operation: int, value: str | None
+        ) -> IncrementalAlterConfigsRequest.AlterableConfig: ...
+
+class IncrementalAlterConfigsResponse(MessageBase):
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse],
+    ) -> IncrementalAlterConfigsResponse: ...
+    class AlterConfigsResourceResponse(MessageBase):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            resource_type: int = ...,
+            resource_name: str = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int, error_message: str | None, resource_type: int, resource_name: str
+        ) -> IncrementalAlterConfigsResponse.AlterConfigsResourceResponse: ...
+
+class AlterPartitionReassignmentsRequest(MessageBase):
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        timeout_ms: int, topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    ) -> AlterPartitionReassignmentsRequest: ...
+    class ReassignableTopic(MessageBase):
+        name: str
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition]
+        ) -> AlterPartitionReassignmentsRequest.ReassignableTopic: ...
+
+    class ReassignablePartition(MessageBase):
+        partition_index: int
+        replicas: list[int] | None
+        def __init__(
+            self, *, partition_index: int = ..., replicas: list[int] | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, replicas: list[int] | None
+        ) -> AlterPartitionReassignmentsRequest.ReassignablePartition: ...
+
+class AlterPartitionReassignmentsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse],
+    ) -> AlterPartitionReassignmentsResponse: ...
+    class ReassignableTopicResponse(MessageBase):
+        name: str
+        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[
+                AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
+            ] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str,
+            partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse],
+        ) -> AlterPartitionReassignmentsResponse.ReassignableTopicResponse: ...
+
+    class ReassignablePartitionResponse(MessageBase):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, error_code: int, error_message: str | None
+        ) -> AlterPartitionReassignmentsResponse.ReassignablePartitionResponse: ...
+
+class ListPartitionReassignmentsRequest(MessageBase):
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics]
+        | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        timeout_ms: int,
+        topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None,
+    ) -> ListPartitionReassignmentsRequest: ...
+    class ListPartitionReassignmentsTopics(MessageBase):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partition_indexes: list[int]
+        ) -> ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics: ...
+
+class ListPartitionReassignmentsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment],
+    ) -> ListPartitionReassignmentsResponse: ...
+    class OngoingTopicReassignment(MessageBase):
+        name: str
+        partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str,
+            partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment],
+        ) -> ListPartitionReassignmentsResponse.OngoingTopicReassignment: ...
+
+    class OngoingPartitionReassignment(MessageBase):
+        partition_index: int
+        replicas: list[int]
+        adding_replicas: list[int]
+        removing_replicas: list[int]
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            replicas: list[int] = ...,
+            adding_replicas: list[int] = ...,
+            removing_replicas: list[int] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            replicas: list[int],
+            adding_replicas: list[int],
+            removing_replicas: list[int],
+        ) -> ListPartitionReassignmentsResponse.OngoingPartitionReassignment: ...
 
 class OffsetDeleteRequest(MessageBase):
     group_id: str
@@ -1931,6 +3866,1167 @@ class OffsetDeleteResponse(MessageBase):
             partition_index: int, error_code: int
         ) -> OffsetDeleteResponse.OffsetDeleteResponsePartition: ...
 
+class DescribeClientQuotasRequest(MessageBase):
+    components: list[DescribeClientQuotasRequest.ComponentData]
+    strict: bool
+    def __init__(
+        self,
+        *,
+        components: list[DescribeClientQuotasRequest.ComponentData] = ...,
+        strict: bool = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        components: list[DescribeClientQuotasRequest.ComponentData], strict: bool
+    ) -> DescribeClientQuotasRequest: ...
+    class ComponentData(MessageBase):
+        entity_type: str
+        match_type: int
+        match: str | None
+        def __init__(
+            self, *, entity_type: str = ..., match_type: int = ..., match: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            entity_type: str, match_type: int, match: str | None
+        ) -> DescribeClientQuotasRequest.ComponentData: ...
+
+class DescribeClientQuotasResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponse.EntryData] | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        entries: list[DescribeClientQuotasResponse.EntryData] | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        entries: list[DescribeClientQuotasResponse.EntryData] | None,
+    ) -> DescribeClientQuotasResponse: ...
+    class EntryData(MessageBase):
+        entity: list[DescribeClientQuotasResponse.EntityData]
+        values: list[DescribeClientQuotasResponse.ValueData]
+        def __init__(
+            self,
+            *,
+            entity: list[DescribeClientQuotasResponse.EntityData] = ...,
+            values: list[DescribeClientQuotasResponse.ValueData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            entity: list[DescribeClientQuotasResponse.EntityData],
+            values: list[DescribeClientQuotasResponse.ValueData],
+        ) -> DescribeClientQuotasResponse.EntryData: ...
+
+    class EntityData(MessageBase):
+        entity_type: str
+        entity_name: str | None
+        def __init__(self, *, entity_type: str = ..., entity_name: str | None = ...) -> None: ...
+        @staticmethod
+        def make(
+            entity_type: str, entity_name: str | None
+        ) -> DescribeClientQuotasResponse.EntityData: ...
+
+    class ValueData(MessageBase):
+        key: str
+        value: float
+        def __init__(self, *, key: str = ..., value: float = ...) -> None: ...
+        @staticmethod
+        def make(key: str, value: float) -> DescribeClientQuotasResponse.ValueData: ...
+
+class AlterClientQuotasRequest(MessageBase):
+    entries: list[AlterClientQuotasRequest.EntryData]
+    validate_only: bool
+    def __init__(
+        self, *, entries: list[AlterClientQuotasRequest.EntryData] = ..., validate_only: bool = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        entries: list[AlterClientQuotasRequest.EntryData], validate_only: bool
+    ) -> AlterClientQuotasRequest: ...
+    class EntryData(MessageBase):
+        entity: list[AlterClientQuotasRequest.EntityData]
+        ops: list[AlterClientQuotasRequest.OpData]
+        def __init__(
+            self,
+            *,
+            entity: list[AlterClientQuotasRequest.EntityData] = ...,
+            ops: list[AlterClientQuotasRequest.OpData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            entity: list[AlterClientQuotasRequest.EntityData],
+            ops: list[AlterClientQuotasRequest.OpData],
+        ) -> AlterClientQuotasRequest.EntryData: ...
+
+    class EntityData(MessageBase):
+        entity_type: str
+        entity_name: str | None
+        def __init__(self, *, entity_type: str = ..., entity_name: str | None = ...) -> None: ...
+        @staticmethod
+        def make(
+            entity_type: str, entity_name: str | None
+        ) -> AlterClientQuotasRequest.EntityData: ...
+
+    class OpData(MessageBase):
+        key: str
+        value: float
+        remove: bool
+        def __init__(self, *, key: str = ..., value: float = ..., remove: bool = ...) -> None: ...
+        @staticmethod
+        def make(key: str, value: float, remove: bool) -> AlterClientQuotasRequest.OpData: ...
+
+class AlterClientQuotasResponse(MessageBase):
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponse.EntryData]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        entries: list[AlterClientQuotasResponse.EntryData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, entries: list[AlterClientQuotasResponse.EntryData]
+    ) -> AlterClientQuotasResponse: ...
+    class EntryData(MessageBase):
+        error_code: int
+        error_message: str | None
+        entity: list[AlterClientQuotasResponse.EntityData]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            entity: list[AlterClientQuotasResponse.EntityData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            error_message: str | None,
+            entity: list[AlterClientQuotasResponse.EntityData],
+        ) -> AlterClientQuotasResponse.EntryData: ...
+
+    class EntityData(MessageBase):
+        entity_type: str
+        entity_name: str | None
+        def __init__(self, *, entity_type: str = ..., entity_name: str | None = ...) -> None: ...
+        @staticmethod
+        def make(
+            entity_type: str, entity_name: str | None
+        ) -> AlterClientQuotasResponse.EntityData: ...
+
+class DescribeUserScramCredentialsRequest(MessageBase):
+    users: list[DescribeUserScramCredentialsRequest.UserName] | None
+    def __init__(
+        self, *, users: list[DescribeUserScramCredentialsRequest.UserName] | None = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        users: list[DescribeUserScramCredentialsRequest.UserName] | None,
+    ) -> DescribeUserScramCredentialsRequest: ...
+    class UserName(MessageBase):
+        name: str
+        def __init__(self, *, name: str = ...) -> None: ...
+        @staticmethod
+        def make(name: str) -> DescribeUserScramCredentialsRequest.UserName: ...
+
+class DescribeUserScramCredentialsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        results: list[
+            DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
+        ] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult],
+    ) -> DescribeUserScramCredentialsResponse: ...
+    class DescribeUserScramCredentialsResult(MessageBase):
+        user: str
+        error_code: int
+        error_message: str | None
+        credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo]
+        def __init__(
+            self,
+            *,
+            user: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            user: str,
+            error_code: int,
+            error_message: str | None,
+            credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo],
+        ) -> DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult: ...
+
+    class CredentialInfo(MessageBase):
+        mechanism: int
+        iterations: int
+        def __init__(self, *, mechanism: int = ..., iterations: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            mechanism: int, iterations: int
+        ) -> DescribeUserScramCredentialsResponse.CredentialInfo: ...
+
+class AlterUserScramCredentialsRequest(MessageBase):
+    deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
+    upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
+    def __init__(
+        self,
+        *,
+        deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = ...,
+        upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion],
+        upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion],
+    ) -> AlterUserScramCredentialsRequest: ...
+    class ScramCredentialDeletion(MessageBase):
+        name: str
+        mechanism: int
+        def __init__(self, *, name: str = ..., mechanism: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            name: str, mechanism: int
+        ) -> AlterUserScramCredentialsRequest.ScramCredentialDeletion: ...
+
+    class ScramCredentialUpsertion(MessageBase):
+        name: str
+        mechanism: int
+        iterations: int
+        salt: bytes
+        salted_password: bytes
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            mechanism: int = ...,
+            iterations: int = ...,
+            salt: bytes = ...,
+            salted_password: bytes = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, mechanism: int, iterations: int, salt: bytes, salted_password: bytes
+        ) -> AlterUserScramCredentialsRequest.ScramCredentialUpsertion: ...
+
+class AlterUserScramCredentialsResponse(MessageBase):
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult],
+    ) -> AlterUserScramCredentialsResponse: ...
+    class AlterUserScramCredentialsResult(MessageBase):
+        user: str
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self, *, user: str = ..., error_code: int = ..., error_message: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            user: str, error_code: int, error_message: str | None
+        ) -> AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult: ...
+
+class VoteRequest(MessageBase):
+    cluster_id: str | None
+    voter_id: int
+    topics: list[VoteRequest.TopicData]
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        voter_id: int = ...,
+        topics: list[VoteRequest.TopicData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        cluster_id: str | None, voter_id: int, topics: list[VoteRequest.TopicData]
+    ) -> VoteRequest: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        partitions: list[VoteRequest.PartitionData]
+        def __init__(
+            self, *, topic_name: str = ..., partitions: list[VoteRequest.PartitionData] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[VoteRequest.PartitionData]
+        ) -> VoteRequest.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        candidate_epoch: int
+        candidate_id: int
+        candidate_directory_id: uuid.UUID
+        voter_directory_id: uuid.UUID
+        last_offset_epoch: int
+        last_offset: int
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            candidate_epoch: int = ...,
+            candidate_id: int = ...,
+            candidate_directory_id: uuid.UUID = ...,
+            voter_directory_id: uuid.UUID = ...,
+            last_offset_epoch: int = ...,
+            last_offset: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            candidate_epoch: int,
+            candidate_id: int,
+            candidate_directory_id: uuid.UUID,
+            voter_directory_id: uuid.UUID,
+            last_offset_epoch: int,
+            last_offset: int,
+        ) -> VoteRequest.PartitionData: ...
+
+class VoteResponse(MessageBase):
+    error_code: int
+    topics: list[VoteResponse.TopicData]
+    node_endpoints: list[VoteResponse.NodeEndpoint]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        topics: list[VoteResponse.TopicData] = ...,
+        node_endpoints: list[VoteResponse.NodeEndpoint] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int,
+        topics: list[VoteResponse.TopicData],
+        node_endpoints: list[VoteResponse.NodeEndpoint],
+    ) -> VoteResponse: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        partitions: list[VoteResponse.PartitionData]
+        def __init__(
+            self, *, topic_name: str = ..., partitions: list[VoteResponse.PartitionData] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[VoteResponse.PartitionData]
+        ) -> VoteResponse.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        error_code: int
+        leader_id: int
+        leader_epoch: int
+        vote_granted: bool
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            leader_id: int = ...,
+            leader_epoch: int = ...,
+            vote_granted: bool = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            error_code: int,
+            leader_id: int,
+            leader_epoch: int,
+            vote_granted: bool,
+        ) -> VoteResponse.PartitionData: ...
+
+    class NodeEndpoint(MessageBase):
+        node_id: int
+        host: str
+        port: int
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(node_id: int, host: str, port: int) -> VoteResponse.NodeEndpoint: ...
+
+class BeginQuorumEpochRequest(MessageBase):
+    cluster_id: str | None
+    voter_id: int
+    topics: list[BeginQuorumEpochRequest.TopicData]
+    leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint]
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        voter_id: int = ...,
+        topics: list[BeginQuorumEpochRequest.TopicData] = ...,
+        leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        cluster_id: str | None,
+        voter_id: int,
+        topics: list[BeginQuorumEpochRequest.TopicData],
+        leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint],
+    ) -> BeginQuorumEpochRequest: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        partitions: list[BeginQuorumEpochRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[BeginQuorumEpochRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[BeginQuorumEpochRequest.PartitionData]
+        ) -> BeginQuorumEpochRequest.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        voter_directory_id: uuid.UUID
+        leader_id: int
+        leader_epoch: int
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            voter_directory_id: uuid.UUID = ...,
+            leader_id: int = ...,
+            leader_epoch: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, voter_directory_id: uuid.UUID, leader_id: int, leader_epoch: int
+        ) -> BeginQuorumEpochRequest.PartitionData: ...
+
+    class LeaderEndpoint(MessageBase):
+        name: str
+        host: str
+        port: int
+        def __init__(self, *, name: str = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(name: str, host: str, port: int) -> BeginQuorumEpochRequest.LeaderEndpoint: ...
+
+class BeginQuorumEpochResponse(MessageBase):
+    error_code: int
+    topics: list[BeginQuorumEpochResponse.TopicData]
+    node_endpoints: list[BeginQuorumEpochResponse.NodeEndpoint]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        topics: list[BeginQuorumEpochResponse.TopicData] = ...,
+        node_endpoints: list[BeginQuorumEpochResponse.NodeEndpoint] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int,
+        topics: list[BeginQuorumEpochResponse.TopicData],
+        node_endpoints: list[BeginQuorumEpochResponse.NodeEndpoint],
+    ) -> BeginQuorumEpochResponse: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        partitions: list[BeginQuorumEpochResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[BeginQuorumEpochResponse.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[BeginQuorumEpochResponse.PartitionData]
+        ) -> BeginQuorumEpochResponse.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        error_code: int
+        leader_id: int
+        leader_epoch: int
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            leader_id: int = ...,
+            leader_epoch: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, error_code: int, leader_id: int, leader_epoch: int
+        ) -> BeginQuorumEpochResponse.PartitionData: ...
+
+    class NodeEndpoint(MessageBase):
+        node_id: int
+        host: str
+        port: int
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(node_id: int, host: str, port: int) -> BeginQuorumEpochResponse.NodeEndpoint: ...
+
+class EndQuorumEpochRequest(MessageBase):
+    cluster_id: str | None
+    topics: list[EndQuorumEpochRequest.TopicData]
+    leader_endpoints: list[EndQuorumEpochRequest.LeaderEndpoint]
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        topics: list[EndQuorumEpochRequest.TopicData] = ...,
+        leader_endpoints: list[EndQuorumEpochRequest.LeaderEndpoint] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        cluster_id: str | None,
+        topics: list[EndQuorumEpochRequest.TopicData],
+        leader_endpoints: list[EndQuorumEpochRequest.LeaderEndpoint],
+    ) -> EndQuorumEpochRequest: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        partitions: list[EndQuorumEpochRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[EndQuorumEpochRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[EndQuorumEpochRequest.PartitionData]
+        ) -> EndQuorumEpochRequest.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        leader_id: int
+        leader_epoch: int
+        preferred_successors: list[int]
+        preferred_candidates: list[EndQuorumEpochRequest.ReplicaInfo]
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            leader_id: int = ...,
+            leader_epoch: int = ...,
+            preferred_successors: list[int] = ...,
+            preferred_candidates: list[EndQuorumEpochRequest.ReplicaInfo] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            leader_id: int,
+            leader_epoch: int,
+            preferred_successors: list[int],
+            preferred_candidates: list[EndQuorumEpochRequest.ReplicaInfo],
+        ) -> EndQuorumEpochRequest.PartitionData: ...
+
+    class ReplicaInfo(MessageBase):
+        candidate_id: int
+        candidate_directory_id: uuid.UUID
+        def __init__(
+            self, *, candidate_id: int = ..., candidate_directory_id: uuid.UUID = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            candidate_id: int, candidate_directory_id: uuid.UUID
+        ) -> EndQuorumEpochRequest.ReplicaInfo: ...
+
+    class LeaderEndpoint(MessageBase):
+        name: str
+        host: str
+        port: int
+        def __init__(self, *, name: str = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(name: str, host: str, port: int) -> EndQuorumEpochRequest.LeaderEndpoint: ...
+
+class EndQuorumEpochResponse(MessageBase):
+    error_code: int
+    topics: list[EndQuorumEpochResponse.TopicData]
+    node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        topics: list[EndQuorumEpochResponse.TopicData] = ...,
+        node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int,
+        topics: list[EndQuorumEpochResponse.TopicData],
+        node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint],
+    ) -> EndQuorumEpochResponse: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        partitions: list[EndQuorumEpochResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[EndQuorumEpochResponse.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[EndQuorumEpochResponse.PartitionData]
+        ) -> EndQuorumEpochResponse.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        error_code: int
+        leader_id: int
+        leader_epoch: int
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            leader_id: int = ...,
+            leader_epoch: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, error_code: int, leader_id: int, leader_epoch: int
+        ) -> EndQuorumEpochResponse.PartitionData: ...
+
+    class NodeEndpoint(MessageBase):
+        node_id: int
+        host: str
+        port: int
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(node_id: int, host: str, port: int) -> EndQuorumEpochResponse.NodeEndpoint: ...
+
+class DescribeQuorumRequest(MessageBase):
+    topics: list[DescribeQuorumRequest.TopicData]
+    def __init__(self, *, topics: list[DescribeQuorumRequest.TopicData] = ...) -> None: ...
+    @staticmethod
+    def make(topics: list[DescribeQuorumRequest.TopicData]) -> DescribeQuorumRequest: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        partitions: list[DescribeQuorumRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[DescribeQuorumRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[DescribeQuorumRequest.PartitionData]
+        ) -> DescribeQuorumRequest.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        def __init__(self, *, partition_index: int = ...) -> None: ...
+        @staticmethod
+        def make(partition_index: int) -> DescribeQuorumRequest.PartitionData: ...
+
+class DescribeQuorumResponse(MessageBase):
+    error_code: int
+    error_message: str | None
+    topics: list[DescribeQuorumResponse.TopicData]
+    nodes: list[DescribeQuorumResponse.Node]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        topics: list[DescribeQuorumResponse.TopicData] = ...,
+        nodes: list[DescribeQuorumResponse.Node] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        error_code: int,
+        error_message: str | None,
+        topics: list[DescribeQuorumResponse.TopicData],
+        nodes: list[DescribeQuorumResponse.Node],
+    ) -> DescribeQuorumResponse: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        partitions: list[DescribeQuorumResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[DescribeQuorumResponse.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[DescribeQuorumResponse.PartitionData]
+        ) -> DescribeQuorumResponse.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        leader_id: int
+        leader_epoch: int
+        high_watermark: int
+        current_voters: list[DescribeQuorumResponse.ReplicaState]
+        observers: list[DescribeQuorumResponse.ReplicaState]
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            leader_id: int = ...,
+            leader_epoch: int = ...,
+            high_watermark: int = ...,
+            current_voters: list[DescribeQuorumResponse.ReplicaState] = ...,
+            observers: list[DescribeQuorumResponse.ReplicaState] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            error_code: int,
+            error_message: str | None,
+            leader_id: int,
+            leader_epoch: int,
+            high_watermark: int,
+            current_voters: list[DescribeQuorumResponse.ReplicaState],
+            observers: list[DescribeQuorumResponse.ReplicaState],
+        ) -> DescribeQuorumResponse.PartitionData: ...
+
+    class ReplicaState(MessageBase):
+        replica_id: int
+        replica_directory_id: uuid.UUID
+        log_end_offset: int
+        last_fetch_timestamp: int
+        last_caught_up_timestamp: int
+        def __init__(
+            self,
+            *,
+            replica_id: int = ...,
+            replica_directory_id: uuid.UUID = ...,
+            log_end_offset: int = ...,
+            last_fetch_timestamp: int = ...,
+            last_caught_up_timestamp: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            replica_id: int,
+            replica_directory_id: uuid.UUID,
+            log_end_offset: int,
+            last_fetch_timestamp: int,
+            last_caught_up_timestamp: int,
+        ) -> DescribeQuorumResponse.ReplicaState: ...
+
+    class Node(MessageBase):
+        node_id: int
+        listeners: list[DescribeQuorumResponse.Listener]
+        def __init__(
+            self, *, node_id: int = ..., listeners: list[DescribeQuorumResponse.Listener] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            node_id: int, listeners: list[DescribeQuorumResponse.Listener]
+        ) -> DescribeQuorumResponse.Node: ...
+
+    class Listener(MessageBase):
+        name: str
+        host: str
+        port: int
+        def __init__(self, *, name: str = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(name: str, host: str, port: int) -> DescribeQuorumResponse.Listener: ...
+
+class AlterPartitionRequest(MessageBase):
+    broker_id: int
+    broker_epoch: int
+    topics: list[AlterPartitionRequest.TopicData]
+    def __init__(
+        self,
+        *,
+        broker_id: int = ...,
+        broker_epoch: int = ...,
+        topics: list[AlterPartitionRequest.TopicData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        broker_id: int, broker_epoch: int, topics: list[AlterPartitionRequest.TopicData]
+    ) -> AlterPartitionRequest: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[AlterPartitionRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
+            partitions: list[AlterPartitionRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            topic_id: uuid.UUID,
+            partitions: list[AlterPartitionRequest.PartitionData],
+        ) -> AlterPartitionRequest.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        leader_epoch: int
+        new_isr: list[int]
+        new_isr_with_epochs: list[AlterPartitionRequest.BrokerState]
+        leader_recovery_state: int
+        partition_epoch: int
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            leader_epoch: int = ...,
+            new_isr: list[int] = ...,
+            new_isr_with_epochs: list[AlterPartitionRequest.BrokerState] = ...,
+            leader_recovery_state: int = ...,
+            partition_epoch: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            leader_epoch: int,
+            new_isr: list[int],
+            new_isr_with_epochs: list[AlterPartitionRequest.BrokerState],
+            leader_recovery_state: int,
+            partition_epoch: int,
+        ) -> AlterPartitionRequest.PartitionData: ...
+
+    class BrokerState(MessageBase):
+        broker_id: int
+        broker_epoch: int
+        def __init__(self, *, broker_id: int = ..., broker_epoch: int = ...) -> None: ...
+        @staticmethod
+        def make(broker_id: int, broker_epoch: int) -> AlterPartitionRequest.BrokerState: ...
+
+class AlterPartitionResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    topics: list[AlterPartitionResponse.TopicData]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        topics: list[AlterPartitionResponse.TopicData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, error_code: int, topics: list[AlterPartitionResponse.TopicData]
+    ) -> AlterPartitionResponse: ...
+    class TopicData(MessageBase):
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[AlterPartitionResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
+            partitions: list[AlterPartitionResponse.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            topic_id: uuid.UUID,
+            partitions: list[AlterPartitionResponse.PartitionData],
+        ) -> AlterPartitionResponse.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        error_code: int
+        leader_id: int
+        leader_epoch: int
+        isr: list[int]
+        leader_recovery_state: int
+        partition_epoch: int
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            leader_id: int = ...,
+            leader_epoch: int = ...,
+            isr: list[int] = ...,
+            leader_recovery_state: int = ...,
+            partition_epoch: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            error_code: int,
+            leader_id: int,
+            leader_epoch: int,
+            isr: list[int],
+            leader_recovery_state: int,
+            partition_epoch: int,
+        ) -> AlterPartitionResponse.PartitionData: ...
+
+class UpdateFeaturesRequest(MessageBase):
+    timeout_ms: int
+    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
+    validate_only: bool
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = ...,
+        validate_only: bool = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        timeout_ms: int,
+        feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey],
+        validate_only: bool,
+    ) -> UpdateFeaturesRequest: ...
+    class FeatureUpdateKey(MessageBase):
+        feature: str
+        max_version_level: int
+        allow_downgrade: bool
+        upgrade_type: int
+        def __init__(
+            self,
+            *,
+            feature: str = ...,
+            max_version_level: int = ...,
+            allow_downgrade: bool = ...,
+            upgrade_type: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            feature: str, max_version_level: int, allow_downgrade: bool, upgrade_type: int
+        ) -> UpdateFeaturesRequest.FeatureUpdateKey: ...
+
+class UpdateFeaturesResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdateFeaturesResponse.UpdatableFeatureResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        results: list[UpdateFeaturesResponse.UpdatableFeatureResult] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        results: list[UpdateFeaturesResponse.UpdatableFeatureResult],
+    ) -> UpdateFeaturesResponse: ...
+    class UpdatableFeatureResult(MessageBase):
+        feature: str
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self, *, feature: str = ..., error_code: int = ..., error_message: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            feature: str, error_code: int, error_message: str | None
+        ) -> UpdateFeaturesResponse.UpdatableFeatureResult: ...
+
+class EnvelopeRequest(MessageBase):
+    request_data: bytes
+    request_principal: bytes | None
+    client_host_address: bytes
+    def __init__(
+        self,
+        *,
+        request_data: bytes = ...,
+        request_principal: bytes | None = ...,
+        client_host_address: bytes = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        request_data: bytes, request_principal: bytes | None, client_host_address: bytes
+    ) -> EnvelopeRequest: ...
+
+class EnvelopeResponse(MessageBase):
+    response_data: bytes | None
+    error_code: int
+    def __init__(self, *, response_data: bytes | None = ..., error_code: int = ...) -> None: ...
+    @staticmethod
+    def make(response_data: bytes | None, error_code: int) -> EnvelopeResponse: ...
+
+class FetchSnapshotRequest(MessageBase):
+    cluster_id: str | None
+    replica_id: int
+    max_bytes: int
+    topics: list[FetchSnapshotRequest.TopicSnapshot]
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        replica_id: int = ...,
+        max_bytes: int = ...,
+        topics: list[FetchSnapshotRequest.TopicSnapshot] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        cluster_id: str | None,
+        replica_id: int,
+        max_bytes: int,
+        topics: list[FetchSnapshotRequest.TopicSnapshot],
+    ) -> FetchSnapshotRequest: ...
+    class TopicSnapshot(MessageBase):
+        name: str
+        partitions: list[FetchSnapshotRequest.PartitionSnapshot]
+        def __init__(
+            self, *, name: str = ..., partitions: list[FetchSnapshotRequest.PartitionSnapshot] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[FetchSnapshotRequest.PartitionSnapshot]
+        ) -> FetchSnapshotRequest.TopicSnapshot: ...
+
+    class PartitionSnapshot(MessageBase):
+        partition: int
+        current_leader_epoch: int
+        snapshot_id: FetchSnapshotRequest.SnapshotId
+        position: int
+        replica_directory_id: uuid.UUID
+        def __init__(
+            self,
+            *,
+            partition: int = ...,
+            current_leader_epoch: int = ...,
+            snapshot_id: FetchSnapshotRequest.SnapshotId = ...,
+            position: int = ...,
+            replica_directory_id: uuid.UUID = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int,
+            current_leader_epoch: int,
+            snapshot_id: FetchSnapshotRequest.SnapshotId,
+            position: int,
+            replica_directory_id: uuid.UUID,
+        ) -> FetchSnapshotRequest.PartitionSnapshot: ...
+
+    class SnapshotId(MessageBase):
+        end_offset: int
+        epoch: int
+        def __init__(self, *, end_offset: int = ..., epoch: int = ...) -> None: ...
+        @staticmethod
+        def make(end_offset: int, epoch: int) -> FetchSnapshotRequest.SnapshotId: ...
+
+class FetchSnapshotResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    topics: list[FetchSnapshotResponse.TopicSnapshot]
+    node_endpoints: list[FetchSnapshotResponse.NodeEndpoint]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        topics: list[FetchSnapshotResponse.TopicSnapshot] = ...,
+        node_endpoints: list[FetchSnapshotResponse.NodeEndpoint] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        topics: list[FetchSnapshotResponse.TopicSnapshot],
+        node_endpoints: list[FetchSnapshotResponse.NodeEndpoint],
+    ) -> FetchSnapshotResponse: ...
+    class TopicSnapshot(MessageBase):
+        name: str
+        partitions: list[FetchSnapshotResponse.PartitionSnapshot]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[FetchSnapshotResponse.PartitionSnapshot] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[FetchSnapshotResponse.PartitionSnapshot]
+        ) -> FetchSnapshotResponse.TopicSnapshot: ...
+
+    class PartitionSnapshot(MessageBase):
+        index: int
+        error_code: int
+        snapshot_id: FetchSnapshotResponse.SnapshotId
+        current_leader: FetchSnapshotResponse.LeaderIdAndEpoch
+        size: int
+        position: int
+        unaligned_records: bytes | None
+        def __init__(
+            self,
+            *,
+            index: int = ...,
+            error_code: int = ...,
+            snapshot_id: FetchSnapshotResponse.SnapshotId = ...,
+            current_leader: FetchSnapshotResponse.LeaderIdAndEpoch = ...,
+            size: int = ...,
+            position: int = ...,
+            unaligned_records: bytes | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            index: int,
+            error_code: int,
+            snapshot_id: FetchSnapshotResponse.SnapshotId,
+            current_leader: FetchSnapshotResponse.LeaderIdAndEpoch,
+            size: int,
+            position: int,
+            unaligned_records: bytes | None,
+        ) -> FetchSnapshotResponse.PartitionSnapshot: ...
+
+    class SnapshotId(MessageBase):
+        end_offset: int
+        epoch: int
+        def __init__(self, *, end_offset: int = ..., epoch: int = ...) -> None: ...
+        @staticmethod
+        def make(end_offset: int, epoch: int) -> FetchSnapshotResponse.SnapshotId: ...
+
+    class LeaderIdAndEpoch(MessageBase):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+        @staticmethod
+        def make(leader_id: int, leader_epoch: int) -> FetchSnapshotResponse.LeaderIdAndEpoch: ...
+
+    class NodeEndpoint(MessageBase):
+        node_id: int
+        host: str
+        port: int
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(node_id: int, host: str, port: int) -> FetchSnapshotResponse.NodeEndpoint: ...
+
 class DescribeClusterRequest(MessageBase):
     include_cluster_authorized_operations: bool
     endpoint_type: int
@@ -1986,6 +5082,377 @@ class DescribeClusterResponse(MessageBase):
         def make(
             broker_id: int, host: str, port: int, rack: str | None
         ) -> DescribeClusterResponse.DescribeClusterBroker: ...
+
+class DescribeProducersRequest(MessageBase):
+    topics: list[DescribeProducersRequest.TopicRequest]
+    def __init__(self, *, topics: list[DescribeProducersRequest.TopicRequest] = ...) -> None: ...
+    @staticmethod
+    def make(topics: list[DescribeProducersRequest.TopicRequest]) -> DescribeProducersRequest: ...
+    class TopicRequest(MessageBase):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partition_indexes: list[int]
+        ) -> DescribeProducersRequest.TopicRequest: ...
+
+class DescribeProducersResponse(MessageBase):
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponse.TopicResponse]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        topics: list[DescribeProducersResponse.TopicResponse] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, topics: list[DescribeProducersResponse.TopicResponse]
+    ) -> DescribeProducersResponse: ...
+    class TopicResponse(MessageBase):
+        name: str
+        partitions: list[DescribeProducersResponse.PartitionResponse]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[DescribeProducersResponse.PartitionResponse] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, partitions: list[DescribeProducersResponse.PartitionResponse]
+        ) -> DescribeProducersResponse.TopicResponse: ...
+
+    class PartitionResponse(MessageBase):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        active_producers: list[DescribeProducersResponse.ProducerState]
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            active_producers: list[DescribeProducersResponse.ProducerState] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            error_code: int,
+            error_message: str | None,
+            active_producers: list[DescribeProducersResponse.ProducerState],
+        ) -> DescribeProducersResponse.PartitionResponse: ...
+
+    class ProducerState(MessageBase):
+        producer_id: int
+        producer_epoch: int
+        last_sequence: int
+        last_timestamp: int
+        coordinator_epoch: int
+        current_txn_start_offset: int
+        def __init__(
+            self,
+            *,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            last_sequence: int = ...,
+            last_timestamp: int = ...,
+            coordinator_epoch: int = ...,
+            current_txn_start_offset: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            producer_id: int,
+            producer_epoch: int,
+            last_sequence: int,
+            last_timestamp: int,
+            coordinator_epoch: int,
+            current_txn_start_offset: int,
+        ) -> DescribeProducersResponse.ProducerState: ...
+
+class BrokerRegistrationRequest(MessageBase):
+    broker_id: int
+    cluster_id: str
+    incarnation_id: uuid.UUID
+    listeners: list[BrokerRegistrationRequest.Listener]
+    features: list[BrokerRegistrationRequest.Feature]
+    rack: str | None
+    is_migrating_zk_broker: bool
+    log_dirs: list[uuid.UUID]
+    previous_broker_epoch: int
+    def __init__(
+        self,
+        *,
+        broker_id: int = ...,
+        cluster_id: str = ...,
+        incarnation_id: uuid.UUID = ...,
+        listeners: list[BrokerRegistrationRequest.Listener] = ...,
+        features: list[BrokerRegistrationRequest.Feature] = ...,
+        rack: str | None = ...,
+        is_migrating_zk_broker: bool = ...,
+        log_dirs: list[uuid.UUID] = ...,
+        previous_broker_epoch: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        broker_id: int,
+        cluster_id: str,
+        incarnation_id: uuid.UUID,
+        listeners: list[BrokerRegistrationRequest.Listener],
+        features: list[BrokerRegistrationRequest.Feature],
+        rack: str | None,
+        is_migrating_zk_broker: bool,
+        log_dirs: list[uuid.UUID],
+        previous_broker_epoch: int,
+    ) -> BrokerRegistrationRequest: ...
+    class Listener(MessageBase):
+        name: str
+        host: str
+        port: int
+        security_protocol: int
+        def __init__(
+            self, *, name: str = ..., host: str = ..., port: int = ..., security_protocol: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, host: str, port: int, security_protocol: int
+        ) -> BrokerRegistrationRequest.Listener: ...
+
+    class Feature(MessageBase):
+        name: str
+        min_supported_version: int
+        max_supported_version: int
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            min_supported_version: int = ...,
+            max_supported_version: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, min_supported_version: int, max_supported_version: int
+        ) -> BrokerRegistrationRequest.Feature: ...
+
+class BrokerRegistrationResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    broker_epoch: int
+    def __init__(
+        self, *, throttle_time_ms: int = ..., error_code: int = ..., broker_epoch: int = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, error_code: int, broker_epoch: int
+    ) -> BrokerRegistrationResponse: ...
+
+class BrokerHeartbeatRequest(MessageBase):
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shut_down: bool
+    offline_log_dirs: list[uuid.UUID]
+    def __init__(
+        self,
+        *,
+        broker_id: int = ...,
+        broker_epoch: int = ...,
+        current_metadata_offset: int = ...,
+        want_fence: bool = ...,
+        want_shut_down: bool = ...,
+        offline_log_dirs: list[uuid.UUID] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        offline_log_dirs: list[uuid.UUID],
+    ) -> BrokerHeartbeatRequest: ...
+
+class BrokerHeartbeatResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        is_caught_up: bool = ...,
+        is_fenced: bool = ...,
+        should_shut_down: bool = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        is_caught_up: bool,
+        is_fenced: bool,
+        should_shut_down: bool,
+    ) -> BrokerHeartbeatResponse: ...
+
+class UnregisterBrokerRequest(MessageBase):
+    broker_id: int
+    def __init__(self, *, broker_id: int = ...) -> None: ...
+    @staticmethod
+    def make(broker_id: int) -> UnregisterBrokerRequest: ...
+
+class UnregisterBrokerResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(
+        self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, error_code: int, error_message: str | None
+    ) -> UnregisterBrokerResponse: ...
+
+class DescribeTransactionsRequest(MessageBase):
+    transactional_ids: list[str]
+    def __init__(self, *, transactional_ids: list[str] = ...) -> None: ...
+    @staticmethod
+    def make(transactional_ids: list[str]) -> DescribeTransactionsRequest: ...
+
+class DescribeTransactionsResponse(MessageBase):
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponse.TransactionState]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        transaction_states: list[DescribeTransactionsResponse.TransactionState] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        transaction_states: list[DescribeTransactionsResponse.TransactionState],
+    ) -> DescribeTransactionsResponse: ...
+    class TransactionState(MessageBase):
+        error_code: int
+        transactional_id: str
+        transaction_state: str
+        transaction_timeout_ms: int
+        transaction_start_time_ms: int
+        producer_id: int
+        producer_epoch: int
+        topics: list[DescribeTransactionsResponse.TopicData]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            transactional_id: str = ...,
+            transaction_state: str = ...,
+            transaction_timeout_ms: int = ...,
+            transaction_start_time_ms: int = ...,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            topics: list[DescribeTransactionsResponse.TopicData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            transactional_id: str,
+            transaction_state: str,
+            transaction_timeout_ms: int,
+            transaction_start_time_ms: int,
+            producer_id: int,
+            producer_epoch: int,
+            topics: list[DescribeTransactionsResponse.TopicData],
+        ) -> DescribeTransactionsResponse.TransactionState: ...
+
+    class TopicData(MessageBase):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(topic: str, partitions: list[int]) -> DescribeTransactionsResponse.TopicData: ...
+
+class ListTransactionsRequest(MessageBase):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    def __init__(
+        self,
+        *,
+        state_filters: list[str] = ...,
+        producer_id_filters: list[int] = ...,
+        duration_filter: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        state_filters: list[str], producer_id_filters: list[int], duration_filter: int
+    ) -> ListTransactionsRequest: ...
+
+class ListTransactionsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponse.TransactionState]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        unknown_state_filters: list[str] = ...,
+        transaction_states: list[ListTransactionsResponse.TransactionState] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        unknown_state_filters: list[str],
+        transaction_states: list[ListTransactionsResponse.TransactionState],
+    ) -> ListTransactionsResponse: ...
+    class TransactionState(MessageBase):
+        transactional_id: str
+        producer_id: int
+        transaction_state: str
+        def __init__(
+            self,
+            *,
+            transactional_id: str = ...,
+            producer_id: int = ...,
+            transaction_state: str = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            transactional_id: str, producer_id: int, transaction_state: str
+        ) -> ListTransactionsResponse.TransactionState: ...
+
+class AllocateProducerIdsRequest(MessageBase):
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ...) -> None: ...
+    @staticmethod
+    def make(broker_id: int, broker_epoch: int) -> AllocateProducerIdsRequest: ...
+
+class AllocateProducerIdsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    producer_id_start: int
+    producer_id_len: int
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        producer_id_start: int = ...,
+        producer_id_len: int = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, error_code: int, producer_id_start: int, producer_id_len: int
+    ) -> AllocateProducerIdsResponse: ...
 
 class ConsumerGroupHeartbeatRequest(MessageBase):
     group_id: str
@@ -2203,6 +5670,70 @@ class ConsumerGroupDescribeResponse(MessageBase):
             topic_id: uuid.UUID, topic_name: str, partitions: list[int]
         ) -> ConsumerGroupDescribeResponse.TopicPartitions: ...
 
+class ControllerRegistrationRequest(MessageBase):
+    controller_id: int
+    incarnation_id: uuid.UUID
+    zk_migration_ready: bool
+    listeners: list[ControllerRegistrationRequest.Listener]
+    features: list[ControllerRegistrationRequest.Feature]
+    def __init__(
+        self,
+        *,
+        controller_id: int = ...,
+        incarnation_id: uuid.UUID = ...,
+        zk_migration_ready: bool = ...,
+        listeners: list[ControllerRegistrationRequest.Listener] = ...,
+        features: list[ControllerRegistrationRequest.Feature] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        controller_id: int,
+        incarnation_id: uuid.UUID,
+        zk_migration_ready: bool,
+        listeners: list[ControllerRegistrationRequest.Listener],
+        features: list[ControllerRegistrationRequest.Feature],
+    ) -> ControllerRegistrationRequest: ...
+    class Listener(MessageBase):
+        name: str
+        host: str
+        port: int
+        security_protocol: int
+        def __init__(
+            self, *, name: str = ..., host: str = ..., port: int = ..., security_protocol: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, host: str, port: int, security_protocol: int
+        ) -> ControllerRegistrationRequest.Listener: ...
+
+    class Feature(MessageBase):
+        name: str
+        min_supported_version: int
+        max_supported_version: int
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            min_supported_version: int = ...,
+            max_supported_version: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str, min_supported_version: int, max_supported_version: int
+        ) -> ControllerRegistrationRequest.Feature: ...
+
+class ControllerRegistrationResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(
+        self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, error_code: int, error_message: str | None
+    ) -> ControllerRegistrationResponse: ...
+
 class GetTelemetrySubscriptionsRequest(MessageBase):
     client_instance_id: uuid.UUID
     def __init__(self, *, client_instance_id: uuid.UUID = ...) -> None: ...
@@ -2244,3 +5775,1380 @@ class GetTelemetrySubscriptionsResponse(MessageBase):
         delta_temporality: bool,
         requested_metrics: list[str],
     ) -> GetTelemetrySubscriptionsResponse: ...
+
+class PushTelemetryRequest(MessageBase):
+    client_instance_id: uuid.UUID
+    subscription_id: int
+    terminating: bool
+    compression_type: int
+    metrics: bytes
+    def __init__(
+        self,
+        *,
+        client_instance_id: uuid.UUID = ...,
+        subscription_id: int = ...,
+        terminating: bool = ...,
+        compression_type: int = ...,
+        metrics: bytes = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        client_instance_id: uuid.UUID,
+        subscription_id: int,
+        terminating: bool,
+        compression_type: int,
+        metrics: bytes,
+    ) -> PushTelemetryRequest: ...
+
+class PushTelemetryResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+    @staticmethod
+    def make(throttle_time_ms: int, error_code: int) -> PushTelemetryResponse: ...
+
+class AssignReplicasToDirsRequest(MessageBase):
+    broker_id: int
+    broker_epoch: int
+    directories: list[AssignReplicasToDirsRequest.DirectoryData]
+    def __init__(
+        self,
+        *,
+        broker_id: int = ...,
+        broker_epoch: int = ...,
+        directories: list[AssignReplicasToDirsRequest.DirectoryData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        broker_id: int,
+        broker_epoch: int,
+        directories: list[AssignReplicasToDirsRequest.DirectoryData],
+    ) -> AssignReplicasToDirsRequest: ...
+    class DirectoryData(MessageBase):
+        id: uuid.UUID
+        topics: list[AssignReplicasToDirsRequest.TopicData]
+        def __init__(
+            self, *, id: uuid.UUID = ..., topics: list[AssignReplicasToDirsRequest.TopicData] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            id: uuid.UUID, topics: list[AssignReplicasToDirsRequest.TopicData]
+        ) -> AssignReplicasToDirsRequest.DirectoryData: ...
+
+    class TopicData(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[AssignReplicasToDirsRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[AssignReplicasToDirsRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[AssignReplicasToDirsRequest.PartitionData]
+        ) -> AssignReplicasToDirsRequest.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        def __init__(self, *, partition_index: int = ...) -> None: ...
+        @staticmethod
+        def make(partition_index: int) -> AssignReplicasToDirsRequest.PartitionData: ...
+
+class AssignReplicasToDirsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    directories: list[AssignReplicasToDirsResponse.DirectoryData]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        directories: list[AssignReplicasToDirsResponse.DirectoryData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        directories: list[AssignReplicasToDirsResponse.DirectoryData],
+    ) -> AssignReplicasToDirsResponse: ...
+    class DirectoryData(MessageBase):
+        id: uuid.UUID
+        topics: list[AssignReplicasToDirsResponse.TopicData]
+        def __init__(
+            self, *, id: uuid.UUID = ..., topics: list[AssignReplicasToDirsResponse.TopicData] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            id: uuid.UUID, topics: list[AssignReplicasToDirsResponse.TopicData]
+        ) -> AssignReplicasToDirsResponse.DirectoryData: ...
+
+    class TopicData(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[AssignReplicasToDirsResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[AssignReplicasToDirsResponse.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[AssignReplicasToDirsResponse.PartitionData]
+        ) -> AssignReplicasToDirsResponse.TopicData: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, error_code: int
+        ) -> AssignReplicasToDirsResponse.PartitionData: ...
+
+class ListClientMetricsResourcesRequest(MessageBase):
+    def __init__(self) -> None: ...
+    @staticmethod
+    def make() -> ListClientMetricsResourcesRequest: ...
+
+class ListClientMetricsResourcesResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    client_metrics_resources: list[ListClientMetricsResourcesResponse.ClientMetricsResource]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        client_metrics_resources: list[
+            ListClientMetricsResourcesResponse.ClientMetricsResource
+        ] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        client_metrics_resources: list[ListClientMetricsResourcesResponse.ClientMetricsResource],
+    ) -> ListClientMetricsResourcesResponse: ...
+    class ClientMetricsResource(MessageBase):
+        name: str
+        def __init__(self, *, name: str = ...) -> None: ...
+        @staticmethod
+        def make(name: str) -> ListClientMetricsResourcesResponse.ClientMetricsResource: ...
+
+class DescribeTopicPartitionsRequest(MessageBase):
+    topics: list[DescribeTopicPartitionsRequest.TopicRequest]
+    response_partition_limit: int
+    cursor: DescribeTopicPartitionsRequest.Cursor | None
+    def __init__(
+        self,
+        *,
+        topics: list[DescribeTopicPartitionsRequest.TopicRequest] = ...,
+        response_partition_limit: int = ...,
+        cursor: DescribeTopicPartitionsRequest.Cursor | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        topics: list[DescribeTopicPartitionsRequest.TopicRequest],
+        response_partition_limit: int,
+        cursor: DescribeTopicPartitionsRequest.Cursor | None,
+    ) -> DescribeTopicPartitionsRequest: ...
+    class TopicRequest(MessageBase):
+        name: str
+        def __init__(self, *, name: str = ...) -> None: ...
+        @staticmethod
+        def make(name: str) -> DescribeTopicPartitionsRequest.TopicRequest: ...
+
+    class Cursor(MessageBase):
+        topic_name: str
+        partition_index: int
+        def __init__(self, *, topic_name: str = ..., partition_index: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partition_index: int
+        ) -> DescribeTopicPartitionsRequest.Cursor: ...
+
+class DescribeTopicPartitionsResponse(MessageBase):
+    throttle_time_ms: int
+    topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic]
+    next_cursor: DescribeTopicPartitionsResponse.Cursor | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = ...,
+        next_cursor: DescribeTopicPartitionsResponse.Cursor | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic],
+        next_cursor: DescribeTopicPartitionsResponse.Cursor | None,
+    ) -> DescribeTopicPartitionsResponse: ...
+    class DescribeTopicPartitionsResponseTopic(MessageBase):
+        error_code: int
+        name: str | None
+        topic_id: uuid.UUID
+        is_internal: bool
+        partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition]
+        topic_authorized_operations: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            name: str | None = ...,
+            topic_id: uuid.UUID = ...,
+            is_internal: bool = ...,
+            partitions: list[
+                DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition
+            ] = ...,
+            topic_authorized_operations: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            name: str | None,
+            topic_id: uuid.UUID,
+            is_internal: bool,
+            partitions: list[
+                DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition
+            ],
+            topic_authorized_operations: int,
+        ) -> DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic: ...
+
+    class DescribeTopicPartitionsResponsePartition(MessageBase):
+        error_code: int
+        partition_index: int
+        leader_id: int
+        leader_epoch: int
+        replica_nodes: list[int]
+        isr_nodes: list[int]
+        eligible_leader_replicas: list[int] | None
+        last_known_elr: list[int] | None
+        offline_replicas: list[int]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            partition_index: int = ...,
+            leader_id: int = ...,
+            leader_epoch: int = ...,
+            replica_nodes: list[int] = ...,
+            isr_nodes: list[int] = ...,
+            eligible_leader_replicas: list[int] | None = ...,
+            last_known_elr: list[int] | None = ...,
+            offline_replicas: list[int] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            partition_index: int,
+            leader_id: int,
+            leader_epoch: int,
+            replica_nodes: list[int],
+            isr_nodes: list[int],
+            eligible_leader_replicas: list[int] | None,
+            last_known_elr: list[int] | None,
+            offline_replicas: list[int],
+        ) -> DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition: ...
+
+    class Cursor(MessageBase):
+        topic_name: str
+        partition_index: int
+        def __init__(self, *, topic_name: str = ..., partition_index: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partition_index: int
+        ) -> DescribeTopicPartitionsResponse.Cursor: ...
+
+class ShareGroupHeartbeatRequest(MessageBase):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        rack_id: str | None = ...,
+        subscribed_topic_names: list[str] | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        rack_id: str | None,
+        subscribed_topic_names: list[str] | None,
+    ) -> ShareGroupHeartbeatRequest: ...
+
+class ShareGroupHeartbeatResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponse.Assignment | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        member_id: str | None = ...,
+        member_epoch: int = ...,
+        heartbeat_interval_ms: int = ...,
+        assignment: ShareGroupHeartbeatResponse.Assignment | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        member_id: str | None,
+        member_epoch: int,
+        heartbeat_interval_ms: int,
+        assignment: ShareGroupHeartbeatResponse.Assignment | None,
+    ) -> ShareGroupHeartbeatResponse: ...
+    class Assignment(MessageBase):
+        topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions]
+        def __init__(
+            self, *, topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions],
+        ) -> ShareGroupHeartbeatResponse.Assignment: ...
+
+    class TopicPartitions(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[int]
+        def __init__(self, *, topic_id: uuid.UUID = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[int]
+        ) -> ShareGroupHeartbeatResponse.TopicPartitions: ...
+
+class ShareGroupDescribeRequest(MessageBase):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(
+        self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_ids: list[str], include_authorized_operations: bool
+    ) -> ShareGroupDescribeRequest: ...
+
+class ShareGroupDescribeResponse(MessageBase):
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponse.DescribedGroup]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        groups: list[ShareGroupDescribeResponse.DescribedGroup] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, groups: list[ShareGroupDescribeResponse.DescribedGroup]
+    ) -> ShareGroupDescribeResponse: ...
+    class DescribedGroup(MessageBase):
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ShareGroupDescribeResponse.Member]
+        authorized_operations: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            group_id: str = ...,
+            group_state: str = ...,
+            group_epoch: int = ...,
+            assignment_epoch: int = ...,
+            assignor_name: str = ...,
+            members: list[ShareGroupDescribeResponse.Member] = ...,
+            authorized_operations: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            error_message: str | None,
+            group_id: str,
+            group_state: str,
+            group_epoch: int,
+            assignment_epoch: int,
+            assignor_name: str,
+            members: list[ShareGroupDescribeResponse.Member],
+            authorized_operations: int,
+        ) -> ShareGroupDescribeResponse.DescribedGroup: ...
+
+    class Member(MessageBase):
+        member_id: str
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: list[str]
+        assignment: ShareGroupDescribeResponse.Assignment
+        def __init__(
+            self,
+            *,
+            member_id: str = ...,
+            rack_id: str | None = ...,
+            member_epoch: int = ...,
+            client_id: str = ...,
+            client_host: str = ...,
+            subscribed_topic_names: list[str] = ...,
+            assignment: ShareGroupDescribeResponse.Assignment = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            member_id: str,
+            rack_id: str | None,
+            member_epoch: int,
+            client_id: str,
+            client_host: str,
+            subscribed_topic_names: list[str],
+            assignment: ShareGroupDescribeResponse.Assignment,
+        ) -> ShareGroupDescribeResponse.Member: ...
+
+    class Assignment(MessageBase):
+        topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions]
+        def __init__(
+            self, *, topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions],
+        ) -> ShareGroupDescribeResponse.Assignment: ...
+
+    class TopicPartitions(MessageBase):
+        topic_id: uuid.UUID
+        topic_name: str
+        partitions: list[int]
+        def __init__(
+            self, *, topic_id: uuid.UUID = ..., topic_name: str = ..., partitions: list[int] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, topic_name: str, partitions: list[int]
+        ) -> ShareGroupDescribeResponse.TopicPartitions: ...
+
+class ShareFetchRequest(MessageBase):
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    topics: list[ShareFetchRequest.FetchTopic]
+    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
+    def __init__(
+        self,
+        *,
+        group_id: str | None = ...,
+        member_id: str | None = ...,
+        share_session_epoch: int = ...,
+        max_wait_ms: int = ...,
+        min_bytes: int = ...,
+        max_bytes: int = ...,
+        topics: list[ShareFetchRequest.FetchTopic] = ...,
+        forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str | None,
+        member_id: str | None,
+        share_session_epoch: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        topics: list[ShareFetchRequest.FetchTopic],
+        forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic],
+    ) -> ShareFetchRequest: ...
+    class FetchTopic(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[ShareFetchRequest.FetchPartition]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ShareFetchRequest.FetchPartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[ShareFetchRequest.FetchPartition]
+        ) -> ShareFetchRequest.FetchTopic: ...
+
+    class FetchPartition(MessageBase):
+        partition_index: int
+        partition_max_bytes: int
+        acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            partition_max_bytes: int = ...,
+            acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            partition_max_bytes: int,
+            acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch],
+        ) -> ShareFetchRequest.FetchPartition: ...
+
+    class AcknowledgementBatch(MessageBase):
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        def __init__(
+            self,
+            *,
+            first_offset: int = ...,
+            last_offset: int = ...,
+            acknowledge_types: list[int] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            first_offset: int, last_offset: int, acknowledge_types: list[int]
+        ) -> ShareFetchRequest.AcknowledgementBatch: ...
+
+    class ForgottenTopic(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[int]
+        def __init__(self, *, topic_id: uuid.UUID = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[int]
+        ) -> ShareFetchRequest.ForgottenTopic: ...
+
+class ShareFetchResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
+    node_endpoints: list[ShareFetchResponse.NodeEndpoint]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ...,
+        node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        responses: list[ShareFetchResponse.ShareFetchableTopicResponse],
+        node_endpoints: list[ShareFetchResponse.NodeEndpoint],
+    ) -> ShareFetchResponse: ...
+    class ShareFetchableTopicResponse(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[ShareFetchResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ShareFetchResponse.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[ShareFetchResponse.PartitionData]
+        ) -> ShareFetchResponse.ShareFetchableTopicResponse: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        acknowledge_error_code: int
+        acknowledge_error_message: str | None
+        current_leader: ShareFetchResponse.LeaderIdAndEpoch
+        records: bytes | None
+        acquired_records: list[ShareFetchResponse.AcquiredRecords]
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            acknowledge_error_code: int = ...,
+            acknowledge_error_message: str | None = ...,
+            current_leader: ShareFetchResponse.LeaderIdAndEpoch = ...,
+            records: bytes | None = ...,
+            acquired_records: list[ShareFetchResponse.AcquiredRecords] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            error_code: int,
+            error_message: str | None,
+            acknowledge_error_code: int,
+            acknowledge_error_message: str | None,
+            current_leader: ShareFetchResponse.LeaderIdAndEpoch,
+            records: bytes | None,
+            acquired_records: list[ShareFetchResponse.AcquiredRecords],
+        ) -> ShareFetchResponse.PartitionData: ...
+
+    class LeaderIdAndEpoch(MessageBase):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+        @staticmethod
+        def make(leader_id: int, leader_epoch: int) -> ShareFetchResponse.LeaderIdAndEpoch: ...
+
+    class AcquiredRecords(MessageBase):
+        first_offset: int
+        last_offset: int
+        delivery_count: int
+        def __init__(
+            self, *, first_offset: int = ..., last_offset: int = ..., delivery_count: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            first_offset: int, last_offset: int, delivery_count: int
+        ) -> ShareFetchResponse.AcquiredRecords: ...
+
+    class NodeEndpoint(MessageBase):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(
+            self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            node_id: int, host: str, port: int, rack: str | None
+        ) -> ShareFetchResponse.NodeEndpoint: ...
+
+class ShareAcknowledgeRequest(MessageBase):
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
+    def __init__(
+        self,
+        *,
+        group_id: str | None = ...,
+        member_id: str | None = ...,
+        share_session_epoch: int = ...,
+        topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str | None,
+        member_id: str | None,
+        share_session_epoch: int,
+        topics: list[ShareAcknowledgeRequest.AcknowledgeTopic],
+    ) -> ShareAcknowledgeRequest: ...
+    class AcknowledgeTopic(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[ShareAcknowledgeRequest.AcknowledgePartition]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[ShareAcknowledgeRequest.AcknowledgePartition]
+        ) -> ShareAcknowledgeRequest.AcknowledgeTopic: ...
+
+    class AcknowledgePartition(MessageBase):
+        partition_index: int
+        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch]
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch],
+        ) -> ShareAcknowledgeRequest.AcknowledgePartition: ...
+
+    class AcknowledgementBatch(MessageBase):
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        def __init__(
+            self,
+            *,
+            first_offset: int = ...,
+            last_offset: int = ...,
+            acknowledge_types: list[int] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            first_offset: int, last_offset: int, acknowledge_types: list[int]
+        ) -> ShareAcknowledgeRequest.AcknowledgementBatch: ...
+
+class ShareAcknowledgeResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
+    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ...,
+        node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse],
+        node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint],
+    ) -> ShareAcknowledgeResponse: ...
+    class ShareAcknowledgeTopicResponse(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[ShareAcknowledgeResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ShareAcknowledgeResponse.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[ShareAcknowledgeResponse.PartitionData]
+        ) -> ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse: ...
+
+    class PartitionData(MessageBase):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            error_code: int,
+            error_message: str | None,
+            current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch,
+        ) -> ShareAcknowledgeResponse.PartitionData: ...
+
+    class LeaderIdAndEpoch(MessageBase):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            leader_id: int, leader_epoch: int
+        ) -> ShareAcknowledgeResponse.LeaderIdAndEpoch: ...
+
+    class NodeEndpoint(MessageBase):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(
+            self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            node_id: int, host: str, port: int, rack: str | None
+        ) -> ShareAcknowledgeResponse.NodeEndpoint: ...
+
+class AddRaftVoterRequest(MessageBase):
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: list[AddRaftVoterRequest.Listener]
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        timeout_ms: int = ...,
+        voter_id: int = ...,
+        voter_directory_id: uuid.UUID = ...,
+        listeners: list[AddRaftVoterRequest.Listener] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        cluster_id: str | None,
+        timeout_ms: int,
+        voter_id: int,
+        voter_directory_id: uuid.UUID,
+        listeners: list[AddRaftVoterRequest.Listener],
+    ) -> AddRaftVoterRequest: ...
+    class Listener(MessageBase):
+        name: str
+        host: str
+        port: int
+        def __init__(self, *, name: str = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(name: str, host: str, port: int) -> AddRaftVoterRequest.Listener: ...
+
+class AddRaftVoterResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(
+        self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, error_code: int, error_message: str | None
+    ) -> AddRaftVoterResponse: ...
+
+class RemoveRaftVoterRequest(MessageBase):
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        voter_id: int = ...,
+        voter_directory_id: uuid.UUID = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        cluster_id: str | None, voter_id: int, voter_directory_id: uuid.UUID
+    ) -> RemoveRaftVoterRequest: ...
+
+class RemoveRaftVoterResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(
+        self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, error_code: int, error_message: str | None
+    ) -> RemoveRaftVoterResponse: ...
+
+class UpdateRaftVoterRequest(MessageBase):
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: list[UpdateRaftVoterRequest.Listener]
+    k_raft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        current_leader_epoch: int = ...,
+        voter_id: int = ...,
+        voter_directory_id: uuid.UUID = ...,
+        listeners: list[UpdateRaftVoterRequest.Listener] = ...,
+        k_raft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        cluster_id: str | None,
+        current_leader_epoch: int,
+        voter_id: int,
+        voter_directory_id: uuid.UUID,
+        listeners: list[UpdateRaftVoterRequest.Listener],
+        k_raft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature,
+    ) -> UpdateRaftVoterRequest: ...
+    class Listener(MessageBase):
+        name: str
+        host: str
+        port: int
+        def __init__(self, *, name: str = ..., host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(name: str, host: str, port: int) -> UpdateRaftVoterRequest.Listener: ...
+
+    class KRaftVersionFeature(MessageBase):
+        min_supported_version: int
+        max_supported_version: int
+        def __init__(
+            self, *, min_supported_version: int = ..., max_supported_version: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            min_supported_version: int, max_supported_version: int
+        ) -> UpdateRaftVoterRequest.KRaftVersionFeature: ...
+
+class UpdateRaftVoterResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    current_leader: UpdateRaftVoterResponse.CurrentLeader
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        current_leader: UpdateRaftVoterResponse.CurrentLeader = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        current_leader: UpdateRaftVoterResponse.CurrentLeader,
+    ) -> UpdateRaftVoterResponse: ...
+    class CurrentLeader(MessageBase):
+        leader_id: int
+        leader_epoch: int
+        host: str
+        port: int
+        def __init__(
+            self, *, leader_id: int = ..., leader_epoch: int = ..., host: str = ..., port: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            leader_id: int, leader_epoch: int, host: str, port: int
+        ) -> UpdateRaftVoterResponse.CurrentLeader: ...
+
+class InitializeShareGroupStateRequest(MessageBase):
+    group_id: str
+    topics: list[InitializeShareGroupStateRequest.InitializeStateData]
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        topics: list[InitializeShareGroupStateRequest.InitializeStateData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str, topics: list[InitializeShareGroupStateRequest.InitializeStateData]
+    ) -> InitializeShareGroupStateRequest: ...
+    class InitializeStateData(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[InitializeShareGroupStateRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[InitializeShareGroupStateRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[InitializeShareGroupStateRequest.PartitionData]
+        ) -> InitializeShareGroupStateRequest.InitializeStateData: ...
+
+    class PartitionData(MessageBase):
+        partition: int
+        state_epoch: int
+        start_offset: int
+        def __init__(
+            self, *, partition: int = ..., state_epoch: int = ..., start_offset: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int, state_epoch: int, start_offset: int
+        ) -> InitializeShareGroupStateRequest.PartitionData: ...
+
+class InitializeShareGroupStateResponse(MessageBase):
+    results: list[InitializeShareGroupStateResponse.InitializeStateResult]
+    def __init__(
+        self, *, results: list[InitializeShareGroupStateResponse.InitializeStateResult] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        results: list[InitializeShareGroupStateResponse.InitializeStateResult],
+    ) -> InitializeShareGroupStateResponse: ...
+    class InitializeStateResult(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[InitializeShareGroupStateResponse.PartitionResult]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[InitializeShareGroupStateResponse.PartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[InitializeShareGroupStateResponse.PartitionResult]
+        ) -> InitializeShareGroupStateResponse.InitializeStateResult: ...
+
+    class PartitionResult(MessageBase):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int, error_code: int, error_message: str | None
+        ) -> InitializeShareGroupStateResponse.PartitionResult: ...
+
+class ReadShareGroupStateRequest(MessageBase):
+    group_id: str
+    topics: list[ReadShareGroupStateRequest.ReadStateData]
+    def __init__(
+        self, *, group_id: str = ..., topics: list[ReadShareGroupStateRequest.ReadStateData] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str, topics: list[ReadShareGroupStateRequest.ReadStateData]
+    ) -> ReadShareGroupStateRequest: ...
+    class ReadStateData(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[ReadShareGroupStateRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ReadShareGroupStateRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[ReadShareGroupStateRequest.PartitionData]
+        ) -> ReadShareGroupStateRequest.ReadStateData: ...
+
+    class PartitionData(MessageBase):
+        partition: int
+        leader_epoch: int
+        def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+        @staticmethod
+        def make(partition: int, leader_epoch: int) -> ReadShareGroupStateRequest.PartitionData: ...
+
+class ReadShareGroupStateResponse(MessageBase):
+    results: list[ReadShareGroupStateResponse.ReadStateResult]
+    def __init__(
+        self, *, results: list[ReadShareGroupStateResponse.ReadStateResult] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        results: list[ReadShareGroupStateResponse.ReadStateResult],
+    ) -> ReadShareGroupStateResponse: ...
+    class ReadStateResult(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[ReadShareGroupStateResponse.PartitionResult]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ReadShareGroupStateResponse.PartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[ReadShareGroupStateResponse.PartitionResult]
+        ) -> ReadShareGroupStateResponse.ReadStateResult: ...
+
+    class PartitionResult(MessageBase):
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        start_offset: int
+        state_batches: list[ReadShareGroupStateResponse.StateBatch]
+        def __init__(
+            self,
+            *,
+            partition: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            state_epoch: int = ...,
+            start_offset: int = ...,
+            state_batches: list[ReadShareGroupStateResponse.StateBatch] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int,
+            error_code: int,
+            error_message: str | None,
+            state_epoch: int,
+            start_offset: int,
+            state_batches: list[ReadShareGroupStateResponse.StateBatch],
+        ) -> ReadShareGroupStateResponse.PartitionResult: ...
+
+    class StateBatch(MessageBase):
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        def __init__(
+            self,
+            *,
+            first_offset: int = ...,
+            last_offset: int = ...,
+            delivery_state: int = ...,
+            delivery_count: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            first_offset: int, last_offset: int, delivery_state: int, delivery_count: int
+        ) -> ReadShareGroupStateResponse.StateBatch: ...
+
+class WriteShareGroupStateRequest(MessageBase):
+    group_id: str
+    topics: list[WriteShareGroupStateRequest.WriteStateData]
+    def __init__(
+        self, *, group_id: str = ..., topics: list[WriteShareGroupStateRequest.WriteStateData] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str, topics: list[WriteShareGroupStateRequest.WriteStateData]
+    ) -> WriteShareGroupStateRequest: ...
+    class WriteStateData(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[WriteShareGroupStateRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[WriteShareGroupStateRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[WriteShareGroupStateRequest.PartitionData]
+        ) -> WriteShareGroupStateRequest.WriteStateData: ...
+
+    class PartitionData(MessageBase):
+        partition: int
+        state_epoch: int
+        leader_epoch: int
+        start_offset: int
+        state_batches: list[WriteShareGroupStateRequest.StateBatch]
+        def __init__(
+            self,
+            *,
+            partition: int = ...,
+            state_epoch: int = ...,
+            leader_epoch: int = ...,
+            start_offset: int = ...,
+            state_batches: list[WriteShareGroupStateRequest.StateBatch] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int,
+            state_epoch: int,
+            leader_epoch: int,
+            start_offset: int,
+            state_batches: list[WriteShareGroupStateRequest.StateBatch],
+        ) -> WriteShareGroupStateRequest.PartitionData: ...
+
+    class StateBatch(MessageBase):
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        def __init__(
+            self,
+            *,
+            first_offset: int = ...,
+            last_offset: int = ...,
+            delivery_state: int = ...,
+            delivery_count: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            first_offset: int, last_offset: int, delivery_state: int, delivery_count: int
+        ) -> WriteShareGroupStateRequest.StateBatch: ...
+
+class WriteShareGroupStateResponse(MessageBase):
+    results: list[WriteShareGroupStateResponse.WriteStateResult]
+    def __init__(
+        self, *, results: list[WriteShareGroupStateResponse.WriteStateResult] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        results: list[WriteShareGroupStateResponse.WriteStateResult],
+    ) -> WriteShareGroupStateResponse: ...
+    class WriteStateResult(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[WriteShareGroupStateResponse.PartitionResult]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[WriteShareGroupStateResponse.PartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[WriteShareGroupStateResponse.PartitionResult]
+        ) -> WriteShareGroupStateResponse.WriteStateResult: ...
+
+    class PartitionResult(MessageBase):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int, error_code: int, error_message: str | None
+        ) -> WriteShareGroupStateResponse.PartitionResult: ...
+
+class DeleteShareGroupStateRequest(MessageBase):
+    group_id: str
+    topics: list[DeleteShareGroupStateRequest.DeleteStateData]
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        topics: list[DeleteShareGroupStateRequest.DeleteStateData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str, topics: list[DeleteShareGroupStateRequest.DeleteStateData]
+    ) -> DeleteShareGroupStateRequest: ...
+    class DeleteStateData(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[DeleteShareGroupStateRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[DeleteShareGroupStateRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[DeleteShareGroupStateRequest.PartitionData]
+        ) -> DeleteShareGroupStateRequest.DeleteStateData: ...
+
+    class PartitionData(MessageBase):
+        partition: int
+        def __init__(self, *, partition: int = ...) -> None: ...
+        @staticmethod
+        def make(partition: int) -> DeleteShareGroupStateRequest.PartitionData: ...
+
+class DeleteShareGroupStateResponse(MessageBase):
+    results: list[DeleteShareGroupStateResponse.DeleteStateResult]
+    def __init__(
+        self, *, results: list[DeleteShareGroupStateResponse.DeleteStateResult] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        results: list[DeleteShareGroupStateResponse.DeleteStateResult],
+    ) -> DeleteShareGroupStateResponse: ...
+    class DeleteStateResult(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[DeleteShareGroupStateResponse.PartitionResult]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[DeleteShareGroupStateResponse.PartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[DeleteShareGroupStateResponse.PartitionResult]
+        ) -> DeleteShareGroupStateResponse.DeleteStateResult: ...
+
+    class PartitionResult(MessageBase):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int, error_code: int, error_message: str | None
+        ) -> DeleteShareGroupStateResponse.PartitionResult: ...
+
+class ReadShareGroupStateSummaryRequest(MessageBase):
+    group_id: str
+    topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData]
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str, topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData]
+    ) -> ReadShareGroupStateSummaryRequest: ...
+    class ReadStateSummaryData(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[ReadShareGroupStateSummaryRequest.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ReadShareGroupStateSummaryRequest.PartitionData] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[ReadShareGroupStateSummaryRequest.PartitionData]
+        ) -> ReadShareGroupStateSummaryRequest.ReadStateSummaryData: ...
+
+    class PartitionData(MessageBase):
+        partition: int
+        leader_epoch: int
+        def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            partition: int, leader_epoch: int
+        ) -> ReadShareGroupStateSummaryRequest.PartitionData: ...
+
+class ReadShareGroupStateSummaryResponse(MessageBase):
+    results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult]
+    def __init__(
+        self, *, results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult],
+    ) -> ReadShareGroupStateSummaryResponse: ...
+    class ReadStateSummaryResult(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID,
+            partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult],
+        ) -> ReadShareGroupStateSummaryResponse.ReadStateSummaryResult: ...
+
+    class PartitionResult(MessageBase):
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        start_offset: int
+        def __init__(
+            self,
+            *,
+            partition: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            state_epoch: int = ...,
+            start_offset: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition: int,
+            error_code: int,
+            error_message: str | None,
+            state_epoch: int,
+            start_offset: int,
+        ) -> ReadShareGroupStateSummaryResponse.PartitionResult: ...

@@ -33,7 +33,7 @@ def field_src(f: dict, indent: str) -> str:
         args.append(f"nullable={f['nullableVersions']!r}")
     if f.get("taggedVersions"):
         args.append(f"tagged={f['taggedVersions']!r}")
-        args.append(f"tag={f['tag']!r}")
+        args.append(f"tag={int(f['tag'])!r}")  # a few upstream files spell it "0"
     if "default" in f:
         # JSON null and the string "null" mean the same; numbers and booleans become text.
         raw = f["default"]
@@ -97,10 +97,15 @@ def write(out: Path, doc: str, specs: list[dict]) -> None:
 
 def main(spec_dir: str) -> None:
     root = Path(spec_dir)
-    msgs = sorted(
-        (load_json(p) for p in (root / "message").glob("*.json")),
-        key=lambda s: (s.get("apiKey", -1), s["name"]),
-    )
+    msgs = [load_json(p) for p in (root / "message").glob("*.json")]
+    # Every other API from the 4.0-line snapshot; the messages in message/ keep their own
+    # (served and tested) versions.
+    have = {s["name"] for s in msgs}
+    for p in (root / "kafka-4.0-snapshot" / "message").glob("*.json"):
+        spec = load_json(p)
+        if spec["type"] in ("request", "response") and spec["name"] not in have:
+            msgs.append(spec)
+    msgs.sort(key=lambda s: (s.get("apiKey", -1), s["name"]))
     write(HERE / "messages.py", "Kafka wire messages, every served version.", msgs)
     recs = sorted(
         (load_json(p) for p in (root / "coordinator").glob("*.json")), key=lambda s: s["name"]

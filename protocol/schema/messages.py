@@ -430,6 +430,277 @@ MetadataResponse = Message(
 )
 
 
+LeaderAndIsrRequest = Message(
+    "LeaderAndIsrRequest",
+    "request",
+    valid="0-7",
+    flexible="4+",
+    api_key=4,
+    fields=(
+        F("ControllerId", "int32", "0+"),
+        F("isKRaftController", "bool", "7+", default="false"),
+        F("ControllerEpoch", "int32", "0+"),
+        F("BrokerEpoch", "int64", "2+", default="-1"),
+        F("Type", "int8", "5+"),
+        F("UngroupedPartitionStates", "[]LeaderAndIsrPartitionState", "0-1"),
+        F(
+            "TopicStates",
+            "[]LeaderAndIsrTopicState",
+            "2+",
+            fields=(
+                F("TopicName", "string", "2+"),
+                F("TopicId", "uuid", "5+"),
+                F("PartitionStates", "[]LeaderAndIsrPartitionState", "2+"),
+            ),
+        ),
+        F(
+            "LiveLeaders",
+            "[]LeaderAndIsrLiveLeader",
+            "0+",
+            fields=(
+                F("BrokerId", "int32", "0+"),
+                F("HostName", "string", "0+"),
+                F("Port", "int32", "0+"),
+            ),
+        ),
+    ),
+    common=(
+        Struct(
+            "LeaderAndIsrPartitionState",
+            fields=(
+                F("TopicName", "string", "0-1"),
+                F("PartitionIndex", "int32", "0+"),
+                F("ControllerEpoch", "int32", "0+"),
+                F("Leader", "int32", "0+"),
+                F("LeaderEpoch", "int32", "0+"),
+                F("Isr", "[]int32", "0+"),
+                F("PartitionEpoch", "int32", "0+"),
+                F("Replicas", "[]int32", "0+"),
+                F("AddingReplicas", "[]int32", "3+"),
+                F("RemovingReplicas", "[]int32", "3+"),
+                F("IsNew", "bool", "1+", default="false"),
+                F("LeaderRecoveryState", "int8", "6+", default="0"),
+            ),
+        ),
+    ),
+)
+
+
+LeaderAndIsrResponse = Message(
+    "LeaderAndIsrResponse",
+    "response",
+    valid="0-7",
+    flexible="4+",
+    api_key=4,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F("PartitionErrors", "[]LeaderAndIsrPartitionError", "0-4"),
+        F(
+            "Topics",
+            "[]LeaderAndIsrTopicError",
+            "5+",
+            fields=(
+                F("TopicId", "uuid", "5+"),
+                F("PartitionErrors", "[]LeaderAndIsrPartitionError", "5+"),
+            ),
+        ),
+    ),
+    common=(
+        Struct(
+            "LeaderAndIsrPartitionError",
+            fields=(
+                F("TopicName", "string", "0-4"),
+                F("PartitionIndex", "int32", "0+"),
+                F("ErrorCode", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+StopReplicaRequest = Message(
+    "StopReplicaRequest",
+    "request",
+    valid="0-4",
+    flexible="2+",
+    api_key=5,
+    fields=(
+        F("ControllerId", "int32", "0+"),
+        F("isKRaftController", "bool", "4+", default="false"),
+        F("ControllerEpoch", "int32", "0+"),
+        F("BrokerEpoch", "int64", "1+", default="-1"),
+        F("DeletePartitions", "bool", "0-2"),
+        F(
+            "UngroupedPartitions",
+            "[]StopReplicaPartitionV0",
+            "0",
+            fields=(
+                F("TopicName", "string", "0"),
+                F("PartitionIndex", "int32", "0"),
+            ),
+        ),
+        F(
+            "Topics",
+            "[]StopReplicaTopicV1",
+            "1-2",
+            fields=(
+                F("Name", "string", "1-2"),
+                F("PartitionIndexes", "[]int32", "1-2"),
+            ),
+        ),
+        F(
+            "TopicStates",
+            "[]StopReplicaTopicState",
+            "3+",
+            fields=(
+                F("TopicName", "string", "3+"),
+                F(
+                    "PartitionStates",
+                    "[]StopReplicaPartitionState",
+                    "3+",
+                    fields=(
+                        F("PartitionIndex", "int32", "3+"),
+                        F("LeaderEpoch", "int32", "3+", default="-1"),
+                        F("DeletePartition", "bool", "3+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+StopReplicaResponse = Message(
+    "StopReplicaResponse",
+    "response",
+    valid="0-4",
+    flexible="2+",
+    api_key=5,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "PartitionErrors",
+            "[]StopReplicaPartitionError",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F("PartitionIndex", "int32", "0+"),
+                F("ErrorCode", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+UpdateMetadataRequest = Message(
+    "UpdateMetadataRequest",
+    "request",
+    valid="0-8",
+    flexible="6+",
+    api_key=6,
+    fields=(
+        F("ControllerId", "int32", "0+"),
+        F("isKRaftController", "bool", "8+", default="false"),
+        F("Type", "int8", "8+", tagged="8+", tag=0, default="0"),
+        F("ControllerEpoch", "int32", "0+"),
+        F("BrokerEpoch", "int64", "5+", default="-1"),
+        F("UngroupedPartitionStates", "[]UpdateMetadataPartitionState", "0-4"),
+        F(
+            "TopicStates",
+            "[]UpdateMetadataTopicState",
+            "5+",
+            fields=(
+                F("TopicName", "string", "5+"),
+                F("TopicId", "uuid", "7+"),
+                F("PartitionStates", "[]UpdateMetadataPartitionState", "5+"),
+            ),
+        ),
+        F(
+            "LiveBrokers",
+            "[]UpdateMetadataBroker",
+            "0+",
+            fields=(
+                F("Id", "int32", "0+"),
+                F("V0Host", "string", "0"),
+                F("V0Port", "int32", "0"),
+                F(
+                    "Endpoints",
+                    "[]UpdateMetadataEndpoint",
+                    "1+",
+                    fields=(
+                        F("Port", "int32", "1+"),
+                        F("Host", "string", "1+"),
+                        F("Listener", "string", "3+"),
+                        F("SecurityProtocol", "int16", "1+"),
+                    ),
+                ),
+                F("Rack", "string", "2+", nullable="0+"),
+            ),
+        ),
+    ),
+    common=(
+        Struct(
+            "UpdateMetadataPartitionState",
+            fields=(
+                F("TopicName", "string", "0-4"),
+                F("PartitionIndex", "int32", "0+"),
+                F("ControllerEpoch", "int32", "0+"),
+                F("Leader", "int32", "0+"),
+                F("LeaderEpoch", "int32", "0+"),
+                F("Isr", "[]int32", "0+"),
+                F("ZkVersion", "int32", "0+"),
+                F("Replicas", "[]int32", "0+"),
+                F("OfflineReplicas", "[]int32", "4+"),
+            ),
+        ),
+    ),
+)
+
+
+UpdateMetadataResponse = Message(
+    "UpdateMetadataResponse",
+    "response",
+    valid="0-8",
+    flexible="6+",
+    api_key=6,
+    fields=(F("ErrorCode", "int16", "0+"),),
+)
+
+
+ControlledShutdownRequest = Message(
+    "ControlledShutdownRequest",
+    "request",
+    valid="0-3",
+    flexible="3+",
+    api_key=7,
+    fields=(
+        F("BrokerId", "int32", "0+"),
+        F("BrokerEpoch", "int64", "2+", default="-1"),
+    ),
+)
+
+
+ControlledShutdownResponse = Message(
+    "ControlledShutdownResponse",
+    "response",
+    valid="0-3",
+    flexible="3+",
+    api_key=7,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "RemainingPartitions",
+            "[]RemainingPartition",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F("PartitionIndex", "int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
 OffsetCommitRequest = Message(
     "OffsetCommitRequest",
     "request",
@@ -1115,6 +1386,65 @@ DeleteTopicsResponse = Message(
 )
 
 
+DeleteRecordsRequest = Message(
+    "DeleteRecordsRequest",
+    "request",
+    valid="0-2",
+    flexible="2+",
+    api_key=21,
+    fields=(
+        F(
+            "Topics",
+            "[]DeleteRecordsTopic",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]DeleteRecordsPartition",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("Offset", "int64", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F("TimeoutMs", "int32", "0+"),
+    ),
+)
+
+
+DeleteRecordsResponse = Message(
+    "DeleteRecordsResponse",
+    "response",
+    valid="0-2",
+    flexible="2+",
+    api_key=21,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Topics",
+            "[]DeleteRecordsTopicResult",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]DeleteRecordsPartitionResult",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("LowWatermark", "int64", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
 InitProducerIdRequest = Message(
     "InitProducerIdRequest",
     "request",
@@ -1141,6 +1471,494 @@ InitProducerIdResponse = Message(
         F("ErrorCode", "int16", "0+"),
         F("ProducerId", "int64", "0+", default="-1"),
         F("ProducerEpoch", "int16", "0+"),
+    ),
+)
+
+
+OffsetForLeaderEpochRequest = Message(
+    "OffsetForLeaderEpochRequest",
+    "request",
+    valid="0-4",
+    flexible="4+",
+    api_key=23,
+    fields=(
+        F("ReplicaId", "int32", "3+", default="-2"),
+        F(
+            "Topics",
+            "[]OffsetForLeaderTopic",
+            "0+",
+            fields=(
+                F("Topic", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]OffsetForLeaderPartition",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("CurrentLeaderEpoch", "int32", "2+", default="-1"),
+                        F("LeaderEpoch", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+OffsetForLeaderEpochResponse = Message(
+    "OffsetForLeaderEpochResponse",
+    "response",
+    valid="0-4",
+    flexible="4+",
+    api_key=23,
+    fields=(
+        F("ThrottleTimeMs", "int32", "2+"),
+        F(
+            "Topics",
+            "[]OffsetForLeaderTopicResult",
+            "0+",
+            fields=(
+                F("Topic", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]EpochEndOffset",
+                    "0+",
+                    fields=(
+                        F("ErrorCode", "int16", "0+"),
+                        F("Partition", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "1+", default="-1"),
+                        F("EndOffset", "int64", "0+", default="-1"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+AddPartitionsToTxnRequest = Message(
+    "AddPartitionsToTxnRequest",
+    "request",
+    valid="0-5",
+    flexible="3+",
+    api_key=24,
+    fields=(
+        F(
+            "Transactions",
+            "[]AddPartitionsToTxnTransaction",
+            "4+",
+            fields=(
+                F("TransactionalId", "string", "4+"),
+                F("ProducerId", "int64", "4+"),
+                F("ProducerEpoch", "int16", "4+"),
+                F("VerifyOnly", "bool", "4+", default="false"),
+                F("Topics", "[]AddPartitionsToTxnTopic", "4+"),
+            ),
+        ),
+        F("V3AndBelowTransactionalId", "string", "0-3"),
+        F("V3AndBelowProducerId", "int64", "0-3"),
+        F("V3AndBelowProducerEpoch", "int16", "0-3"),
+        F("V3AndBelowTopics", "[]AddPartitionsToTxnTopic", "0-3"),
+    ),
+    common=(
+        Struct(
+            "AddPartitionsToTxnTopic",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+AddPartitionsToTxnResponse = Message(
+    "AddPartitionsToTxnResponse",
+    "response",
+    valid="0-5",
+    flexible="3+",
+    api_key=24,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "4+"),
+        F(
+            "ResultsByTransaction",
+            "[]AddPartitionsToTxnResult",
+            "4+",
+            fields=(
+                F("TransactionalId", "string", "4+"),
+                F("TopicResults", "[]AddPartitionsToTxnTopicResult", "4+"),
+            ),
+        ),
+        F("ResultsByTopicV3AndBelow", "[]AddPartitionsToTxnTopicResult", "0-3"),
+    ),
+    common=(
+        Struct(
+            "AddPartitionsToTxnTopicResult",
+            fields=(
+                F("Name", "string", "0+"),
+                F("ResultsByPartition", "[]AddPartitionsToTxnPartitionResult", "0+"),
+            ),
+        ),
+        Struct(
+            "AddPartitionsToTxnPartitionResult",
+            fields=(
+                F("PartitionIndex", "int32", "0+"),
+                F("PartitionErrorCode", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+AddOffsetsToTxnRequest = Message(
+    "AddOffsetsToTxnRequest",
+    "request",
+    valid="0-4",
+    flexible="3+",
+    api_key=25,
+    fields=(
+        F("TransactionalId", "string", "0+"),
+        F("ProducerId", "int64", "0+"),
+        F("ProducerEpoch", "int16", "0+"),
+        F("GroupId", "string", "0+"),
+    ),
+)
+
+
+AddOffsetsToTxnResponse = Message(
+    "AddOffsetsToTxnResponse",
+    "response",
+    valid="0-4",
+    flexible="3+",
+    api_key=25,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+    ),
+)
+
+
+EndTxnRequest = Message(
+    "EndTxnRequest",
+    "request",
+    valid="0-5",
+    flexible="3+",
+    api_key=26,
+    fields=(
+        F("TransactionalId", "string", "0+"),
+        F("ProducerId", "int64", "0+"),
+        F("ProducerEpoch", "int16", "0+"),
+        F("Committed", "bool", "0+"),
+    ),
+)
+
+
+EndTxnResponse = Message(
+    "EndTxnResponse",
+    "response",
+    valid="0-5",
+    flexible="3+",
+    api_key=26,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ProducerId", "int64", "5+", default="-1"),
+        F("ProducerEpoch", "int16", "5+", default="-1"),
+    ),
+)
+
+
+WriteTxnMarkersRequest = Message(
+    "WriteTxnMarkersRequest",
+    "request",
+    valid="0-1",
+    flexible="1+",
+    api_key=27,
+    fields=(
+        F(
+            "Markers",
+            "[]WritableTxnMarker",
+            "0+",
+            fields=(
+                F("ProducerId", "int64", "0+"),
+                F("ProducerEpoch", "int16", "0+"),
+                F("TransactionResult", "bool", "0+"),
+                F(
+                    "Topics",
+                    "[]WritableTxnMarkerTopic",
+                    "0+",
+                    fields=(
+                        F("Name", "string", "0+"),
+                        F("PartitionIndexes", "[]int32", "0+"),
+                    ),
+                ),
+                F("CoordinatorEpoch", "int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+WriteTxnMarkersResponse = Message(
+    "WriteTxnMarkersResponse",
+    "response",
+    valid="0-1",
+    flexible="1+",
+    api_key=27,
+    fields=(
+        F(
+            "Markers",
+            "[]WritableTxnMarkerResult",
+            "0+",
+            fields=(
+                F("ProducerId", "int64", "0+"),
+                F(
+                    "Topics",
+                    "[]WritableTxnMarkerTopicResult",
+                    "0+",
+                    fields=(
+                        F("Name", "string", "0+"),
+                        F(
+                            "Partitions",
+                            "[]WritableTxnMarkerPartitionResult",
+                            "0+",
+                            fields=(
+                                F("PartitionIndex", "int32", "0+"),
+                                F("ErrorCode", "int16", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+TxnOffsetCommitRequest = Message(
+    "TxnOffsetCommitRequest",
+    "request",
+    valid="0-4",
+    flexible="3+",
+    api_key=28,
+    fields=(
+        F("TransactionalId", "string", "0+"),
+        F("GroupId", "string", "0+"),
+        F("ProducerId", "int64", "0+"),
+        F("ProducerEpoch", "int16", "0+"),
+        F("GenerationId", "int32", "3+", default="-1"),
+        F("MemberId", "string", "3+", default=""),
+        F("GroupInstanceId", "string", "3+", nullable="3+", default="null"),
+        F(
+            "Topics",
+            "[]TxnOffsetCommitRequestTopic",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]TxnOffsetCommitRequestPartition",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("CommittedOffset", "int64", "0+"),
+                        F("CommittedLeaderEpoch", "int32", "2+", default="-1"),
+                        F("CommittedMetadata", "string", "0+", nullable="0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+TxnOffsetCommitResponse = Message(
+    "TxnOffsetCommitResponse",
+    "response",
+    valid="0-4",
+    flexible="3+",
+    api_key=28,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Topics",
+            "[]TxnOffsetCommitResponseTopic",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]TxnOffsetCommitResponsePartition",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+DescribeAclsRequest = Message(
+    "DescribeAclsRequest",
+    "request",
+    valid="0-3",
+    flexible="2+",
+    api_key=29,
+    fields=(
+        F("ResourceTypeFilter", "int8", "0+"),
+        F("ResourceNameFilter", "string", "0+", nullable="0+"),
+        F("PatternTypeFilter", "int8", "1+", default="3"),
+        F("PrincipalFilter", "string", "0+", nullable="0+"),
+        F("HostFilter", "string", "0+", nullable="0+"),
+        F("Operation", "int8", "0+"),
+        F("PermissionType", "int8", "0+"),
+    ),
+)
+
+
+DescribeAclsResponse = Message(
+    "DescribeAclsResponse",
+    "response",
+    valid="0-3",
+    flexible="2+",
+    api_key=29,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+        F(
+            "Resources",
+            "[]DescribeAclsResource",
+            "0+",
+            fields=(
+                F("ResourceType", "int8", "0+"),
+                F("ResourceName", "string", "0+"),
+                F("PatternType", "int8", "1+", default="3"),
+                F(
+                    "Acls",
+                    "[]AclDescription",
+                    "0+",
+                    fields=(
+                        F("Principal", "string", "0+"),
+                        F("Host", "string", "0+"),
+                        F("Operation", "int8", "0+"),
+                        F("PermissionType", "int8", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+CreateAclsRequest = Message(
+    "CreateAclsRequest",
+    "request",
+    valid="0-3",
+    flexible="2+",
+    api_key=30,
+    fields=(
+        F(
+            "Creations",
+            "[]AclCreation",
+            "0+",
+            fields=(
+                F("ResourceType", "int8", "0+"),
+                F("ResourceName", "string", "0+"),
+                F("ResourcePatternType", "int8", "1+", default="3"),
+                F("Principal", "string", "0+"),
+                F("Host", "string", "0+"),
+                F("Operation", "int8", "0+"),
+                F("PermissionType", "int8", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+CreateAclsResponse = Message(
+    "CreateAclsResponse",
+    "response",
+    valid="0-3",
+    flexible="2+",
+    api_key=30,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Results",
+            "[]AclCreationResult",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ),
+)
+
+
+DeleteAclsRequest = Message(
+    "DeleteAclsRequest",
+    "request",
+    valid="0-3",
+    flexible="2+",
+    api_key=31,
+    fields=(
+        F(
+            "Filters",
+            "[]DeleteAclsFilter",
+            "0+",
+            fields=(
+                F("ResourceTypeFilter", "int8", "0+"),
+                F("ResourceNameFilter", "string", "0+", nullable="0+"),
+                F("PatternTypeFilter", "int8", "1+", default="3"),
+                F("PrincipalFilter", "string", "0+", nullable="0+"),
+                F("HostFilter", "string", "0+", nullable="0+"),
+                F("Operation", "int8", "0+"),
+                F("PermissionType", "int8", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+DeleteAclsResponse = Message(
+    "DeleteAclsResponse",
+    "response",
+    valid="0-3",
+    flexible="2+",
+    api_key=31,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "FilterResults",
+            "[]DeleteAclsFilterResult",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+"),
+                F(
+                    "MatchingAcls",
+                    "[]DeleteAclsMatchingAcl",
+                    "0+",
+                    fields=(
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+"),
+                        F("ResourceType", "int8", "0+"),
+                        F("ResourceName", "string", "0+"),
+                        F("PatternType", "int8", "1+", default="3"),
+                        F("Principal", "string", "0+"),
+                        F("Host", "string", "0+"),
+                        F("Operation", "int8", "0+"),
+                        F("PermissionType", "int8", "0+"),
+                    ),
+                ),
+            ),
+        ),
     ),
 )
 
@@ -1210,6 +2028,180 @@ DescribeConfigsResponse = Message(
                         F("Documentation", "string", "3+", nullable="0+"),
                     ),
                 ),
+            ),
+        ),
+    ),
+)
+
+
+AlterConfigsRequest = Message(
+    "AlterConfigsRequest",
+    "request",
+    valid="0-2",
+    flexible="2+",
+    api_key=33,
+    fields=(
+        F(
+            "Resources",
+            "[]AlterConfigsResource",
+            "0+",
+            fields=(
+                F("ResourceType", "int8", "0+"),
+                F("ResourceName", "string", "0+"),
+                F(
+                    "Configs",
+                    "[]AlterableConfig",
+                    "0+",
+                    fields=(
+                        F("Name", "string", "0+"),
+                        F("Value", "string", "0+", nullable="0+"),
+                    ),
+                ),
+            ),
+        ),
+        F("ValidateOnly", "bool", "0+"),
+    ),
+)
+
+
+AlterConfigsResponse = Message(
+    "AlterConfigsResponse",
+    "response",
+    valid="0-2",
+    flexible="2+",
+    api_key=33,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Responses",
+            "[]AlterConfigsResourceResponse",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+"),
+                F("ResourceType", "int8", "0+"),
+                F("ResourceName", "string", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+AlterReplicaLogDirsRequest = Message(
+    "AlterReplicaLogDirsRequest",
+    "request",
+    valid="0-2",
+    flexible="2+",
+    api_key=34,
+    fields=(
+        F(
+            "Dirs",
+            "[]AlterReplicaLogDir",
+            "0+",
+            fields=(
+                F("Path", "string", "0+"),
+                F(
+                    "Topics",
+                    "[]AlterReplicaLogDirTopic",
+                    "0+",
+                    fields=(
+                        F("Name", "string", "0+"),
+                        F("Partitions", "[]int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+AlterReplicaLogDirsResponse = Message(
+    "AlterReplicaLogDirsResponse",
+    "response",
+    valid="0-2",
+    flexible="2+",
+    api_key=34,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Results",
+            "[]AlterReplicaLogDirTopicResult",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]AlterReplicaLogDirPartitionResult",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+DescribeLogDirsRequest = Message(
+    "DescribeLogDirsRequest",
+    "request",
+    valid="0-4",
+    flexible="2+",
+    api_key=35,
+    fields=(
+        F(
+            "Topics",
+            "[]DescribableLogDirTopic",
+            "0+",
+            nullable="0+",
+            fields=(
+                F("Topic", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+DescribeLogDirsResponse = Message(
+    "DescribeLogDirsResponse",
+    "response",
+    valid="0-4",
+    flexible="2+",
+    api_key=35,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "3+"),
+        F(
+            "Results",
+            "[]DescribeLogDirsResult",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("LogDir", "string", "0+"),
+                F(
+                    "Topics",
+                    "[]DescribeLogDirsTopic",
+                    "0+",
+                    fields=(
+                        F("Name", "string", "0+"),
+                        F(
+                            "Partitions",
+                            "[]DescribeLogDirsPartition",
+                            "0+",
+                            fields=(
+                                F("PartitionIndex", "int32", "0+"),
+                                F("PartitionSize", "int64", "0+"),
+                                F("OffsetLag", "int64", "0+"),
+                                F("IsFutureKey", "bool", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+                F("TotalBytes", "int64", "4+", default="-1"),
+                F("UsableBytes", "int64", "4+", default="-1"),
             ),
         ),
     ),
@@ -1292,6 +2284,164 @@ CreatePartitionsResponse = Message(
 )
 
 
+CreateDelegationTokenRequest = Message(
+    "CreateDelegationTokenRequest",
+    "request",
+    valid="0-3",
+    flexible="2+",
+    api_key=38,
+    fields=(
+        F("OwnerPrincipalType", "string", "3+", nullable="3+"),
+        F("OwnerPrincipalName", "string", "3+", nullable="3+"),
+        F(
+            "Renewers",
+            "[]CreatableRenewers",
+            "0+",
+            fields=(
+                F("PrincipalType", "string", "0+"),
+                F("PrincipalName", "string", "0+"),
+            ),
+        ),
+        F("MaxLifetimeMs", "int64", "0+"),
+    ),
+)
+
+
+CreateDelegationTokenResponse = Message(
+    "CreateDelegationTokenResponse",
+    "response",
+    valid="0-3",
+    flexible="2+",
+    api_key=38,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F("PrincipalType", "string", "0+"),
+        F("PrincipalName", "string", "0+"),
+        F("TokenRequesterPrincipalType", "string", "3+"),
+        F("TokenRequesterPrincipalName", "string", "3+"),
+        F("IssueTimestampMs", "int64", "0+"),
+        F("ExpiryTimestampMs", "int64", "0+"),
+        F("MaxTimestampMs", "int64", "0+"),
+        F("TokenId", "string", "0+"),
+        F("Hmac", "bytes", "0+"),
+        F("ThrottleTimeMs", "int32", "0+"),
+    ),
+)
+
+
+RenewDelegationTokenRequest = Message(
+    "RenewDelegationTokenRequest",
+    "request",
+    valid="0-2",
+    flexible="2+",
+    api_key=39,
+    fields=(
+        F("Hmac", "bytes", "0+"),
+        F("RenewPeriodMs", "int64", "0+"),
+    ),
+)
+
+
+RenewDelegationTokenResponse = Message(
+    "RenewDelegationTokenResponse",
+    "response",
+    valid="0-2",
+    flexible="2+",
+    api_key=39,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F("ExpiryTimestampMs", "int64", "0+"),
+        F("ThrottleTimeMs", "int32", "0+"),
+    ),
+)
+
+
+ExpireDelegationTokenRequest = Message(
+    "ExpireDelegationTokenRequest",
+    "request",
+    valid="0-2",
+    flexible="2+",
+    api_key=40,
+    fields=(
+        F("Hmac", "bytes", "0+"),
+        F("ExpiryTimePeriodMs", "int64", "0+"),
+    ),
+)
+
+
+ExpireDelegationTokenResponse = Message(
+    "ExpireDelegationTokenResponse",
+    "response",
+    valid="0-2",
+    flexible="2+",
+    api_key=40,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F("ExpiryTimestampMs", "int64", "0+"),
+        F("ThrottleTimeMs", "int32", "0+"),
+    ),
+)
+
+
+DescribeDelegationTokenRequest = Message(
+    "DescribeDelegationTokenRequest",
+    "request",
+    valid="0-3",
+    flexible="2+",
+    api_key=41,
+    fields=(
+        F(
+            "Owners",
+            "[]DescribeDelegationTokenOwner",
+            "0+",
+            nullable="0+",
+            fields=(
+                F("PrincipalType", "string", "0+"),
+                F("PrincipalName", "string", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+DescribeDelegationTokenResponse = Message(
+    "DescribeDelegationTokenResponse",
+    "response",
+    valid="0-3",
+    flexible="2+",
+    api_key=41,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "Tokens",
+            "[]DescribedDelegationToken",
+            "0+",
+            fields=(
+                F("PrincipalType", "string", "0+"),
+                F("PrincipalName", "string", "0+"),
+                F("TokenRequesterPrincipalType", "string", "3+"),
+                F("TokenRequesterPrincipalName", "string", "3+"),
+                F("IssueTimestamp", "int64", "0+"),
+                F("ExpiryTimestamp", "int64", "0+"),
+                F("MaxTimestamp", "int64", "0+"),
+                F("TokenId", "string", "0+"),
+                F("Hmac", "bytes", "0+"),
+                F(
+                    "Renewers",
+                    "[]DescribedDelegationTokenRenewer",
+                    "0+",
+                    fields=(
+                        F("PrincipalType", "string", "0+"),
+                        F("PrincipalName", "string", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F("ThrottleTimeMs", "int32", "0+"),
+    ),
+)
+
+
 DeleteGroupsRequest = Message(
     "DeleteGroupsRequest",
     "request",
@@ -1317,6 +2467,231 @@ DeleteGroupsResponse = Message(
             fields=(
                 F("GroupId", "string", "0+"),
                 F("ErrorCode", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ElectLeadersRequest = Message(
+    "ElectLeadersRequest",
+    "request",
+    valid="0-2",
+    flexible="2+",
+    api_key=43,
+    fields=(
+        F("ElectionType", "int8", "1+"),
+        F(
+            "TopicPartitions",
+            "[]TopicPartitions",
+            "0+",
+            nullable="0+",
+            fields=(
+                F("Topic", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+        F("TimeoutMs", "int32", "0+", default="60000"),
+    ),
+)
+
+
+ElectLeadersResponse = Message(
+    "ElectLeadersResponse",
+    "response",
+    valid="0-2",
+    flexible="2+",
+    api_key=43,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "1+"),
+        F(
+            "ReplicaElectionResults",
+            "[]ReplicaElectionResult",
+            "0+",
+            fields=(
+                F("Topic", "string", "0+"),
+                F(
+                    "PartitionResult",
+                    "[]PartitionResult",
+                    "0+",
+                    fields=(
+                        F("PartitionId", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+IncrementalAlterConfigsRequest = Message(
+    "IncrementalAlterConfigsRequest",
+    "request",
+    valid="0-1",
+    flexible="1+",
+    api_key=44,
+    fields=(
+        F(
+            "Resources",
+            "[]AlterConfigsResource",
+            "0+",
+            fields=(
+                F("ResourceType", "int8", "0+"),
+                F("ResourceName", "string", "0+"),
+                F(
+                    "Configs",
+                    "[]AlterableConfig",
+                    "0+",
+                    fields=(
+                        F("Name", "string", "0+"),
+                        F("ConfigOperation", "int8", "0+"),
+                        F("Value", "string", "0+", nullable="0+"),
+                    ),
+                ),
+            ),
+        ),
+        F("ValidateOnly", "bool", "0+"),
+    ),
+)
+
+
+IncrementalAlterConfigsResponse = Message(
+    "IncrementalAlterConfigsResponse",
+    "response",
+    valid="0-1",
+    flexible="1+",
+    api_key=44,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Responses",
+            "[]AlterConfigsResourceResponse",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+"),
+                F("ResourceType", "int8", "0+"),
+                F("ResourceName", "string", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+AlterPartitionReassignmentsRequest = Message(
+    "AlterPartitionReassignmentsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=45,
+    fields=(
+        F("TimeoutMs", "int32", "0+", default="60000"),
+        F(
+            "Topics",
+            "[]ReassignableTopic",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]ReassignablePartition",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("Replicas", "[]int32", "0+", nullable="0+", default="null"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+AlterPartitionReassignmentsResponse = Message(
+    "AlterPartitionReassignmentsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=45,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+        F(
+            "Responses",
+            "[]ReassignableTopicResponse",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]ReassignablePartitionResponse",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ListPartitionReassignmentsRequest = Message(
+    "ListPartitionReassignmentsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=46,
+    fields=(
+        F("TimeoutMs", "int32", "0+", default="60000"),
+        F(
+            "Topics",
+            "[]ListPartitionReassignmentsTopics",
+            "0+",
+            nullable="0+",
+            default="null",
+            fields=(
+                F("Name", "string", "0+"),
+                F("PartitionIndexes", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ListPartitionReassignmentsResponse = Message(
+    "ListPartitionReassignmentsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=46,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+        F(
+            "Topics",
+            "[]OngoingTopicReassignment",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]OngoingPartitionReassignment",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("Replicas", "[]int32", "0+"),
+                        F("AddingReplicas", "[]int32", "0+"),
+                        F("RemovingReplicas", "[]int32", "0+"),
+                    ),
+                ),
             ),
         ),
     ),
@@ -1379,6 +2754,842 @@ OffsetDeleteResponse = Message(
 )
 
 
+DescribeClientQuotasRequest = Message(
+    "DescribeClientQuotasRequest",
+    "request",
+    valid="0-1",
+    flexible="1+",
+    api_key=48,
+    fields=(
+        F(
+            "Components",
+            "[]ComponentData",
+            "0+",
+            fields=(
+                F("EntityType", "string", "0+"),
+                F("MatchType", "int8", "0+"),
+                F("Match", "string", "0+", nullable="0+"),
+            ),
+        ),
+        F("Strict", "bool", "0+"),
+    ),
+)
+
+
+DescribeClientQuotasResponse = Message(
+    "DescribeClientQuotasResponse",
+    "response",
+    valid="0-1",
+    flexible="1+",
+    api_key=48,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+        F(
+            "Entries",
+            "[]EntryData",
+            "0+",
+            nullable="0+",
+            fields=(
+                F(
+                    "Entity",
+                    "[]EntityData",
+                    "0+",
+                    fields=(
+                        F("EntityType", "string", "0+"),
+                        F("EntityName", "string", "0+", nullable="0+"),
+                    ),
+                ),
+                F(
+                    "Values",
+                    "[]ValueData",
+                    "0+",
+                    fields=(
+                        F("Key", "string", "0+"),
+                        F("Value", "float64", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+AlterClientQuotasRequest = Message(
+    "AlterClientQuotasRequest",
+    "request",
+    valid="0-1",
+    flexible="1+",
+    api_key=49,
+    fields=(
+        F(
+            "Entries",
+            "[]EntryData",
+            "0+",
+            fields=(
+                F(
+                    "Entity",
+                    "[]EntityData",
+                    "0+",
+                    fields=(
+                        F("EntityType", "string", "0+"),
+                        F("EntityName", "string", "0+", nullable="0+"),
+                    ),
+                ),
+                F(
+                    "Ops",
+                    "[]OpData",
+                    "0+",
+                    fields=(
+                        F("Key", "string", "0+"),
+                        F("Value", "float64", "0+"),
+                        F("Remove", "bool", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F("ValidateOnly", "bool", "0+"),
+    ),
+)
+
+
+AlterClientQuotasResponse = Message(
+    "AlterClientQuotasResponse",
+    "response",
+    valid="0-1",
+    flexible="1+",
+    api_key=49,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Entries",
+            "[]EntryData",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+"),
+                F(
+                    "Entity",
+                    "[]EntityData",
+                    "0+",
+                    fields=(
+                        F("EntityType", "string", "0+"),
+                        F("EntityName", "string", "0+", nullable="0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+DescribeUserScramCredentialsRequest = Message(
+    "DescribeUserScramCredentialsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=50,
+    fields=(F("Users", "[]UserName", "0+", nullable="0+", fields=(F("Name", "string", "0+"),)),),
+)
+
+
+DescribeUserScramCredentialsResponse = Message(
+    "DescribeUserScramCredentialsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=50,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+        F(
+            "Results",
+            "[]DescribeUserScramCredentialsResult",
+            "0+",
+            fields=(
+                F("User", "string", "0+"),
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+"),
+                F(
+                    "CredentialInfos",
+                    "[]CredentialInfo",
+                    "0+",
+                    fields=(
+                        F("Mechanism", "int8", "0+"),
+                        F("Iterations", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+AlterUserScramCredentialsRequest = Message(
+    "AlterUserScramCredentialsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=51,
+    fields=(
+        F(
+            "Deletions",
+            "[]ScramCredentialDeletion",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Mechanism", "int8", "0+"),
+            ),
+        ),
+        F(
+            "Upsertions",
+            "[]ScramCredentialUpsertion",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Mechanism", "int8", "0+"),
+                F("Iterations", "int32", "0+"),
+                F("Salt", "bytes", "0+"),
+                F("SaltedPassword", "bytes", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+AlterUserScramCredentialsResponse = Message(
+    "AlterUserScramCredentialsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=51,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Results",
+            "[]AlterUserScramCredentialsResult",
+            "0+",
+            fields=(
+                F("User", "string", "0+"),
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ),
+)
+
+
+VoteRequest = Message(
+    "VoteRequest",
+    "request",
+    valid="0-1",
+    flexible="0+",
+    api_key=52,
+    fields=(
+        F("ClusterId", "string", "0+", nullable="0+", default="null"),
+        F("VoterId", "int32", "1+", default="-1"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("CandidateEpoch", "int32", "0+"),
+                        F("CandidateId", "int32", "0+"),
+                        F("CandidateDirectoryId", "uuid", "1+"),
+                        F("VoterDirectoryId", "uuid", "1+"),
+                        F("LastOffsetEpoch", "int32", "0+"),
+                        F("LastOffset", "int64", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+VoteResponse = Message(
+    "VoteResponse",
+    "response",
+    valid="0-1",
+    flexible="0+",
+    api_key=52,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F("VoteGranted", "bool", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "NodeEndpoints",
+            "[]NodeEndpoint",
+            "1+",
+            tagged="1+",
+            tag=0,
+            fields=(
+                F("NodeId", "int32", "1+"),
+                F("Host", "string", "1+"),
+                F("Port", "uint16", "1+"),
+            ),
+        ),
+    ),
+)
+
+
+BeginQuorumEpochRequest = Message(
+    "BeginQuorumEpochRequest",
+    "request",
+    valid="0-1",
+    flexible="1+",
+    api_key=53,
+    fields=(
+        F("ClusterId", "string", "0+", nullable="0+", default="null"),
+        F("VoterId", "int32", "1+", default="-1"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("VoterDirectoryId", "uuid", "1+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "LeaderEndpoints",
+            "[]LeaderEndpoint",
+            "1+",
+            fields=(
+                F("Name", "string", "1+"),
+                F("Host", "string", "1+"),
+                F("Port", "uint16", "1+"),
+            ),
+        ),
+    ),
+)
+
+
+BeginQuorumEpochResponse = Message(
+    "BeginQuorumEpochResponse",
+    "response",
+    valid="0-1",
+    flexible="1+",
+    api_key=53,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "NodeEndpoints",
+            "[]NodeEndpoint",
+            "1+",
+            tagged="1+",
+            tag=0,
+            fields=(
+                F("NodeId", "int32", "1+"),
+                F("Host", "string", "1+"),
+                F("Port", "uint16", "1+"),
+            ),
+        ),
+    ),
+)
+
+
+EndQuorumEpochRequest = Message(
+    "EndQuorumEpochRequest",
+    "request",
+    valid="0-1",
+    flexible="1+",
+    api_key=54,
+    fields=(
+        F("ClusterId", "string", "0+", nullable="0+", default="null"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F("PreferredSuccessors", "[]int32", "0"),
+                        F(
+                            "PreferredCandidates",
+                            "[]ReplicaInfo",
+                            "1+",
+                            fields=(
+                                F("CandidateId", "int32", "1+"),
+                                F("CandidateDirectoryId", "uuid", "1+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "LeaderEndpoints",
+            "[]LeaderEndpoint",
+            "1+",
+            fields=(
+                F("Name", "string", "1+"),
+                F("Host", "string", "1+"),
+                F("Port", "uint16", "1+"),
+            ),
+        ),
+    ),
+)
+
+
+EndQuorumEpochResponse = Message(
+    "EndQuorumEpochResponse",
+    "response",
+    valid="0-1",
+    flexible="1+",
+    api_key=54,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "NodeEndpoints",
+            "[]NodeEndpoint",
+            "1+",
+            tagged="1+",
+            tag=0,
+            fields=(
+                F("NodeId", "int32", "1+"),
+                F("Host", "string", "1+"),
+                F("Port", "uint16", "1+"),
+            ),
+        ),
+    ),
+)
+
+
+DescribeQuorumRequest = Message(
+    "DescribeQuorumRequest",
+    "request",
+    valid="0-2",
+    flexible="0+",
+    api_key=55,
+    fields=(
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(F("PartitionIndex", "int32", "0+"),),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+DescribeQuorumResponse = Message(
+    "DescribeQuorumResponse",
+    "response",
+    valid="0-2",
+    flexible="0+",
+    api_key=55,
+    fields=(
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "2+", nullable="2+"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "2+", nullable="2+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F("HighWatermark", "int64", "0+"),
+                        F("CurrentVoters", "[]ReplicaState", "0+"),
+                        F("Observers", "[]ReplicaState", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "Nodes",
+            "[]Node",
+            "2+",
+            fields=(
+                F("NodeId", "int32", "2+"),
+                F(
+                    "Listeners",
+                    "[]Listener",
+                    "2+",
+                    fields=(
+                        F("Name", "string", "2+"),
+                        F("Host", "string", "2+"),
+                        F("Port", "uint16", "2+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    common=(
+        Struct(
+            "ReplicaState",
+            fields=(
+                F("ReplicaId", "int32", "0+"),
+                F("ReplicaDirectoryId", "uuid", "2+"),
+                F("LogEndOffset", "int64", "0+"),
+                F("LastFetchTimestamp", "int64", "1+", default="-1"),
+                F("LastCaughtUpTimestamp", "int64", "1+", default="-1"),
+            ),
+        ),
+    ),
+)
+
+
+AlterPartitionRequest = Message(
+    "AlterPartitionRequest",
+    "request",
+    valid="0-3",
+    flexible="0+",
+    api_key=56,
+    fields=(
+        F("BrokerId", "int32", "0+"),
+        F("BrokerEpoch", "int64", "0+", default="-1"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0-1"),
+                F("TopicId", "uuid", "2+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F("NewIsr", "[]int32", "0-2"),
+                        F(
+                            "NewIsrWithEpochs",
+                            "[]BrokerState",
+                            "3+",
+                            fields=(
+                                F("BrokerId", "int32", "3+"),
+                                F("BrokerEpoch", "int64", "3+", default="-1"),
+                            ),
+                        ),
+                        F("LeaderRecoveryState", "int8", "1+", default="0"),
+                        F("PartitionEpoch", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+AlterPartitionResponse = Message(
+    "AlterPartitionResponse",
+    "response",
+    valid="0-3",
+    flexible="0+",
+    api_key=56,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0-1"),
+                F("TopicId", "uuid", "2+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F("Isr", "[]int32", "0+"),
+                        F("LeaderRecoveryState", "int8", "1+", default="0"),
+                        F("PartitionEpoch", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+UpdateFeaturesRequest = Message(
+    "UpdateFeaturesRequest",
+    "request",
+    valid="0-2",
+    flexible="0+",
+    api_key=57,
+    fields=(
+        F("timeoutMs", "int32", "0+", default="60000"),
+        F(
+            "FeatureUpdates",
+            "[]FeatureUpdateKey",
+            "0+",
+            fields=(
+                F("Feature", "string", "0+"),
+                F("MaxVersionLevel", "int16", "0+"),
+                F("AllowDowngrade", "bool", "0"),
+                F("UpgradeType", "int8", "1+", default="1"),
+            ),
+        ),
+        F("ValidateOnly", "bool", "1+", default="false"),
+    ),
+)
+
+
+UpdateFeaturesResponse = Message(
+    "UpdateFeaturesResponse",
+    "response",
+    valid="0-2",
+    flexible="0+",
+    api_key=57,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+        F(
+            "Results",
+            "[]UpdatableFeatureResult",
+            "0-1",
+            fields=(
+                F("Feature", "string", "0+"),
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ),
+)
+
+
+EnvelopeRequest = Message(
+    "EnvelopeRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=58,
+    fields=(
+        F("RequestData", "bytes", "0+"),
+        F("RequestPrincipal", "bytes", "0+", nullable="0+"),
+        F("ClientHostAddress", "bytes", "0+"),
+    ),
+)
+
+
+EnvelopeResponse = Message(
+    "EnvelopeResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=58,
+    fields=(
+        F("ResponseData", "bytes", "0+", nullable="0+", default="null"),
+        F("ErrorCode", "int16", "0+"),
+    ),
+)
+
+
+FetchSnapshotRequest = Message(
+    "FetchSnapshotRequest",
+    "request",
+    valid="0-1",
+    flexible="0+",
+    api_key=59,
+    fields=(
+        F("ClusterId", "string", "0+", nullable="0+", tagged="0+", tag=0, default="null"),
+        F("ReplicaId", "int32", "0+", default="-1"),
+        F("MaxBytes", "int32", "0+", default="0x7fffffff"),
+        F(
+            "Topics",
+            "[]TopicSnapshot",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionSnapshot",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("CurrentLeaderEpoch", "int32", "0+"),
+                        F(
+                            "SnapshotId",
+                            "SnapshotId",
+                            "0+",
+                            fields=(
+                                F("EndOffset", "int64", "0+"),
+                                F("Epoch", "int32", "0+"),
+                            ),
+                        ),
+                        F("Position", "int64", "0+"),
+                        F("ReplicaDirectoryId", "uuid", "1+", tagged="1+", tag=0),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+FetchSnapshotResponse = Message(
+    "FetchSnapshotResponse",
+    "response",
+    valid="0-1",
+    flexible="0+",
+    api_key=59,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "Topics",
+            "[]TopicSnapshot",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionSnapshot",
+                    "0+",
+                    fields=(
+                        F("Index", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F(
+                            "SnapshotId",
+                            "SnapshotId",
+                            "0+",
+                            fields=(
+                                F("EndOffset", "int64", "0+"),
+                                F("Epoch", "int32", "0+"),
+                            ),
+                        ),
+                        F(
+                            "CurrentLeader",
+                            "LeaderIdAndEpoch",
+                            "0+",
+                            tagged="0+",
+                            tag=0,
+                            fields=(
+                                F("LeaderId", "int32", "0+"),
+                                F("LeaderEpoch", "int32", "0+"),
+                            ),
+                        ),
+                        F("Size", "int64", "0+"),
+                        F("Position", "int64", "0+"),
+                        F("UnalignedRecords", "records", "0+"),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "NodeEndpoints",
+            "[]NodeEndpoint",
+            "1+",
+            tagged="1+",
+            tag=0,
+            fields=(
+                F("NodeId", "int32", "1+"),
+                F("Host", "string", "1+"),
+                F("Port", "uint16", "1+"),
+            ),
+        ),
+    ),
+)
+
+
 DescribeClusterRequest = Message(
     "DescribeClusterRequest",
     "request",
@@ -1417,6 +3628,290 @@ DescribeClusterResponse = Message(
             ),
         ),
         F("ClusterAuthorizedOperations", "int32", "0+", default="-2147483648"),
+    ),
+)
+
+
+DescribeProducersRequest = Message(
+    "DescribeProducersRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=61,
+    fields=(
+        F(
+            "Topics",
+            "[]TopicRequest",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("PartitionIndexes", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+DescribeProducersResponse = Message(
+    "DescribeProducersResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=61,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Topics",
+            "[]TopicResponse",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionResponse",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                        F(
+                            "ActiveProducers",
+                            "[]ProducerState",
+                            "0+",
+                            fields=(
+                                F("ProducerId", "int64", "0+"),
+                                F("ProducerEpoch", "int32", "0+"),
+                                F("LastSequence", "int32", "0+", default="-1"),
+                                F("LastTimestamp", "int64", "0+", default="-1"),
+                                F("CoordinatorEpoch", "int32", "0+"),
+                                F("CurrentTxnStartOffset", "int64", "0+", default="-1"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+BrokerRegistrationRequest = Message(
+    "BrokerRegistrationRequest",
+    "request",
+    valid="0-4",
+    flexible="0+",
+    api_key=62,
+    fields=(
+        F("BrokerId", "int32", "0+"),
+        F("ClusterId", "string", "0+"),
+        F("IncarnationId", "uuid", "0+"),
+        F(
+            "Listeners",
+            "[]Listener",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Host", "string", "0+"),
+                F("Port", "uint16", "0+"),
+                F("SecurityProtocol", "int16", "0+"),
+            ),
+        ),
+        F(
+            "Features",
+            "[]Feature",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("MinSupportedVersion", "int16", "0+"),
+                F("MaxSupportedVersion", "int16", "0+"),
+            ),
+        ),
+        F("Rack", "string", "0+", nullable="0+"),
+        F("IsMigratingZkBroker", "bool", "1+", default="false"),
+        F("LogDirs", "[]uuid", "2+"),
+        F("PreviousBrokerEpoch", "int64", "3+", default="-1"),
+    ),
+)
+
+
+BrokerRegistrationResponse = Message(
+    "BrokerRegistrationResponse",
+    "response",
+    valid="0-4",
+    flexible="0+",
+    api_key=62,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("BrokerEpoch", "int64", "0+", default="-1"),
+    ),
+)
+
+
+BrokerHeartbeatRequest = Message(
+    "BrokerHeartbeatRequest",
+    "request",
+    valid="0-1",
+    flexible="0+",
+    api_key=63,
+    fields=(
+        F("BrokerId", "int32", "0+"),
+        F("BrokerEpoch", "int64", "0+", default="-1"),
+        F("CurrentMetadataOffset", "int64", "0+"),
+        F("WantFence", "bool", "0+"),
+        F("WantShutDown", "bool", "0+"),
+        F("OfflineLogDirs", "[]uuid", "1+", tagged="1+", tag=0),
+    ),
+)
+
+
+BrokerHeartbeatResponse = Message(
+    "BrokerHeartbeatResponse",
+    "response",
+    valid="0-1",
+    flexible="0+",
+    api_key=63,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("IsCaughtUp", "bool", "0+", default="false"),
+        F("IsFenced", "bool", "0+", default="true"),
+        F("ShouldShutDown", "bool", "0+"),
+    ),
+)
+
+
+UnregisterBrokerRequest = Message(
+    "UnregisterBrokerRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=64,
+    fields=(F("BrokerId", "int32", "0+"),),
+)
+
+
+UnregisterBrokerResponse = Message(
+    "UnregisterBrokerResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=64,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+    ),
+)
+
+
+DescribeTransactionsRequest = Message(
+    "DescribeTransactionsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=65,
+    fields=(F("TransactionalIds", "[]string", "0+"),),
+)
+
+
+DescribeTransactionsResponse = Message(
+    "DescribeTransactionsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=65,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "TransactionStates",
+            "[]TransactionState",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("TransactionalId", "string", "0+"),
+                F("TransactionState", "string", "0+"),
+                F("TransactionTimeoutMs", "int32", "0+"),
+                F("TransactionStartTimeMs", "int64", "0+"),
+                F("ProducerId", "int64", "0+"),
+                F("ProducerEpoch", "int16", "0+"),
+                F(
+                    "Topics",
+                    "[]TopicData",
+                    "0+",
+                    fields=(
+                        F("Topic", "string", "0+"),
+                        F("Partitions", "[]int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ListTransactionsRequest = Message(
+    "ListTransactionsRequest",
+    "request",
+    valid="0-1",
+    flexible="0+",
+    api_key=66,
+    fields=(
+        F("StateFilters", "[]string", "0+"),
+        F("ProducerIdFilters", "[]int64", "0+"),
+        F("DurationFilter", "int64", "1+", default="-1"),
+    ),
+)
+
+
+ListTransactionsResponse = Message(
+    "ListTransactionsResponse",
+    "response",
+    valid="0-1",
+    flexible="0+",
+    api_key=66,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("UnknownStateFilters", "[]string", "0+"),
+        F(
+            "TransactionStates",
+            "[]TransactionState",
+            "0+",
+            fields=(
+                F("TransactionalId", "string", "0+"),
+                F("ProducerId", "int64", "0+"),
+                F("TransactionState", "string", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+AllocateProducerIdsRequest = Message(
+    "AllocateProducerIdsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=67,
+    fields=(
+        F("BrokerId", "int32", "0+"),
+        F("BrokerEpoch", "int64", "0+", default="-1"),
+    ),
+)
+
+
+AllocateProducerIdsResponse = Message(
+    "AllocateProducerIdsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=67,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ProducerIdStart", "int64", "0+"),
+        F("ProducerIdLen", "int32", "0+"),
     ),
 )
 
@@ -1554,6 +4049,55 @@ ConsumerGroupDescribeResponse = Message(
 )
 
 
+ControllerRegistrationRequest = Message(
+    "ControllerRegistrationRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=70,
+    fields=(
+        F("ControllerId", "int32", "0+"),
+        F("IncarnationId", "uuid", "0+"),
+        F("ZkMigrationReady", "bool", "0+"),
+        F(
+            "Listeners",
+            "[]Listener",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Host", "string", "0+"),
+                F("Port", "uint16", "0+"),
+                F("SecurityProtocol", "int16", "0+"),
+            ),
+        ),
+        F(
+            "Features",
+            "[]Feature",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("MinSupportedVersion", "int16", "0+"),
+                F("MaxSupportedVersion", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ControllerRegistrationResponse = Message(
+    "ControllerRegistrationResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=70,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+    ),
+)
+
+
 GetTelemetrySubscriptionsRequest = Message(
     "GetTelemetrySubscriptionsRequest",
     "request",
@@ -1583,6 +4127,975 @@ GetTelemetrySubscriptionsResponse = Message(
     ),
 )
 
+
+PushTelemetryRequest = Message(
+    "PushTelemetryRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=72,
+    fields=(
+        F("ClientInstanceId", "uuid", "0+"),
+        F("SubscriptionId", "int32", "0+"),
+        F("Terminating", "bool", "0+"),
+        F("CompressionType", "int8", "0+"),
+        F("Metrics", "bytes", "0+"),
+    ),
+)
+
+
+PushTelemetryResponse = Message(
+    "PushTelemetryResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=72,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+    ),
+)
+
+
+AssignReplicasToDirsRequest = Message(
+    "AssignReplicasToDirsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=73,
+    fields=(
+        F("BrokerId", "int32", "0+"),
+        F("BrokerEpoch", "int64", "0+", default="-1"),
+        F(
+            "Directories",
+            "[]DirectoryData",
+            "0+",
+            fields=(
+                F("Id", "uuid", "0+"),
+                F(
+                    "Topics",
+                    "[]TopicData",
+                    "0+",
+                    fields=(
+                        F("TopicId", "uuid", "0+"),
+                        F(
+                            "Partitions",
+                            "[]PartitionData",
+                            "0+",
+                            fields=(F("PartitionIndex", "int32", "0+"),),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+AssignReplicasToDirsResponse = Message(
+    "AssignReplicasToDirsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=73,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "Directories",
+            "[]DirectoryData",
+            "0+",
+            fields=(
+                F("Id", "uuid", "0+"),
+                F(
+                    "Topics",
+                    "[]TopicData",
+                    "0+",
+                    fields=(
+                        F("TopicId", "uuid", "0+"),
+                        F(
+                            "Partitions",
+                            "[]PartitionData",
+                            "0+",
+                            fields=(
+                                F("PartitionIndex", "int32", "0+"),
+                                F("ErrorCode", "int16", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ListClientMetricsResourcesRequest = Message(
+    "ListClientMetricsResourcesRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=74,
+    fields=(),
+)
+
+
+ListClientMetricsResourcesResponse = Message(
+    "ListClientMetricsResourcesResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=74,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "ClientMetricsResources",
+            "[]ClientMetricsResource",
+            "0+",
+            fields=(F("Name", "string", "0+"),),
+        ),
+    ),
+)
+
+
+DescribeTopicPartitionsRequest = Message(
+    "DescribeTopicPartitionsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=75,
+    fields=(
+        F("Topics", "[]TopicRequest", "0+", fields=(F("Name", "string", "0+"),)),
+        F("ResponsePartitionLimit", "int32", "0+", default="2000"),
+        F(
+            "Cursor",
+            "Cursor",
+            "0+",
+            nullable="0+",
+            default="null",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F("PartitionIndex", "int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+DescribeTopicPartitionsResponse = Message(
+    "DescribeTopicPartitionsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=75,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Topics",
+            "[]DescribeTopicPartitionsResponseTopic",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("Name", "string", "0+", nullable="0+"),
+                F("TopicId", "uuid", "0+"),
+                F("IsInternal", "bool", "0+", default="false"),
+                F(
+                    "Partitions",
+                    "[]DescribeTopicPartitionsResponsePartition",
+                    "0+",
+                    fields=(
+                        F("ErrorCode", "int16", "0+"),
+                        F("PartitionIndex", "int32", "0+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+", default="-1"),
+                        F("ReplicaNodes", "[]int32", "0+"),
+                        F("IsrNodes", "[]int32", "0+"),
+                        F("EligibleLeaderReplicas", "[]int32", "0+", nullable="0+", default="null"),
+                        F("LastKnownElr", "[]int32", "0+", nullable="0+", default="null"),
+                        F("OfflineReplicas", "[]int32", "0+"),
+                    ),
+                ),
+                F("TopicAuthorizedOperations", "int32", "0+", default="-2147483648"),
+            ),
+        ),
+        F(
+            "NextCursor",
+            "Cursor",
+            "0+",
+            nullable="0+",
+            default="null",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F("PartitionIndex", "int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ShareGroupHeartbeatRequest = Message(
+    "ShareGroupHeartbeatRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=76,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F("MemberId", "string", "0+"),
+        F("MemberEpoch", "int32", "0+"),
+        F("RackId", "string", "0+", nullable="0+", default="null"),
+        F("SubscribedTopicNames", "[]string", "0+", nullable="0+", default="null"),
+    ),
+)
+
+
+ShareGroupHeartbeatResponse = Message(
+    "ShareGroupHeartbeatResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=76,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+        F("MemberId", "string", "0+", nullable="0+", default="null"),
+        F("MemberEpoch", "int32", "0+"),
+        F("HeartbeatIntervalMs", "int32", "0+"),
+        F(
+            "Assignment",
+            "Assignment",
+            "0+",
+            nullable="0+",
+            default="null",
+            fields=(F("TopicPartitions", "[]TopicPartitions", "0+"),),
+        ),
+    ),
+    common=(
+        Struct(
+            "TopicPartitions",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ShareGroupDescribeRequest = Message(
+    "ShareGroupDescribeRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=77,
+    fields=(
+        F("GroupIds", "[]string", "0+"),
+        F("IncludeAuthorizedOperations", "bool", "0+"),
+    ),
+)
+
+
+ShareGroupDescribeResponse = Message(
+    "ShareGroupDescribeResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=77,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Groups",
+            "[]DescribedGroup",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                F("GroupId", "string", "0+"),
+                F("GroupState", "string", "0+"),
+                F("GroupEpoch", "int32", "0+"),
+                F("AssignmentEpoch", "int32", "0+"),
+                F("AssignorName", "string", "0+"),
+                F(
+                    "Members",
+                    "[]Member",
+                    "0+",
+                    fields=(
+                        F("MemberId", "string", "0+"),
+                        F("RackId", "string", "0+", nullable="0+", default="null"),
+                        F("MemberEpoch", "int32", "0+"),
+                        F("ClientId", "string", "0+"),
+                        F("ClientHost", "string", "0+"),
+                        F("SubscribedTopicNames", "[]string", "0+"),
+                        F("Assignment", "Assignment", "0+"),
+                    ),
+                ),
+                F("AuthorizedOperations", "int32", "0+", default="-2147483648"),
+            ),
+        ),
+    ),
+    common=(
+        Struct(
+            "TopicPartitions",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("TopicName", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+        Struct("Assignment", fields=(F("TopicPartitions", "[]TopicPartitions", "0+"),)),
+    ),
+)
+
+
+ShareFetchRequest = Message(
+    "ShareFetchRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=78,
+    fields=(
+        F("GroupId", "string", "0+", nullable="0+", default="null"),
+        F("MemberId", "string", "0+", nullable="0+"),
+        F("ShareSessionEpoch", "int32", "0+"),
+        F("MaxWaitMs", "int32", "0+"),
+        F("MinBytes", "int32", "0+"),
+        F("MaxBytes", "int32", "0+", default="0x7fffffff"),
+        F(
+            "Topics",
+            "[]FetchTopic",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]FetchPartition",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("PartitionMaxBytes", "int32", "0+"),
+                        F(
+                            "AcknowledgementBatches",
+                            "[]AcknowledgementBatch",
+                            "0+",
+                            fields=(
+                                F("FirstOffset", "int64", "0+"),
+                                F("LastOffset", "int64", "0+"),
+                                F("AcknowledgeTypes", "[]int8", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "ForgottenTopicsData",
+            "[]ForgottenTopic",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ShareFetchResponse = Message(
+    "ShareFetchResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=78,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+        F(
+            "Responses",
+            "[]ShareFetchableTopicResponse",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                        F("AcknowledgeErrorCode", "int16", "0+"),
+                        F("AcknowledgeErrorMessage", "string", "0+", nullable="0+", default="null"),
+                        F(
+                            "CurrentLeader",
+                            "LeaderIdAndEpoch",
+                            "0+",
+                            fields=(
+                                F("LeaderId", "int32", "0+"),
+                                F("LeaderEpoch", "int32", "0+"),
+                            ),
+                        ),
+                        F("Records", "records", "0+", nullable="0+"),
+                        F(
+                            "AcquiredRecords",
+                            "[]AcquiredRecords",
+                            "0+",
+                            fields=(
+                                F("FirstOffset", "int64", "0+"),
+                                F("LastOffset", "int64", "0+"),
+                                F("DeliveryCount", "int16", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "NodeEndpoints",
+            "[]NodeEndpoint",
+            "0+",
+            fields=(
+                F("NodeId", "int32", "0+"),
+                F("Host", "string", "0+"),
+                F("Port", "int32", "0+"),
+                F("Rack", "string", "0+", nullable="0+", default="null"),
+            ),
+        ),
+    ),
+)
+
+
+ShareAcknowledgeRequest = Message(
+    "ShareAcknowledgeRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=79,
+    fields=(
+        F("GroupId", "string", "0+", nullable="0+", default="null"),
+        F("MemberId", "string", "0+", nullable="0+"),
+        F("ShareSessionEpoch", "int32", "0+"),
+        F(
+            "Topics",
+            "[]AcknowledgeTopic",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]AcknowledgePartition",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F(
+                            "AcknowledgementBatches",
+                            "[]AcknowledgementBatch",
+                            "0+",
+                            fields=(
+                                F("FirstOffset", "int64", "0+"),
+                                F("LastOffset", "int64", "0+"),
+                                F("AcknowledgeTypes", "[]int8", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ShareAcknowledgeResponse = Message(
+    "ShareAcknowledgeResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=79,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+        F(
+            "Responses",
+            "[]ShareAcknowledgeTopicResponse",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                        F(
+                            "CurrentLeader",
+                            "LeaderIdAndEpoch",
+                            "0+",
+                            fields=(
+                                F("LeaderId", "int32", "0+"),
+                                F("LeaderEpoch", "int32", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        F(
+            "NodeEndpoints",
+            "[]NodeEndpoint",
+            "0+",
+            fields=(
+                F("NodeId", "int32", "0+"),
+                F("Host", "string", "0+"),
+                F("Port", "int32", "0+"),
+                F("Rack", "string", "0+", nullable="0+", default="null"),
+            ),
+        ),
+    ),
+)
+
+
+AddRaftVoterRequest = Message(
+    "AddRaftVoterRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=80,
+    fields=(
+        F("ClusterId", "string", "0+", nullable="0+"),
+        F("TimeoutMs", "int32", "0+"),
+        F("VoterId", "int32", "0+"),
+        F("VoterDirectoryId", "uuid", "0+"),
+        F(
+            "Listeners",
+            "[]Listener",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Host", "string", "0+"),
+                F("Port", "uint16", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+AddRaftVoterResponse = Message(
+    "AddRaftVoterResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=80,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+    ),
+)
+
+
+RemoveRaftVoterRequest = Message(
+    "RemoveRaftVoterRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=81,
+    fields=(
+        F("ClusterId", "string", "0+", nullable="0+"),
+        F("VoterId", "int32", "0+"),
+        F("VoterDirectoryId", "uuid", "0+"),
+    ),
+)
+
+
+RemoveRaftVoterResponse = Message(
+    "RemoveRaftVoterResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=81,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+    ),
+)
+
+
+UpdateRaftVoterRequest = Message(
+    "UpdateRaftVoterRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=82,
+    fields=(
+        F("ClusterId", "string", "0+", nullable="0+"),
+        F("CurrentLeaderEpoch", "int32", "0+"),
+        F("VoterId", "int32", "0+"),
+        F("VoterDirectoryId", "uuid", "0+"),
+        F(
+            "Listeners",
+            "[]Listener",
+            "0+",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Host", "string", "0+"),
+                F("Port", "uint16", "0+"),
+            ),
+        ),
+        F(
+            "KRaftVersionFeature",
+            "KRaftVersionFeature",
+            "0+",
+            fields=(
+                F("MinSupportedVersion", "int16", "0+"),
+                F("MaxSupportedVersion", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+UpdateRaftVoterResponse = Message(
+    "UpdateRaftVoterResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=82,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F(
+            "CurrentLeader",
+            "CurrentLeader",
+            "0+",
+            tagged="0+",
+            tag=0,
+            fields=(
+                F("LeaderId", "int32", "0+", default="-1"),
+                F("LeaderEpoch", "int32", "0+", default="-1"),
+                F("Host", "string", "0+"),
+                F("Port", "int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+InitializeShareGroupStateRequest = Message(
+    "InitializeShareGroupStateRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=83,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F(
+            "Topics",
+            "[]InitializeStateData",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("StateEpoch", "int32", "0+"),
+                        F("StartOffset", "int64", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+InitializeShareGroupStateResponse = Message(
+    "InitializeShareGroupStateResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=83,
+    fields=(
+        F(
+            "Results",
+            "[]InitializeStateResult",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionResult",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ReadShareGroupStateRequest = Message(
+    "ReadShareGroupStateRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=84,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F(
+            "Topics",
+            "[]ReadStateData",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ReadShareGroupStateResponse = Message(
+    "ReadShareGroupStateResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=84,
+    fields=(
+        F(
+            "Results",
+            "[]ReadStateResult",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionResult",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                        F("StateEpoch", "int32", "0+"),
+                        F("StartOffset", "int64", "0+"),
+                        F(
+                            "StateBatches",
+                            "[]StateBatch",
+                            "0+",
+                            fields=(
+                                F("FirstOffset", "int64", "0+"),
+                                F("LastOffset", "int64", "0+"),
+                                F("DeliveryState", "int8", "0+"),
+                                F("DeliveryCount", "int16", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+WriteShareGroupStateRequest = Message(
+    "WriteShareGroupStateRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=85,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F(
+            "Topics",
+            "[]WriteStateData",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("StateEpoch", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F("StartOffset", "int64", "0+"),
+                        F(
+                            "StateBatches",
+                            "[]StateBatch",
+                            "0+",
+                            fields=(
+                                F("FirstOffset", "int64", "0+"),
+                                F("LastOffset", "int64", "0+"),
+                                F("DeliveryState", "int8", "0+"),
+                                F("DeliveryCount", "int16", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+WriteShareGroupStateResponse = Message(
+    "WriteShareGroupStateResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=85,
+    fields=(
+        F(
+            "Results",
+            "[]WriteStateResult",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionResult",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+DeleteShareGroupStateRequest = Message(
+    "DeleteShareGroupStateRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=86,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F(
+            "Topics",
+            "[]DeleteStateData",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("Partitions", "[]PartitionData", "0+", fields=(F("Partition", "int32", "0+"),)),
+            ),
+        ),
+    ),
+)
+
+
+DeleteShareGroupStateResponse = Message(
+    "DeleteShareGroupStateResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=86,
+    fields=(
+        F(
+            "Results",
+            "[]DeleteStateResult",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionResult",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ReadShareGroupStateSummaryRequest = Message(
+    "ReadShareGroupStateSummaryRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=87,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F(
+            "Topics",
+            "[]ReadStateSummaryData",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ReadShareGroupStateSummaryResponse = Message(
+    "ReadShareGroupStateSummaryResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=87,
+    fields=(
+        F(
+            "Results",
+            "[]ReadStateSummaryResult",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]PartitionResult",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                        F("StateEpoch", "int32", "0+"),
+                        F("StartOffset", "int64", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
 ALL = (
     RequestHeader,
     ResponseHeader,
@@ -1594,6 +5107,14 @@ ALL = (
     ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -1620,24 +5141,138 @@ ALL = (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+    RenewDelegationTokenRequest,
+    RenewDelegationTokenResponse,
+    ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse,
+    DescribeDelegationTokenRequest,
+    DescribeDelegationTokenResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     OffsetDeleteRequest,
     OffsetDeleteResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    VoteRequest,
+    VoteResponse,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+    EnvelopeRequest,
+    EnvelopeResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
+    ControllerRegistrationRequest,
+    ControllerRegistrationResponse,
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+    AssignReplicasToDirsRequest,
+    AssignReplicasToDirsResponse,
+    ListClientMetricsResourcesRequest,
+    ListClientMetricsResourcesResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
 )
