@@ -1,0 +1,46 @@
+"""OffsetForLeaderEpoch v0-4: where a leader epoch ended, for consumers validating their
+position after a leader change (KIP-320) and for truncation checks.
+
+A partition here has had one leader epoch (LEADER_EPOCH, from offset 0), so its end is the log
+end offset; an epoch the partition never had ends at -1 with epoch -1, as Kafka's leader epoch
+cache answers. A request's current leader epoch is checked first (FENCED_LEADER_EPOCH when
+older, UNKNOWN_LEADER_EPOCH when newer).
+"""
+
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.dataplane.partition import LEADER_EPOCH
+from broker.registry import serves
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+
+Resp = OffsetForLeaderEpochResponse
+NO_EPOCH = -1
+
+
+@serves(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
+def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    store = ctx.broker.data
+    topics = []
+    for t in req.topics:
+        results = []
+        for p in t.partitions:
+            part = store.partition(t.topic, p.partition) if store is not None else None
+            code, epoch, end = ErrorCode.NONE, NO_EPOCH, -1
+            if part is None or part.closed:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.current_leader_epoch != NO_EPOCH and p.current_leader_epoch < LEADER_EPOCH:
+                code = ErrorCode.FENCED_LEADER_EPOCH
+            elif p.current_leader_epoch > LEADER_EPOCH:
+                code = ErrorCode.UNKNOWN_LEADER_EPOCH
+            elif p.leader_epoch == LEADER_EPOCH:
+                epoch, end = LEADER_EPOCH, part.log.log_end_offset
+            results.append(
+                Resp.EpochEndOffset(
+                    error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end
+                )
+            )
+        topics.append(Resp.OffsetForLeaderTopicResult(topic=t.topic, partitions=results))
+    return OffsetForLeaderEpochResponse(topics=topics)
