@@ -22,6 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, parse_protocol_map
+from broker.tls import check_rules
 from storage.durability import Durability, parse_durability
 
 ENV_PREFIX = "KCOORD_"
@@ -46,6 +48,7 @@ class Setting:
     default: Any  # typed; None means "not set" (Kafka's null default)
     parse: Parser  # text -> typed value; raises ValueError with the reason
     doc: str
+    sensitive: bool = False  # never shown (DescribeConfigs answers null, as Kafka does)
 
     @property
     def env_var(self) -> str:
@@ -115,6 +118,20 @@ def _list(*choices: str) -> Parser:
         return items
 
     return parse
+
+
+def _protocol_map(text: str) -> str:
+    try:
+        parse_protocol_map(text)
+    except ListenerError as e:
+        raise ValueError(str(e).partition(": ")[2]) from None
+    return text
+
+
+def _pem(text: str) -> str:
+    if text.strip().upper() != "PEM":
+        raise ValueError("kcoord reads PEM stores only (Kafka's JKS and PKCS12 are not read)")
+    return "PEM"
 
 
 def _durability(text: str) -> Durability:
@@ -249,7 +266,42 @@ _SETTINGS: tuple[Setting, ...] = (
             "always (fsync before replying; default), interval:<ms> or none."),
     Setting("kcoord.storage", "string", "file", _storage,
             "Where the group coordinator's __consumer_offsets logs live: file (in --data-dir;"
-            " default) or a postgresql:// URL. Topics stay on files."),
+            " default) or a postgresql:// URL. Topics stay on files.", sensitive=True),
+    # listeners and TLS (Kafka's names; PEM key and trust stores only)
+    Setting("listeners", "string", None, _string,
+            "NAME://host:port,... to bind; if not set, one PLAINTEXT listener on --listen."),
+    Setting("advertised.listeners", "string", None, _string,
+            "NAME://host:port,... given to clients of each listener; if not set, listeners."),
+    Setting("listener.security.protocol.map", "string", DEFAULT_PROTOCOL_MAP, _protocol_map,
+            "NAME:PROTOCOL,... the security protocol of each listener name."),
+    Setting("ssl.keystore.type", "string", "PEM", _pem,
+            "Format of the key store: PEM (the one kcoord reads)."),
+    Setting("ssl.keystore.location", "string", None, _string,
+            "PEM file with this broker's private key and certificate chain."),
+    Setting("ssl.keystore.key", "string", None, _string,
+            "The private key as PEM text (instead of ssl.keystore.location).", sensitive=True),
+    Setting("ssl.keystore.certificate.chain", "string", None, _string,
+            "The certificate chain as PEM text (with ssl.keystore.key)."),
+    Setting("ssl.key.password", "string", None, _string,
+            "Password of an encrypted private key.", sensitive=True),
+    Setting("ssl.truststore.type", "string", "PEM", _pem,
+            "Format of the trust store: PEM."),
+    Setting("ssl.truststore.location", "string", None, _string,
+            "PEM bundle of the CAs client certificates are checked against."),
+    Setting("ssl.truststore.certificates", "string", None, _string,
+            "The trusted CAs as PEM text (instead of ssl.truststore.location)."),
+    Setting("ssl.client.auth", "string", "none", _one_of("required", "requested", "none"),
+            "Whether TLS clients must (required), may (requested) or do not present a"
+            " certificate."),
+    Setting("ssl.enabled.protocols", "string", "TLSv1.2,TLSv1.3", _string,
+            "TLS versions accepted: TLSv1.2 and/or TLSv1.3."),
+    Setting("ssl.cipher.suites", "string", None, _string,
+            "Cipher suites (OpenSSL names) for TLS 1.2; if not set, Python's defaults."),
+    Setting("ssl.principal.mapping.rules", "string", "DEFAULT", check_rules,
+            "Rules mapping a client certificate's distinguished name to a principal name."),
+    Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
+            "How often the key and trust store files are checked for changes (reloaded"
+            " without a restart)."),
 )
 # fmt: on
 

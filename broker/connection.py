@@ -19,8 +19,10 @@ from typing import Any
 
 from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
 from broker.context import RequestContext
+from broker.listeners import Listener
 from broker.registry import APIS
 from broker.state import BrokerState
+from broker.tls import principal_of
 from protocol.codec import MessageBase
 from protocol.headers import decode_request_header, encode_response_header, response_header_version
 from protocol.messages import REQUESTS, RESPONSES
@@ -56,8 +58,11 @@ class Connection(asyncio.Protocol):
         *,
         max_other_frame: int | None = None,
         max_unsent: int | None = None,
+        listener: Listener | None = None,
     ) -> None:
         self.broker = broker
+        self.listener = listener
+        self.principal = "User:ANONYMOUS"
         self.max_frame = max_frame
         config = broker.config
         if max_other_frame is None:
@@ -95,6 +100,11 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:  # the TLS handshake is done: the peer's certificate is known
+            self.principal = principal_of(
+                ssl_object, self.broker.config.get("ssl.principal.mapping.rules")
+            )
         if self.broker.metrics is not None:
             self.broker.metrics.connection_opened()
 
@@ -243,7 +253,14 @@ class Connection(asyncio.Protocol):
     def dispatch(self, header: Any, api: Any, request: Any) -> None:
         key, version = header.request_api_key, header.request_api_version
         ctx = RequestContext(
-            self.broker, key, version, header.correlation_id, header.client_id, self.host
+            self.broker,
+            key,
+            version,
+            header.correlation_id,
+            header.client_id,
+            self.host,
+            self.listener,
+            self.principal,
         )
         started = time.perf_counter()
         try:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from broker.listeners import Listener
     from broker.state import BrokerState
 
 
@@ -17,3 +18,12 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    listener: Listener | None = None  # the listener the request came in on
+    principal: str = "User:ANONYMOUS"  # who sent it (TLS certificate, SASL)
+
+    def advertised(self) -> tuple[str, int]:
+        """The broker's address as the client's listener advertises it (Kafka answers each
+        client with the endpoint of the listener it used)."""
+        if self.listener is not None:
+            return self.listener.advertised_host, self.listener.advertised_port
+        return self.broker.advertised_host, self.broker.advertised_port

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import socket
@@ -15,9 +16,13 @@ from broker.cluster import load_identity
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
 from broker.group_runtime import GroupRuntime, LogOpener
+from broker.listeners import Listener, ListenerError
+from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
 from broker.state import BrokerState
+from broker.tls import TlsConfigError, TlsContext
 from protocol.coordinator_records import OFFSETS_TOPIC
+from storage.partitionlog import StartupError
 
 log = logging.getLogger("kcoord.server")
 
@@ -45,11 +50,14 @@ class Broker:
         self.data_dir = Path(data_dir)
         self.config = config
         self.state: BrokerState | None = None
-        self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._publisher: asyncio.Future | None = None
         self._idle_sweeper: asyncio.Future | None = None
-        self.port = 0
+        self.port = 0  # the first listener's (the only one unless `listeners` is set)
+        self.listeners: list[Listener] = []  # as bound
+        self.tls: TlsContext | None = None
+        self._servers: list[asyncio.Server] = []
+        self._tls_reloader: asyncio.Future | None = None
         self._group_store: Any = None  # storage.postgres.store.PgStore when configured
 
     async def start(self) -> None:
@@ -58,15 +66,27 @@ class Broker:
         open_log = await self._open_group_storage(cfg.get("kcoord.storage"))
         identity = load_identity(self.data_dir, cfg.get("node.id"), cfg.get("cluster.id"))
         max_frame = cfg.get("socket.request.max.bytes")
-        host, port = self.listen
-        sock = _bind(host, port)
-        self.port = sock.getsockname()[1]
-        adv_host, adv_port = self.advertised or (host, self.port)
-        if adv_port == 0:
-            adv_port = self.port
-        if adv_host in ("0.0.0.0", "::", ""):
-            adv_host = socket.gethostname()
-        self.state = state = BrokerState(identity, adv_host, adv_port, cfg)
+        try:
+            wanted = resolve_listeners(cfg, self.listen, self.advertised)
+            if any(w.uses_sasl for w in wanted):
+                raise ListenerError(
+                    "SASL_PLAINTEXT and SASL_SSL listeners are not served yet: use PLAINTEXT or"
+                    " SSL (issue 18)"
+                )
+            if any(w.uses_tls for w in wanted):
+                self.tls = TlsContext(cfg)
+        except (ListenerError, TlsConfigError) as e:
+            raise StartupError(str(e)) from None
+        socks = []
+        for w in wanted:
+            sock = _bind(w.host, w.port)
+            socks.append(sock)
+            self.listeners.append(w.bound(sock.getsockname()[1]))
+        first = self.listeners[0]
+        self.port = first.port
+        self.state = state = BrokerState(
+            identity, first.advertised_host, first.advertised_port, cfg
+        )
         state.metrics = self.metrics
         self.metrics.state = state
         state.data = await TopicStore.open(self.data_dir, cfg)
@@ -83,22 +103,38 @@ class Broker:
                 "metrics endpoint: http://%s:%d/metrics", self.metrics_address[0], self.metrics_port
             )
 
-        def connect() -> Connection:
-            conn = Connection(state, max_frame)
+        def connect(listener: Listener) -> Connection:
+            conn = Connection(state, max_frame, listener=listener)
             self._connections.add(conn)
             conn.on_close = self._connections.discard
             return conn
 
-        self._server = await asyncio.get_running_loop().create_server(connect, sock=sock)
+        loop = asyncio.get_running_loop()
+        for listener, sock in zip(self.listeners, socks, strict=True):
+            tls = self.tls.context if listener.uses_tls and self.tls is not None else None
+            self._servers.append(
+                await loop.create_server(functools.partial(connect, listener), sock=sock, ssl=tls)
+            )
+        if self.tls is not None:
+            self._tls_reloader = asyncio.ensure_future(
+                _reload_tls(self.tls, cfg.get("kcoord.ssl.reload.interval.ms"))
+            )
         idle_ms = cfg.get("connections.max.idle.ms")
         if idle_ms >= 0:
             self._idle_sweeper = asyncio.ensure_future(self._close_idle(idle_ms))
+        others = "".join(
+            f", {w.name} on {w.host}:{w.port} (advertised as {w.advertised_host}:"
+            f"{w.advertised_port})"
+            for w in self.listeners[1:]
+        )
         log.info(
-            "kcoord ready: listening on %s:%d, advertised as %s:%d, node %d, cluster %s",
-            host,
-            self.port,
-            adv_host,
-            adv_port,
+            "kcoord ready: listening on %s:%d, advertised as %s:%d (%s)%s, node %d, cluster %s",
+            first.host,
+            first.port,
+            first.advertised_host,
+            first.advertised_port,
+            first.name,
+            others,
             identity.node_id,
             identity.cluster_id,
         )
@@ -124,10 +160,14 @@ class Broker:
             self._publisher.cancel()
         if self._metrics_server is not None:
             self._metrics_server.close()
-        if self._server is not None:
-            self._server.close()
+        if self._tls_reloader is not None:
+            self._tls_reloader.cancel()
+        if self._servers:
+            for server in self._servers:
+                server.close()
             await self._finish_connections()
-            await self._server.wait_closed()
+            for server in self._servers:
+                await server.wait_closed()
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:
@@ -179,6 +219,13 @@ async def _publish_offsets_topic(state: BrokerState) -> None:
             data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
 
     groups.on_reload = reattach
+
+
+async def _reload_tls(tls: TlsContext, every_ms: int) -> None:
+    """Pick up renewed certificates without a restart (new connections use them)."""
+    while True:
+        await asyncio.sleep(every_ms / 1000)
+        tls.reload_if_changed()
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -41,7 +41,12 @@ def test_every_default_parses_back_from_its_text():
         if setting.default is None:
             continue
         default = setting.default
-        text = ",".join(default) if isinstance(default, tuple) else str(default).lower()
+        if isinstance(default, tuple):
+            text = ",".join(default)
+        elif isinstance(default, bool):
+            text = str(default).lower()
+        else:
+            text = str(default)
         assert setting.parse(text) == default, setting.name
 
 

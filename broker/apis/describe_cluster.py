@@ -9,12 +9,11 @@ from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 @serves(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     b = ctx.broker
+    host, port = ctx.advertised()
     return DescribeClusterResponse(
         cluster_id=b.identity.cluster_id,
         controller_id=b.node_id,
         brokers=[
-            DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=b.node_id, host=b.advertised_host, port=b.advertised_port
-            )
+            DescribeClusterResponse.DescribeClusterBroker(broker_id=b.node_id, host=host, port=port)
         ],
     )

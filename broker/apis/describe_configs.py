@@ -25,7 +25,9 @@ _BROKER_TYPES = {
 }
 
 
-def _row(ctx: RequestContext, req, name, value, source, type_, doc, synonyms, read_only):
+def _row(
+    ctx: RequestContext, req, name, value, source, type_, doc, synonyms, read_only, sensitive=False
+):
     v = ctx.api_version
     return Resp.DescribeConfigsResourceResult(
         name=name,
@@ -33,7 +35,7 @@ def _row(ctx: RequestContext, req, name, value, source, type_, doc, synonyms, re
         read_only=read_only,
         is_default=source == tc.SOURCE_DEFAULT,
         config_source=source,
-        is_sensitive=False,
+        is_sensitive=sensitive,
         synonyms=[
             Resp.DescribeConfigsSynonym(name=n, value=val, source=s) for n, val, s in synonyms
         ]
@@ -61,10 +63,10 @@ def _broker_rows(ctx: RequestContext, req) -> list:
     for name, value in cfg.items():
         s = SETTINGS[name]
         source = tc.SOURCE_DEFAULT if cfg.source(name) == "default" else tc.SOURCE_STATIC_BROKER
-        text = None if value is None else tc.text(value)
+        text = None if value is None or s.sensitive else tc.text(value)
         synonyms = [(name, text, source)]
         type_ = _BROKER_TYPES.get(s.type, tc.TYPE_STRING)
-        rows.append(_row(ctx, req, name, text, source, type_, s.doc, synonyms, True))
+        rows.append(_row(ctx, req, name, text, source, type_, s.doc, synonyms, True, s.sensitive))
     return rows
 
 

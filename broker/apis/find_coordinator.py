@@ -22,7 +22,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     if key_type != GROUP or not key:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     b = ctx.broker
-    return ErrorCode.NONE, b.node_id, b.advertised_host, b.advertised_port
+    host, port = ctx.advertised()
+    return ErrorCode.NONE, b.node_id, host, port
 
 
 @serves(ApiKey.FIND_COORDINATOR, 0, 6)

@@ -111,12 +111,9 @@ def _answer(ctx: RequestContext, req: MetadataRequest, errors: dict[str, int]) -
                     topics.append(_topic(ctx, t))
                 else:
                     topics.append(_missing(wanted.name, False, code=errors.get(wanted.name)))
+    host, port = ctx.advertised()
     return MetadataResponse(
-        brokers=[
-            Resp.MetadataResponseBroker(
-                node_id=b.node_id, host=b.advertised_host, port=b.advertised_port
-            )
-        ],
+        brokers=[Resp.MetadataResponseBroker(node_id=b.node_id, host=host, port=port)],
         cluster_id=b.identity.cluster_id,
         controller_id=b.node_id,
         topics=topics,

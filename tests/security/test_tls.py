@@ -1,0 +1,224 @@
+"""TLS listeners next to plaintext ones, with real clients: each listener advertises its own
+address, groups commit over TLS, client certificates are required when configured, renewed
+certificates are served without a restart, and unusable settings stop start-up clearly."""
+
+from __future__ import annotations
+
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.kcoord_process import KcoordProcess, start_kcoord
+from tests.security.certs import Ca
+from tests.wire import WireClient
+
+pytest.importorskip("cryptography")
+
+LISTENERS = "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> Ca:
+    return Ca.create(tmp_path)
+
+
+@pytest.fixture
+def server_pem(ca: Ca, tmp_path: Path) -> Path:
+    path = tmp_path / "server.pem"
+    ca.issue(path, "localhost", server=True)
+    return path
+
+
+def split_pem(path: Path) -> tuple[Path, Path]:
+    """(key file, certificate file) of a combined PEM, for clients that want them apart."""
+    text = path.read_text()
+    cert_at = text.index("-----BEGIN CERTIFICATE-----")
+    key, cert = path.with_suffix(".key"), path.with_suffix(".crt")
+    key.write_text(text[:cert_at])
+    cert.write_text(text[cert_at:])
+    return key, cert
+
+
+def ssl_port(k: KcoordProcess) -> int:
+    m = re.search(r"SSL on 127\.0\.0\.1:(\d+)", k.log())
+    assert m, k.log()
+    return int(m.group(1))
+
+
+def start_tls(data_dir: Path, keystore: Path, *more: str) -> KcoordProcess:
+    return start_kcoord(data_dir, LISTENERS, f"ssl.keystore.location={keystore}", *more)
+
+
+def tls_client(ca: Ca, port: int, cert: Path | None = None) -> ssl.SSLSocket:
+    ctx = ssl.create_default_context(cafile=str(ca.pem_path))
+    if cert is not None:
+        ctx.load_cert_chain(cert)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return ctx.wrap_socket(sock, server_hostname="127.0.0.1")
+
+
+def test_each_listener_advertises_its_own_address_and_groups_commit_over_tls(
+    tmp_path: Path, ca: Ca, server_pem: Path
+) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaConsumer
+
+    k = start_tls(tmp_path / "data", server_pem)
+    try:
+        port = ssl_port(k)
+        assert port != k.port
+        with WireClient(k.host, k.port) as c:  # plaintext
+            from tests.dataplane.wire import metadata
+
+            assert [(b.host, b.port) for b in metadata(c).brokers] == [("127.0.0.1", k.port)]
+        tls = {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(ca.pem_path),
+        }
+        brokers = AdminClient(tls).list_topics(timeout=20).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)]
+
+        topic, group = "secure", f"g-{uuid.uuid4().hex[:6]}"
+        p = Producer(tls)
+        for i in range(20):
+            p.produce(topic, f"v{i}".encode())
+        assert p.flush(30) == 0
+        c = Consumer({**tls, "group.id": group, "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        seen = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 20 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition(topic, 0)], timeout=20)[0].offset
+        c.close()
+        assert len(seen) == 20 and committed == 20
+
+        kp = KafkaConsumer(
+            topic,
+            bootstrap_servers=f"127.0.0.1:{port}",
+            security_protocol="SSL",
+            ssl_cafile=str(ca.pem_path),
+            group_id=group + "-kp",
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=15000,
+        )
+        got = [m.value for m in kp][:20]
+        kp.commit()
+        kp.close()
+        assert len(got) == 20
+    finally:
+        k.stop()
+
+
+def test_required_client_certificates(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    alice = tmp_path / "alice.pem"
+    ca.issue(alice, "alice", ou="eng")
+    k = start_tls(
+        tmp_path / "data",
+        server_pem,
+        f"ssl.truststore.location={ca.pem_path}",
+        "ssl.client.auth=required",
+    )
+    try:
+        port = ssl_port(k)
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            s = tls_client(ca, port)  # no certificate
+            s.sendall(b"\x00\x00\x00\x00")
+            if s.recv(1) == b"":  # TLS 1.3 reports the refusal on the first read
+                raise ConnectionError("closed")
+        key, cert = split_pem(alice)
+        admin = AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{port}",
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(ca.pem_path),
+                "ssl.certificate.location": str(cert),
+                "ssl.key.location": str(key),
+            }
+        )
+        assert admin.list_topics(timeout=20).brokers
+    finally:
+        k.stop()
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(
+    tmp_path: Path, ca: Ca, server_pem: Path
+) -> None:
+    k = start_tls(tmp_path / "data", server_pem, "kcoord.ssl.reload.interval.ms=100")
+    try:
+        port = ssl_port(k)
+
+        def served_serial() -> int:
+            with tls_client(ca, port) as s:
+                der = s.getpeercert(binary_form=True)
+            from cryptography import x509
+
+            return x509.load_der_x509_certificate(der).serial_number
+
+        before = served_serial()
+        renewed = tmp_path / "renewed.pem"
+        new_cert = ca.issue(renewed, "localhost", server=True)
+        renewed.replace(server_pem)
+        deadline = time.monotonic() + 30
+        while served_serial() != new_cert.serial_number:
+            assert time.monotonic() < deadline, "the renewed certificate was never served"
+            time.sleep(0.1)
+        assert new_cert.serial_number != before
+        assert "TLS key store / trust store reloaded" in k.log()
+    finally:
+        k.stop()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ((LISTENERS,), "needs ssl.keystore.location"),
+        ((LISTENERS, "ssl.keystore.location=/nonexistent/ks.pem"), "cannot load the TLS key store"),
+        (("listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",), "not served yet"),
+        (("listeners=PLAINTEXT://127.0.0.1",), "is not NAME://host:port"),
+        (("listeners=INTERNAL://127.0.0.1:0",), "INTERNAL has no security protocol"),
+        ((LISTENERS, "ssl.enabled.protocols=TLSv1"), "ssl.enabled.protocols"),
+    ],
+)
+def test_unusable_listener_settings_stop_start_up(
+    tmp_path: Path, settings: tuple[str, ...], message: str
+) -> None:
+    args = [sys.executable, "-m", "broker.cli", "serve", "--listen", "127.0.0.1:0"]
+    args += ["--data-dir", str(tmp_path / "data")]
+    for s in settings:
+        args += ["--set", s]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert message in out.stderr, out.stderr
+
+
+def test_secrets_are_never_described(tmp_path: Path) -> None:
+    from protocol.api_keys import ApiKey
+    from tests.dataplane.wire import cls
+
+    k = start_kcoord(tmp_path / "data", "ssl.key.password=hunter2")
+    try:
+        req = cls("DescribeConfigsRequest")
+        res = req.DescribeConfigsResource(
+            resource_type=4, resource_name="0", configuration_keys=["ssl.key.password"]
+        )
+        with WireClient(k.host, k.port) as c:
+            r = c.request(ApiKey.DESCRIBE_CONFIGS, 4, req(resources=[res])).results[0]
+        (row,) = [x for x in r.configs if x.name == "ssl.key.password"]
+        assert (row.value, row.is_sensitive) == (None, True)
+    finally:
+        k.stop()
