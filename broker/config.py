@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, parse_protocol_map
-from broker.tls import check_rules
+from broker.security.tls import check_rules
 from storage.durability import Durability, parse_durability
 
 ENV_PREFIX = "KCOORD_"
@@ -126,6 +126,17 @@ def _protocol_map(text: str) -> str:
     except ListenerError as e:
         raise ValueError(str(e).partition(": ")[2]) from None
     return text
+
+
+def _mechanisms(text: str) -> tuple[str, ...]:
+    items = tuple(item.strip().upper() for item in text.split(",") if item.strip())
+    known = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    for item in items:
+        if item not in known:
+            raise ValueError(f"{item} is not one of {', '.join(known)}")
+    if not items:
+        raise ValueError("expected at least one mechanism")
+    return items
 
 
 def _pem(text: str) -> str:
@@ -299,6 +310,12 @@ _SETTINGS: tuple[Setting, ...] = (
             "Cipher suites (OpenSSL names) for TLS 1.2; if not set, Python's defaults."),
     Setting("ssl.principal.mapping.rules", "string", "DEFAULT", check_rules,
             "Rules mapping a client certificate's distinguished name to a principal name."),
+    Setting("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+            _mechanisms,
+            "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+    Setting("connections.max.reauth.ms", "long", 0, _long(0),
+            "Lifetime of a SASL session: a client must re-authenticate (KIP-368) before it"
+            " ends or its connection is closed (0: no limit)."),
     Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
             "How often the key and trust store files are checked for changes (reloaded"
             " without a restart)."),

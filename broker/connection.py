@@ -21,8 +21,9 @@ from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
 from broker.context import RequestContext
 from broker.listeners import Listener
 from broker.registry import APIS
+from broker.security.session import SecuritySession
+from broker.security.tls import principal_of
 from broker.state import BrokerState
-from broker.tls import principal_of
 from protocol.codec import MessageBase
 from protocol.headers import decode_request_header, encode_response_header, response_header_version
 from protocol.messages import REQUESTS, RESPONSES
@@ -30,6 +31,8 @@ from protocol.types import DecodeError
 
 log = logging.getLogger("kcoord.connection")
 
+# What a SASL listener's client may send before it has authenticated (Kafka's rule).
+_SASL_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 MAX_IN_FLIGHT = 512  # stop reading from a client that has this many replies owed
 PRODUCE = 0  # the one API whose frames may be as large as socket.request.max.bytes
 # Frames larger than this (but Produce's: its records are one slice) are decoded off the loop.
@@ -62,7 +65,7 @@ class Connection(asyncio.Protocol):
     ) -> None:
         self.broker = broker
         self.listener = listener
-        self.principal = "User:ANONYMOUS"
+        self.security = SecuritySession(sasl=listener is not None and listener.uses_sasl)
         self.max_frame = max_frame
         config = broker.config
         if max_other_frame is None:
@@ -102,7 +105,7 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}"
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:  # the TLS handshake is done: the peer's certificate is known
-            self.principal = principal_of(
+            self.security.principal = principal_of(
                 ssl_object, self.broker.config.get("ssl.principal.mapping.rules")
             )
         if self.broker.metrics is not None:
@@ -215,6 +218,14 @@ class Connection(asyncio.Protocol):
             else:
                 self.abort(f"unsupported api key {key} version {version}")
             return
+        sec = self.security
+        if sec.sasl and key not in _SASL_APIS:
+            if not sec.authenticated:
+                self.abort(f"{REQUESTS[key].name} before SASL authentication")
+                return
+            if sec.expired():
+                self.abort("SASL session expired (connections.max.reauth.ms)", logging.INFO)
+                return
         if len(frame) > DECODE_OFF_LOOP and key != PRODUCE:
             self._decode_off_loop(header, api, frame, pos)
             return
@@ -260,7 +271,7 @@ class Connection(asyncio.Protocol):
             header.client_id,
             self.host,
             self.listener,
-            self.principal,
+            self.security,
         )
         started = time.perf_counter()
         try:
@@ -279,6 +290,19 @@ class Connection(asyncio.Protocol):
             else:
                 metrics.request_done(key, started)
         self.respond(header.correlation_id, key, version, result, awaitable)
+        if self.security.close_after_reply:
+            self._close_after_replies()
+
+    def _close_after_replies(self) -> None:
+        """After a failed authentication: send what is owed, then close (Kafka closes such
+        a connection once its error reply is out)."""
+        self.closed_for_reading = True
+        if self.transport is not None and not self.pending:
+            self._send_outbox()
+            self.closed = True
+            self.transport.close()  # the reply written above leaves before the close
+        elif self.transport is not None:
+            self.abort("authentication failed")
 
     def respond(
         self,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from broker.listeners import Listener
+    from broker.security.session import SecuritySession
     from broker.state import BrokerState
 
 
@@ -19,7 +20,11 @@ class RequestContext:
     client_id: str | None
     client_host: str
     listener: Listener | None = None  # the listener the request came in on
-    principal: str = "User:ANONYMOUS"  # who sent it (TLS certificate, SASL)
+    security: SecuritySession | None = None  # who sent it (TLS certificate, SASL)
+
+    @property
+    def principal(self) -> str:
+        return "User:ANONYMOUS" if self.security is None else self.security.principal
 
     def advertised(self) -> tuple[str, int]:
         """The broker's address as the client's listener advertises it (Kafka answers each

@@ -96,6 +96,12 @@ class Metrics:
             buckets=REBALANCE_BUCKETS,
             registry=self.registry,
         )
+        self.auth_failures = Counter(
+            "kcoord_authentication_failures",
+            "Failed SASL authentications, per mechanism.",
+            ["mechanism"],
+            registry=self.registry,
+        )
         self.connections_accepted = 0
         self.connections_open = 0
         self._per_api: dict[int, tuple[Any, Any]] = {}
@@ -135,6 +141,9 @@ class Metrics:
     def connection_opened(self) -> None:
         self.connections_accepted += 1
         self.connections_open += 1
+
+    def authentication_failed(self, mechanism: str) -> None:
+        self.auth_failures.labels(mechanism).inc()
 
     def connection_closed(self) -> None:
         self.connections_open -= 1

@@ -19,9 +19,11 @@ from broker.group_runtime import GroupRuntime, LogOpener
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
+from broker.security.credentials import CredentialStore
+from broker.security.tls import TlsConfigError, TlsContext
 from broker.state import BrokerState
-from broker.tls import TlsConfigError, TlsContext
 from protocol.coordinator_records import OFFSETS_TOPIC
+from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError
 
 log = logging.getLogger("kcoord.server")
@@ -68,11 +70,6 @@ class Broker:
         max_frame = cfg.get("socket.request.max.bytes")
         try:
             wanted = resolve_listeners(cfg, self.listen, self.advertised)
-            if any(w.uses_sasl for w in wanted):
-                raise ListenerError(
-                    "SASL_PLAINTEXT and SASL_SSL listeners are not served yet: use PLAINTEXT or"
-                    " SSL (issue 18)"
-                )
             if any(w.uses_tls for w in wanted):
                 self.tls = TlsContext(cfg)
         except (ListenerError, TlsConfigError) as e:
@@ -89,6 +86,9 @@ class Broker:
         )
         state.metrics = self.metrics
         self.metrics.state = state
+        state.credentials = await CredentialStore.open(
+            self.data_dir, cfg.durability, self._credentials_opener()
+        )
         state.data = await TopicStore.open(self.data_dir, cfg)
         state.topics = state.data.registry
         state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability, open_log=open_log)
@@ -172,8 +172,21 @@ class Broker:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:
             await self.state.data.close()
+        if self.state is not None and self.state.credentials is not None:
+            await self.state.credentials.close()
         if self._group_store is not None:
             await self._group_store.close()
+
+    def _credentials_opener(self) -> Any:
+        """The credential log's engine: the database's when the group logs are there."""
+        store = self._group_store
+        if store is None:
+            return None
+
+        async def open_log(topic: str, partition: int) -> Any:
+            return await store.open_log(topic, partition, LogConfig(cleanup_policy="compact"))
+
+        return open_log
 
     async def _open_group_storage(self, storage: str) -> LogOpener | None:
         """The opener of the group runtime's logs: None for the file engine (its default),

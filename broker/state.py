@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
     from broker.metrics import Metrics
+    from broker.security.credentials import CredentialStore
 
 
 @dataclass
@@ -24,6 +25,7 @@ class BrokerState:
     data: TopicStore | None = None  # the data plane: topic partitions (broker.dataplane)
     groups: GroupRuntime = None  # type: ignore[assignment]  # set before serving
     metrics: Metrics | None = None  # request, connection and rebalance metrics (broker.metrics)
+    credentials: CredentialStore | None = None  # SCRAM users (broker.security.credentials)
 
     @property
     def node_id(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.tls import check_rules, distinguished_name, map_principal
+from broker.security.tls import check_rules, distinguished_name, map_principal
 
 DN = "CN=alice,OU=eng,O=kcoord tests"
 

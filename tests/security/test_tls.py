@@ -188,7 +188,6 @@ def test_a_renewed_certificate_is_served_without_a_restart(
     [
         ((LISTENERS,), "needs ssl.keystore.location"),
         ((LISTENERS, "ssl.keystore.location=/nonexistent/ks.pem"), "cannot load the TLS key store"),
-        (("listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",), "not served yet"),
         (("listeners=PLAINTEXT://127.0.0.1",), "is not NAME://host:port"),
         (("listeners=INTERNAL://127.0.0.1:0",), "INTERNAL has no security protocol"),
         ((LISTENERS, "ssl.enabled.protocols=TLSv1"), "ssl.enabled.protocols"),
@@ -220,5 +219,34 @@ def test_secrets_are_never_described(tmp_path: Path) -> None:
             r = c.request(ApiKey.DESCRIBE_CONFIGS, 4, req(resources=[res])).results[0]
         (row,) = [x for x in r.configs if x.name == "ssl.key.password"]
         assert (row.value, row.is_sensitive) == (None, True)
+    finally:
+        k.stop()
+
+
+def test_sasl_over_tls(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from tests.security.test_sasl import add_user
+
+    k = start_kcoord(
+        tmp_path / "data",
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        f"ssl.keystore.location={server_pem}",
+    )
+    try:
+        add_user(k, "dave", "pw")
+        port = int(re.search(r"SASL_SSL on 127\.0\.0\.1:(\d+)", k.log()).group(1))
+        admin = AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{port}",
+                "security.protocol": "SASL_SSL",
+                "ssl.ca.location": str(ca.pem_path),
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "dave",
+                "sasl.password": "pw",
+            }
+        )
+        brokers = admin.list_topics(timeout=20).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)]
     finally:
         k.stop()
