@@ -26,6 +26,7 @@ from broker.admin.client import (
     Member,
     parse_bootstrap,
 )
+from broker.admin.users import add_parser as add_users_parser
 from coordinator.partitioning import DEFAULT_OFFSETS_PARTITIONS, partition_for
 from protocol.errors import ErrorCode
 
@@ -80,6 +81,8 @@ def add_parsers(commands: Any) -> None:
     p = common(gsub.add_parser("delete", help="delete an empty group and its offsets"))
     p.add_argument("group", metavar="GROUP")
     p.set_defaults(admin=_groups_delete)
+
+    add_users_parser(commands, common)
 
     offsets = commands.add_parser("offsets", help="reset a group's committed offsets")
     osub = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")

@@ -151,6 +151,16 @@ class AdminClient:
         except (OSError, ProtocolError) as e:
             raise AdminError(f"{REQUESTS[api_key].name} to {conn.address[0]}: {e}") from None
 
+    def request(self, api_key: int, version: int, request: Any) -> Any:
+        """One request at a version the caller chose (checked against the broker's range)."""
+        low, high = self.versions.get(api_key, (0, -1))
+        if not low <= version <= high:
+            raise AdminError(f"the broker does not serve {REQUESTS[api_key].name} v{version}")
+        try:
+            return self._bootstrap.request(api_key, version, request)
+        except (OSError, ProtocolError) as e:
+            raise AdminError(f"{REQUESTS[api_key].name}: {e}") from None
+
     def _retrying(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` until it does not raise a retriable AdminError, or the timeout passes."""
         deadline = time.monotonic() + self.timeout

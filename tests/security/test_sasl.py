@@ -206,3 +206,31 @@ def test_clients_reauthenticate_before_their_session_ends(kcoord_sasl: KcoordPro
     c.close()
     assert seen > 0
     assert "SASL session expired" not in kcoord_sasl.log()
+
+
+def test_the_users_command(kcoord_sasl: KcoordProcess) -> None:
+    import json
+    import subprocess
+    import sys
+
+    def kcoord(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "broker.cli", "users", *args, "--bootstrap",
+             kcoord_sasl.bootstrap],
+            input=stdin, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    added = kcoord("add", "erin", "--password-stdin", "--iterations", "4096", stdin="s3cret\n")
+    assert added.returncode == 0, added.stderr
+    listed = json.loads(kcoord("list", "--json").stdout)
+    assert listed["erin"] == {"SCRAM-SHA-256": 4096, "SCRAM-SHA-512": 4096}
+    errors = auth_errors(sasl(kcoord_sasl, "SCRAM-SHA-512", "erin", "not-it"))
+    assert errors  # the password the command set is the one that counts
+    from confluent_kafka.admin import AdminClient
+
+    ok = AdminClient(sasl(kcoord_sasl, "SCRAM-SHA-512", "erin", "s3cret"))
+    assert ok.list_topics(timeout=20).brokers
+    assert kcoord("delete", "erin", "--mechanism", "SCRAM-SHA-512").returncode == 0
+    assert json.loads(kcoord("list", "--json").stdout)["erin"] == {"SCRAM-SHA-256": 4096}
+    missing = kcoord("delete", "nobody")
+    assert missing.returncode == 1 and "RESOURCE_NOT_FOUND" in missing.stderr
