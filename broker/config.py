@@ -139,6 +139,19 @@ def _mechanisms(text: str) -> tuple[str, ...]:
     return items
 
 
+AUTHORIZERS = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "kcoord",
+)
+
+
+def _authorizer(text: str) -> str:
+    if text.strip() not in AUTHORIZERS:
+        raise ValueError(f"expected one of {', '.join(AUTHORIZERS)}")
+    return text.strip()
+
+
 def _pem(text: str) -> str:
     if text.strip().upper() != "PEM":
         raise ValueError("kcoord reads PEM stores only (Kafka's JKS and PKCS12 are not read)")
@@ -316,6 +329,14 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("connections.max.reauth.ms", "long", 0, _long(0),
             "Lifetime of a SASL session: a client must re-authenticate (KIP-368) before it"
             " ends or its connection is closed (0: no limit)."),
+    Setting("authorizer.class.name", "string", None, _authorizer,
+            "Enables ACLs: Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer (or"
+            " kafka.security.authorizer.AclAuthorizer, or kcoord); not set: every request is"
+            " allowed."),
+    Setting("super.users", "string", None, _string,
+            "Principals allowed everything, separated by semicolons (User:admin;User:ops)."),
+    Setting("allow.everyone.if.no.acl.found", "bool", False, _bool,
+            "Allow a request on a resource no ACL names (default: refuse it)."),
     Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
             "How often the key and trust store files are checked for changes (reloaded"
             " without a restart)."),

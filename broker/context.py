@@ -26,6 +26,14 @@ class RequestContext:
     def principal(self) -> str:
         return "User:ANONYMOUS" if self.security is None else self.security.principal
 
+    def allowed(self, operation: int, resource_type: int, name: str = "kafka-cluster") -> bool:
+        """Whether the client may do ``operation`` on the resource (always, without an
+        authorizer)."""
+        auth = self.broker.authorizer
+        if auth is None:
+            return True
+        return auth.authorize(self.principal, self.client_host, operation, resource_type, name)
+
     def advertised(self) -> tuple[str, int]:
         """The broker's address as the client's listener advertises it (Kafka answers each
         client with the endpoint of the listener it used)."""

@@ -19,6 +19,7 @@ from broker.group_runtime import GroupRuntime, LogOpener
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
+from broker.security.acls import Authorizer, parse_super_users
 from broker.security.credentials import CredentialStore
 from broker.security.tls import TlsConfigError, TlsContext
 from broker.state import BrokerState
@@ -89,6 +90,14 @@ class Broker:
         state.credentials = await CredentialStore.open(
             self.data_dir, cfg.durability, self._credentials_opener()
         )
+        if cfg.get("authorizer.class.name") is not None:
+            state.authorizer = await Authorizer.open(
+                self.data_dir,
+                cfg.durability,
+                parse_super_users(cfg.get("super.users")),
+                cfg.get("allow.everyone.if.no.acl.found"),
+                self._credentials_opener(),
+            )
         state.data = await TopicStore.open(self.data_dir, cfg)
         state.topics = state.data.registry
         state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability, open_log=open_log)
@@ -174,11 +183,14 @@ class Broker:
             await self.state.data.close()
         if self.state is not None and self.state.credentials is not None:
             await self.state.credentials.close()
+        if self.state is not None and self.state.authorizer is not None:
+            await self.state.authorizer.close()
         if self._group_store is not None:
             await self._group_store.close()
 
     def _credentials_opener(self) -> Any:
-        """The credential log's engine: the database's when the group logs are there."""
+        """The engine of the security logs (credentials, ACLs): the database's when the group
+        logs are there."""
         store = self._group_store
         if store is None:
             return None

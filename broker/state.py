@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
     from broker.metrics import Metrics
+    from broker.security.acls import Authorizer
     from broker.security.credentials import CredentialStore
 
 
@@ -26,6 +27,7 @@ class BrokerState:
     groups: GroupRuntime = None  # type: ignore[assignment]  # set before serving
     metrics: Metrics | None = None  # request, connection and rebalance metrics (broker.metrics)
     credentials: CredentialStore | None = None  # SCRAM users (broker.security.credentials)
+    authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name is set
 
     @property
     def node_id(self) -> int:

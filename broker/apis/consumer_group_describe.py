@@ -8,6 +8,7 @@ from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
 from broker.apis._groups import when_ready
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
@@ -26,6 +27,8 @@ def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest):
     image = topics_image(ctx)
 
     def read(g: str) -> Any:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g):
+            return Resp.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g)
         return groups.read(
             g,
             lambda shard, now: shard.consumer_group_describe([g], image)[0],

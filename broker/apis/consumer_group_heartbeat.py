@@ -6,6 +6,7 @@ from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
@@ -18,6 +19,8 @@ def handle(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest):
             error_code=ErrorCode.UNSUPPORTED_VERSION,
             error_message="The consumer group protocol is not enabled on this broker.",
         )
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     m = meta(ctx)
     image = topics_image(ctx)
     return ctx.broker.groups.call(

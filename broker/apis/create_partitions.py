@@ -7,6 +7,7 @@ from collections import Counter
 from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
@@ -42,6 +43,9 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
         if counts[t.name] > 1:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"Duplicate topic {t.name} in the request."
+            continue
+        if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, t.name):
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         if store is None:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

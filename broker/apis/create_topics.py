@@ -8,6 +8,7 @@ from broker.context import RequestContext
 from broker.dataplane import topicconfig
 from broker.dataplane.store import TopicError, TopicStore
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
@@ -84,6 +85,12 @@ async def _create(
     validate_only: bool,
 ) -> CreateTopicsResponse.CreatableTopicResult:
     result = Resp.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_message=None)
+    if not (
+        ctx.allowed(Operation.CREATE, ResourceType.CLUSTER)
+        or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, t.name)
+    ):
+        result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return result
     try:
         count = _partition_count(ctx, t)
         try:

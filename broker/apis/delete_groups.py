@@ -6,6 +6,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
@@ -17,7 +18,11 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 def handle(ctx: RequestContext, req: DeleteGroupsRequest):
     groups = ctx.broker.groups
     by_partition: dict[int, list[str]] = {}
+    refused = []
     for g in req.groups_names:
+        if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, g):
+            refused.append(Result(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
         by_partition.setdefault(groups.partition_of(g), []).append(g)
     loading = [
         Result(group_id=g, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
@@ -32,7 +37,7 @@ def handle(ctx: RequestContext, req: DeleteGroupsRequest):
     writes = [write(p, names) for p, names in by_partition.items() if groups.shards[p] is not None]
 
     async def gather() -> DeleteGroupsResponse:
-        results = list(loading)
+        results = refused + loading
         for part in await asyncio.gather(*writes):
             results.extend(part)
         return DeleteGroupsResponse(results=results)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
@@ -26,6 +27,9 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id) -> Result:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             return result
         name = result.name = topic.name
+    if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name):
+        result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return result
     if store is None:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return result

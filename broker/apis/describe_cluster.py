@@ -2,13 +2,17 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
 
 @serves(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     b = ctx.broker
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return DescribeClusterResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     host, port = ctx.advertised()
     return DescribeClusterResponse(
         cluster_id=b.identity.cluster_id,

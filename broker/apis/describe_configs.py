@@ -11,6 +11,7 @@ from broker.config import SETTINGS
 from broker.context import RequestContext
 from broker.dataplane import topicconfig as tc
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
@@ -74,6 +75,16 @@ def _describe(ctx: RequestContext, req, r) -> Resp.DescribeConfigsResult:
     result = Resp.DescribeConfigsResult(
         resource_type=r.resource_type, resource_name=r.resource_name, error_message=None
     )
+    if r.resource_type == TOPIC and not ctx.allowed(
+        Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.resource_name
+    ):
+        result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return result
+    if r.resource_type == BROKER and not ctx.allowed(
+        Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER
+    ):
+        result.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return result
     try:
         if r.resource_type == TOPIC:
             rows = _topic_rows(ctx, req, r.resource_name)

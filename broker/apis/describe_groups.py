@@ -5,7 +5,9 @@ from typing import Any
 from broker.apis._groups import when_ready
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
 Resp = DescribeGroupsResponse
@@ -17,6 +19,8 @@ def handle(ctx: RequestContext, req: DescribeGroupsRequest):
     groups = ctx.broker.groups
 
     def read(g: str) -> Any:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g):
+            return Resp.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g)
         return groups.read(
             g,
             lambda shard, now: shard.describe_group(g, version),

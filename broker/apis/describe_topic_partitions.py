@@ -11,6 +11,7 @@ from __future__ import annotations
 from broker.context import RequestContext
 from broker.dataplane.partition import LEADER_EPOCH
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
@@ -26,7 +27,12 @@ def handle(
 ) -> DescribeTopicPartitionsResponse:
     registry = ctx.broker.topics
     node = ctx.broker.node_id
-    names = sorted({t.name for t in req.topics} if req.topics else (t.name for t in registry.all()))
+    may = [
+        n
+        for n in ({t.name for t in req.topics} if req.topics else (t.name for t in registry.all()))
+        if req.topics or ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n)
+    ]
+    names = sorted(may)
     first_partition = 0
     if req.cursor is not None:
         names = [n for n in names if n >= req.cursor.topic_name]
@@ -37,6 +43,13 @@ def handle(
     cursor = None
     for name in names:
         t = registry.get(name)
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append(
+                Resp.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID
+                )
+            )
+            continue
         if t is None:
             topics.append(
                 Resp.DescribeTopicPartitionsResponseTopic(

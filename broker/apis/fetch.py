@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, FetchResponse
@@ -74,6 +75,8 @@ def _resolve(ctx: RequestContext, req) -> list[_Topic]:
         missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         name = topic.name if topic is not None else (None if by_id else t.topic)
         key = t.topic_id if by_id else t.topic
+        if topic is not None and not ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name):
+            topic, name, missing = None, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
         wanted = []
         for p in t.partitions:
             again = seen.get((key, p.partition))

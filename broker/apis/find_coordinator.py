@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
@@ -21,6 +22,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     if key_type != GROUP or not key:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
     b = ctx.broker
     host, port = ctx.advertised()
     return ErrorCode.NONE, b.node_id, host, port

@@ -3,6 +3,7 @@ from __future__ import annotations
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import HeartbeatRequest, HeartbeatResponse
@@ -10,6 +11,8 @@ from protocol.messages import HeartbeatRequest, HeartbeatResponse
 
 @serves(ApiKey.HEARTBEAT, 0, 4)
 def handle(ctx: RequestContext, req: HeartbeatRequest):
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     m = meta(ctx)
     return ctx.broker.groups.call(
         req.group_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
@@ -22,6 +23,10 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProduce
         return InitProducerIdResponse(
             error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
         )
+    if not _may_write_idempotently(ctx):
+        return InitProducerIdResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1
+        )
     try:
         pid = await store.allocate_producer_id()
     except OSError:
@@ -29,3 +34,12 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProduce
             error_code=ErrorCode.KAFKA_STORAGE_ERROR, producer_id=-1, producer_epoch=-1
         )
     return InitProducerIdResponse(producer_id=pid, producer_epoch=0)
+
+
+def _may_write_idempotently(ctx: RequestContext) -> bool:
+    """IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679's relaxation)."""
+    if ctx.allowed(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER):
+        return True
+    return any(
+        ctx.allowed(Operation.WRITE, ResourceType.TOPIC, t.name) for t in ctx.broker.topics.all()
+    )

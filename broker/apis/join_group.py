@@ -3,12 +3,18 @@ from __future__ import annotations
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from protocol.messages import JoinGroupRequest, JoinGroupResponse
 
 
 @serves(ApiKey.JOIN_GROUP, 0, 9)
 def handle(ctx: RequestContext, req: JoinGroupRequest):
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return JoinGroupResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id=req.member_id
+        )
     m = meta(ctx)
     return ctx.broker.groups.call(
         req.group_id,

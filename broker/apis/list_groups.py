@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ListGroupsRequest, ListGroupsResponse
@@ -16,4 +17,9 @@ def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     states = {s.lower() for s in req.states_filter} or None
     types = {t.lower() for t in req.types_filter} or None
     listed = [g for shard in shards for g in shard.list_groups(states, types)]
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER):
+        # Without DESCRIBE on the cluster, a client sees the groups it may describe.
+        listed = [
+            g for g in listed if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     return ListGroupsResponse(groups=listed)

@@ -11,6 +11,7 @@ from broker.context import RequestContext
 from broker.dataplane import timestamps
 from broker.dataplane.partition import LEADER_EPOCH
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
@@ -42,6 +43,13 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
     for t in req.topics:
         parts = []
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            parts = [
+                PartResp(partition_index=p.partition_index, error_code=code) for p in t.partitions
+            ]
+            topics.append(Resp.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+            continue
         for p in t.partitions:
             part = store.partition(t.name, p.partition_index) if store is not None else None
             if part is None or part.closed:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from broker.topics import Topic
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -55,7 +56,10 @@ def _to_create(ctx: RequestContext, req: MetadataRequest) -> list[str]:
     if ctx.api_version >= 4 and not req.allow_auto_topic_creation:
         return []
     wanted = (t.name for t in req.topics if t.name is not None)
-    return list(dict.fromkeys(n for n in wanted if b.topics.get(n) is None))
+    new = [n for n in dict.fromkeys(wanted) if b.topics.get(n) is None]
+    if b.authorizer is not None and not ctx.allowed(Operation.CREATE, ResourceType.CLUSTER):
+        new = [n for n in new if ctx.allowed(Operation.CREATE, ResourceType.TOPIC, n)]
+    return new
 
 
 async def _create_then_answer(
@@ -95,7 +99,7 @@ def _answer(ctx: RequestContext, req: MetadataRequest, errors: dict[str, int]) -
     everything = req.topics is None or (ctx.api_version == 0 and not req.topics)
     topics = []
     if everything:
-        topics = [_topic(ctx, t) for t in registry.all()]
+        topics = [_topic(ctx, t) for t in registry.all() if _describable(ctx, t.name)]
     else:
         assert req.topics is not None, "a null list is everything"
         # Each topic once, however often it is asked for (Kafka answers for a set of them):
@@ -104,10 +108,15 @@ def _answer(ctx: RequestContext, req: MetadataRequest, errors: dict[str, int]) -
         for wanted in unique.values():
             if wanted.name is None:
                 t = registry.by_id(wanted.topic_id)
+                if t is not None and not _describable(ctx, t.name):
+                    t = None  # Kafka answers UNKNOWN_TOPIC_ID: the id's topic is not revealed
                 topics.append(_topic(ctx, t) if t else _missing(None, True, wanted.topic_id))
             else:
                 t = registry.get(wanted.name)
-                if t is not None:
+                if not _describable(ctx, wanted.name):
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    topics.append(_missing(wanted.name, False, code=code))
+                elif t is not None:
                     topics.append(_topic(ctx, t))
                 else:
                     topics.append(_missing(wanted.name, False, code=errors.get(wanted.name)))
@@ -118,3 +127,7 @@ def _answer(ctx: RequestContext, req: MetadataRequest, errors: dict[str, int]) -
         controller_id=b.node_id,
         topics=topics,
     )
+
+
+def _describable(ctx: RequestContext, name: str) -> bool:
+    return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)

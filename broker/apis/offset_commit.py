@@ -6,6 +6,7 @@ from __future__ import annotations
 from broker.apis._groups import meta, when_ready
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from coordinator.offsets import commit_error_response
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -16,8 +17,17 @@ Resp = OffsetCommitResponse
 
 @serves(ApiKey.OFFSET_COMMIT, 0, 9)
 def handle(ctx: RequestContext, req: OffsetCommitRequest):
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return commit_error_response(req.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics = ctx.broker.topics
     known, unknown = [], []
+    denied = []
+    if ctx.broker.authorizer is not None:
+        denied = [
+            t for t in req.topics if not ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
+        ]
+        if denied:
+            req.topics = [t for t in req.topics if t not in denied]
     for t in req.topics:
         topic = topics.get(t.name)
         count = topic.partitions if topic else 0
@@ -42,6 +52,8 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest):
         if unknown
         else []
     )
+    if denied:
+        rejected += commit_error_response(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED).topics
     if not known and req.group_id:
         return Resp(topics=rejected)
     req.topics = known

@@ -12,6 +12,7 @@ from __future__ import annotations
 from broker.context import RequestContext
 from broker.dataplane.partition import LEADER_EPOCH
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
@@ -26,10 +27,13 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
     topics = []
     for t in req.topics:
         results = []
+        may = ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.topic)
         for p in t.partitions:
             part = store.partition(t.topic, p.partition) if store is not None else None
             code, epoch, end = ErrorCode.NONE, NO_EPOCH, -1
-            if part is None or part.closed:
+            if not may:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif part is None or part.closed:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif p.current_leader_epoch != NO_EPOCH and p.current_leader_epoch < LEADER_EPOCH:
                 code = ErrorCode.FENCED_LEADER_EPOCH

@@ -21,6 +21,7 @@ from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.dataplane.validation import Refusal, validate
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceRequest, ProduceResponse
@@ -126,6 +127,12 @@ def handle(
         parts = []
         settings = store.settings.get(t.name) if store is not None else None
         topic = ctx.broker.topics.get(t.name)
+        if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, t.name):
+            denied = [
+                _part(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_data
+            ]
+            responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=denied))
+            continue
         for p in t.partition_data:
             part = store.partition(t.name, p.index) if store is not None else None
             if topic is not None and topic.internal:

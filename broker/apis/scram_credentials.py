@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from broker.security.credentials import Change
 from broker.security.scram import (
     MAX_ITERATIONS,
@@ -30,6 +31,8 @@ AResp = AlterUserScramCredentialsResponse
 def describe(
     ctx: RequestContext, req: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return DResp(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     store = ctx.broker.credentials
     users = store.users() if store is not None else {}
     results = []
@@ -75,6 +78,14 @@ async def alter(
     ctx: RequestContext, req: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
     store = ctx.broker.credentials
+    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER):
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return AResp(
+            results=[
+                AResp.AlterUserScramCredentialsResult(user=n, error_code=refused) for n in names
+            ]
+        )
     errors: dict[str, tuple[int, str]] = {}
     seen: dict[tuple[str, int], int] = {}
     for d in req.deletions:

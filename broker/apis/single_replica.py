@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -35,6 +36,8 @@ def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeaders
         ElectLeadersResponse.ReplicaElectionResult,
         ElectLeadersResponse.PartitionResult,
     )
+    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER):
+        return ElectLeadersResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     results = []
     for tp in req.topic_partitions or []:
         parts = []
@@ -55,6 +58,10 @@ def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeaders
 def list_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return ListPartitionReassignmentsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[]
+        )
     return ListPartitionReassignmentsResponse(topics=[])
 
 
@@ -64,6 +71,10 @@ def describe_client_quotas(
 ) -> DescribeClientQuotasResponse:
     """No quotas are configured (kcoord enforces none), so every valid filter matches nothing;
     a malformed filter is INVALID_REQUEST, as Kafka answers it."""
+    if not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
+        return DescribeClientQuotasResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, entries=None
+        )
     seen: set[str] = set()
     for c in req.components:
         problem = None

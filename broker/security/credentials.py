@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
+from broker.security.kvlog import KeyValueLog, OpenLog
 from broker.security.scram import ScramCredential
-from protocol.records import build_kv_batch
 from storage.durability import Durability
-from storage.log import Log
-from storage.logconfig import LogConfig
-from storage.partitionlog import PartitionLog, replay_batches
 
 TOPIC = "__kcoord_credentials"
 DIRECTORY = "kcoord-credentials"
 Change = tuple[str, str, ScramCredential | None]  # user, mechanism, credential or deletion
-OpenLog = Callable[[str, int], Awaitable[PartitionLog]]
 
 
 def _key(mechanism: str, user: str) -> bytes:
@@ -55,33 +51,19 @@ def _parse(value: bytes) -> ScramCredential:
 class CredentialStore:
     """Use :meth:`open`. Reads are in memory; :meth:`apply` writes through the log."""
 
-    def __init__(self, plog: PartitionLog) -> None:
-        self._log = plog
+    def __init__(self, kv: KeyValueLog) -> None:
+        self._kv = kv
         self._by_user: dict[str, dict[str, ScramCredential]] = {}
+        for key, value in kv.items.items():
+            self._replay(key, value)
 
     @classmethod
     async def open(
         cls, data_dir: Path, durability: Durability, open_log: OpenLog | None = None
     ) -> CredentialStore:
-        if open_log is None:
-            import asyncio
+        return cls(await KeyValueLog.open(data_dir, DIRECTORY, TOPIC, durability, open_log))
 
-            path = Path(data_dir) / DIRECTORY
-            plog: PartitionLog = await asyncio.get_running_loop().run_in_executor(
-                None, Log.open, path, LogConfig(cleanup_policy="compact"), durability
-            )
-        else:
-            plog = await open_log(TOPIC, 0)
-        store = cls(plog)
-        async for chunk in replay_batches(plog):
-            for _header, records in chunk:
-                for _offset, _ts, key, value, _headers in records:
-                    store._replay(key, value)
-        return store
-
-    def _replay(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None:
-            return
+    def _replay(self, key: bytes, value: bytes | None) -> None:
         kind, _, rest = key.decode().partition("/")
         mechanism, _, user = rest.partition("/")
         if kind != "scram":
@@ -102,13 +84,10 @@ class CredentialStore:
 
     async def apply(self, changes: Iterable[Change]) -> None:
         """Write the changes as one batch; they take effect once it is durable."""
-        changes = list(changes)
-        if not changes:
-            return
         pairs = [(_key(m, u), None if c is None else _value(c)) for u, m, c in changes]
-        await self._log.append(build_kv_batch(pairs), built_here=True)
-        for user, mechanism, cred in changes:
-            self._replay(_key(mechanism, user), None if cred is None else _value(cred))
+        await self._kv.write(pairs)
+        for key, value in pairs:
+            self._replay(key, value)
 
     async def close(self) -> None:
-        await self._log.close()
+        await self._kv.close()

@@ -247,7 +247,7 @@ async def test_heartbeat_while_loading_is_answered_blindly(tmp_path: Path) -> No
     from protocol.messages import HeartbeatRequest
 
     cfg = load_config(env={})
-    state = SimpleNamespace(groups=GroupRuntime(tmp_path, cfg, cfg.durability))
+    state = SimpleNamespace(groups=GroupRuntime(tmp_path, cfg, cfg.durability), authorizer=None)
     ctx = RequestContext(state, 12, 4, 1, "c", "127.0.0.1")  # type: ignore[arg-type]
     req = HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="m")
     assert heartbeat.handle(ctx, req).error_code == ErrorCode.NONE

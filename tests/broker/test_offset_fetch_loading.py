@@ -20,7 +20,7 @@ Topic = OffsetFetchRequest.OffsetFetchRequestTopic
 def _ctx(tmp_path: Path, version: int) -> RequestContext:
     cfg = load_config(env={})
     # Never started: every partition is still loading.
-    state = SimpleNamespace(groups=GroupRuntime(tmp_path, cfg, cfg.durability))
+    state = SimpleNamespace(groups=GroupRuntime(tmp_path, cfg, cfg.durability), authorizer=None)
     return RequestContext(state, 9, version, 1, "c", "127.0.0.1")  # type: ignore[arg-type]
 
 
