@@ -3,6 +3,7 @@
     python bench/groups.py                         # rebalances of 3, 100, 1000; heartbeats; commits
     python bench/groups.py --members 3 100 1000 --heartbeat-seconds 5 --commit-seconds 5
     python bench/groups.py --port 9092             # a broker already running, instead of a new one
+    python bench/groups.py --storage file,pg       # the same on the file engine, then PostgreSQL
 
 The broker is started with group.initial.rebalance.delay.ms=0 and the default durability
 (`always`: a reply that depends on a write waits for its fsync). The client is an asyncio
@@ -55,6 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.pgserver import storage_url  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.client import AsyncConnection, encode_request  # noqa: E402
 from protocol.client import decode_response as _decode_response  # noqa: E402
@@ -679,6 +681,12 @@ def main() -> None:
         "--commit-partitions", type=int, nargs="*", default=[1, 100], help="none: no commits"
     )
     ap.add_argument("--durability", default="always", help="kcoord.durability of the broker")
+    ap.add_argument(
+        "--storage",
+        default="file",
+        help="comma-separated engines to run side by side: file, pg (a throwaway PostgreSQL"
+        " on this host, fsync on) or a postgresql:// URL",
+    )
     ap.add_argument("--port", type=int, default=None, help="use a running broker")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
     ap.add_argument(
@@ -697,19 +705,28 @@ def main() -> None:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(run(args.port, args))
         return
+    for storage in args.storage.split(","):
+        with storage_url(storage.strip()) as url:
+            _run_broker(args, url, loop_factory)
+
+
+def _run_broker(args: argparse.Namespace, storage: str, loop_factory) -> None:  # noqa: ANN001
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-bench-groups-"))
     settings = [
         "group.initial.rebalance.delay.ms=0",
         f"kcoord.durability={args.durability}",
+        f"kcoord.storage={storage}",
     ]
     try:
         proc, port = start_broker(tmp / "data", settings, args.profile)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    engine = "file" if storage == "file" else "postgresql"
     try:
         print(
-            f"kcoord serve on 127.0.0.1:{port}, data in {tmp}, durability {args.durability}",
+            f"== storage {engine}: kcoord serve on 127.0.0.1:{port}, data in {tmp},"
+            f" durability {args.durability if engine == 'file' else 'the database COMMIT'}",
             flush=True,
         )
         with asyncio.Runner(loop_factory=loop_factory) as runner:

