@@ -289,8 +289,8 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("kcoord.durability", "durability", Durability("always"), _durability,
             "always (fsync before replying; default), interval:<ms> or none."),
     Setting("kcoord.storage", "string", "file", _storage,
-            "Where the group coordinator's __consumer_offsets logs live: file (in --data-dir;"
-            " default) or a postgresql:// URL. Topics stay on files.", sensitive=True),
+            "Where the logs live: file (in --data-dir;"
+            " default) or a postgresql:// URL, which then keeps every log.", sensitive=True),
     # listeners and TLS (Kafka's names; PEM key and trust stores only)
     Setting("listeners", "string", None, _string,
             "NAME://host:port,... to bind; if not set, one PLAINTEXT listener on --listen."),

@@ -284,7 +284,7 @@ def _log_families(state: Any) -> Iterator[Any]:
             return
         seen.add(id(plog))
         sizes[topic] += plog.size_bytes
-        segments[topic] += len(plog.segments)
+        segments[topic] += len(getattr(plog, "segments", ()))  # the PostgreSQL engine has none
 
     store = state.data
     if store is not None:

@@ -98,7 +98,7 @@ class Broker:
                 cfg.get("allow.everyone.if.no.acl.found"),
                 self._credentials_opener(),
             )
-        state.data = await TopicStore.open(self.data_dir, cfg)
+        state.data = await TopicStore.open(self.data_dir, cfg, engine=self._group_store)
         state.topics = state.data.registry
         state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability, open_log=open_log)
         state.groups.on_event = self.metrics.on_event
@@ -202,13 +202,13 @@ class Broker:
 
     async def _open_group_storage(self, storage: str) -> LogOpener | None:
         """The opener of the group runtime's logs: None for the file engine (its default),
-        PostgreSQL's for a postgresql:// URL. Topics stay on files in either case."""
+        PostgreSQL's for a postgresql:// URL, which then keeps the topics too."""
         if storage == "file":
             return None
         from storage.postgres.store import PgStore, redact
 
         self._group_store = await PgStore.connect(storage)
-        log.info("%s logs in PostgreSQL at %s", OFFSETS_TOPIC, redact(storage))
+        log.info("%s and topic logs in PostgreSQL at %s", OFFSETS_TOPIC, redact(storage))
         return self._group_store.opener
 
     async def _finish_connections(self) -> None:

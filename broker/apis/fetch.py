@@ -30,6 +30,7 @@ from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, FetchResponse
+from storage.postgres.reads import NeedsRead
 
 READ_COMMITTED = 1
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
@@ -178,12 +179,28 @@ def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Awaitable[
     topics = _resolve(ctx, req)
     committed = req.isolation_level == READ_COMMITTED
     max_bytes = min(req.max_bytes, ctx.broker.config.get("fetch.max.bytes"))
-    resp, total, failed = _build(topics, max_bytes, committed)
+    try:
+        resp, total, failed = _build(topics, max_bytes, committed)
+    except NeedsRead:
+        return _long_poll(topics, req, committed, max_bytes)  # it reads first
     if req.max_wait_ms <= 0 or total >= req.min_bytes or failed:
         return resp
     if not any(t.partitions for t in topics):
         return resp  # nothing to wait for (Kafka answers at once too)
     return _long_poll(topics, req, committed, max_bytes)
+
+
+async def _build_loaded(
+    topics: list[_Topic], max_bytes: int, committed: bool
+) -> tuple[Resp, int, bool]:
+    """``_build``, after loading what a storage engine must read first (PostgreSQL): each
+    partition's batches are loaded once, so this ends."""
+    for _ in range(sum(len(t.partitions) for t in topics) + 1):
+        try:
+            return _build(topics, max_bytes, committed)
+        except NeedsRead as e:
+            await e.log.load(e.offset, e.max_bytes)
+    raise RuntimeError("a fetch kept needing reads")
 
 
 async def _long_poll(topics: list[_Topic], req, committed: bool, max_bytes: int) -> FetchResponse:
@@ -199,9 +216,10 @@ async def _long_poll(topics: list[_Topic], req, committed: bool, max_bytes: int)
 
     deadline = loop.time() + req.max_wait_ms / 1000
     while True:
-        # Build and register in one step: no append can slip in between unnoticed.
-        resp, total, failed = _build(topics, max_bytes, committed)
-        if total >= req.min_bytes or failed or timed_out:
+        # Build and register in one step: no append can slip in between unnoticed (the last
+        # build inside runs after any load it awaited, with no await before the register).
+        resp, total, failed = await _build_loaded(topics, max_bytes, committed)
+        if total >= req.min_bytes or failed or timed_out or req.max_wait_ms <= 0:
             return resp
         waiter: asyncio.Future[None] = loop.create_future()
         for p in parts:

@@ -7,6 +7,9 @@ start and latest-tiered (-5) is -1, as Kafka answers with remote storage off.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import Any
+
 from broker.context import RequestContext
 from broker.dataplane import timestamps
 from broker.dataplane.partition import LEADER_EPOCH
@@ -15,6 +18,7 @@ from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from storage.log import Log
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 Resp = ListOffsetsResponse
@@ -38,9 +42,13 @@ def _lookup(log, ts: int) -> tuple[int, int]:
 
 
 @serves(ApiKey.LIST_OFFSETS, 1, 9)
-def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+def handle(
+    ctx: RequestContext, req: ListOffsetsRequest
+) -> ListOffsetsResponse | Awaitable[ListOffsetsResponse]:
     store = ctx.broker.data
     topics = []
+    # Lookups a storage engine answers by a query (PostgreSQL): done after the loop.
+    queries: list[tuple[PartResp, Any, int]] = []
     for t in req.topics:
         parts = []
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
@@ -62,6 +70,13 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                 continue
             if p.timestamp < LATEST_TIERED or (p.timestamp < 0 and _too_new(ctx, p.timestamp)):
                 offset, ts = -1, -1
+            elif not isinstance(part.log, Log) and (
+                p.timestamp >= 0 or p.timestamp == MAX_TIMESTAMP
+            ):
+                r = PartResp(partition_index=p.partition_index)
+                parts.append(r)
+                queries.append((r, part.log, p.timestamp))
+                continue
             else:
                 offset, ts = _lookup(part.log, p.timestamp)
             parts.append(
@@ -73,7 +88,20 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                 )
             )
         topics.append(Resp.ListOffsetsTopicResponse(name=t.name, partitions=parts))
-    return ListOffsetsResponse(topics=topics)
+    resp = ListOffsetsResponse(topics=topics)
+    return _answer_queries(resp, queries) if queries else resp
+
+
+async def _answer_queries(
+    resp: ListOffsetsResponse, queries: list[tuple[PartResp, Any, int]]
+) -> ListOffsetsResponse:
+    for r, log_, ts in queries:
+        found = await (
+            log_.max_timestamp() if ts == MAX_TIMESTAMP else log_.offset_for_timestamp(ts)
+        )
+        r.offset, r.timestamp = found if found is not None else (-1, -1)
+        r.leader_epoch = LEADER_EPOCH if r.offset >= 0 else -1
+    return resp
 
 
 def _too_new(ctx: RequestContext, ts: int) -> bool:

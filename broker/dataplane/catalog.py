@@ -18,6 +18,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CATALOG_FILE = "kcoord-topics.json"
 FORMAT_VERSION = 1
@@ -76,11 +77,7 @@ class Catalog:
             raw = path.read_bytes()
         except FileNotFoundError:
             return cls(path, {}, 0, existed=False)
-        obj = json.loads(raw)
-        if obj.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported catalog version {obj.get('version')!r}")
-        topics = {n: TopicRecord.from_json(n, t) for n, t in obj.get("topics", {}).items()}
-        return cls(path, topics, int(obj.get("producer_id_block_end", 0)), existed=True)
+        return cls(path, *parse(raw, str(path)), existed=True)
 
     def encode(self) -> bytes:
         obj = {
@@ -105,6 +102,42 @@ class Catalog:
         """Write the catalog as it is now; returns once it (or a newer state) is durable."""
         seq, data = self._snapshot()
         await asyncio.get_running_loop().run_in_executor(None, self._write, seq, data)
+        self.existed = True
+
+
+def parse(raw: bytes, origin: str) -> tuple[dict[str, TopicRecord], int]:
+    """(topics, end of the reserved producer id block) of an encoded catalog."""
+    obj = json.loads(raw)
+    if obj.get("version") != FORMAT_VERSION:
+        raise ValueError(f"{origin}: unsupported catalog version {obj.get('version')!r}")
+    topics = {n: TopicRecord.from_json(n, t) for n, t in obj.get("topics", {}).items()}
+    return topics, int(obj.get("producer_id_block_end", 0))
+
+
+class EngineCatalog(Catalog):
+    """The same catalog, the same bytes, kept by a storage engine (PostgreSQL's kcoord_meta
+    under the file's name) instead of a file. ``store``: a ``storage.postgres.store.PgStore``."""
+
+    def __init__(
+        self, store: Any, topics: dict[str, TopicRecord], block_end: int, existed: bool
+    ) -> None:
+        super().__init__(Path(CATALOG_FILE), topics, block_end, existed)
+        self._store = store
+        self._saving = asyncio.Lock()
+
+    @classmethod
+    async def load_from(cls, store: Any) -> EngineCatalog:
+        raw = await store.read_meta(CATALOG_FILE)
+        if raw is None:
+            return cls(store, {}, 0, existed=False)
+        return cls(store, *parse(raw, f"{CATALOG_FILE} in the database"), existed=True)
+
+    async def save(self) -> None:
+        seq, data = self._snapshot()
+        async with self._saving:
+            if seq > self._written:  # else a newer state is stored already
+                await self._store.write_meta(CATALOG_FILE, data)
+                self._written = seq
         self.existed = True
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from broker.dataplane import retention
 from broker.dataplane.partition import Partition
+from storage.log import Log
 
 log = logging.getLogger("kcoord.data")
 
@@ -118,6 +119,17 @@ async def apply_retention(part: Partition, now_ms: int) -> int:
     ):
         return 0
     log_ = part.log
+    if not isinstance(log_, Log):  # an engine that keeps no segments (PostgreSQL): by batch
+        n = await log_.apply_retention(now_ms, s.retention_ms, s.retention_bytes)
+        if n:
+            log.info(
+                "%s-%d: retention deleted %d batches, log start offset now %d",
+                part.topic,
+                part.index,
+                n,
+                log_.log_start_offset,
+            )
+        return n
     n = retention.deletable_count(
         log_.segments, now_ms, s.retention_ms, s.retention_bytes, log_.high_watermark
     )

@@ -9,6 +9,8 @@ from protocol.coordinator_records import OFFSETS_TOPIC
 MAX_NAME_LENGTH = 249
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+# kcoord's own logs (credentials, ACLs) share a storage engine's namespace with the topics.
+RESERVED_PREFIX = "__kcoord"
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -24,6 +26,8 @@ def invalid_reason(name: str | None) -> str | None:
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters,"
             f" topic name: {name}"
         )
+    if name.startswith(RESERVED_PREFIX):
+        return f"Topic names starting with {RESERVED_PREFIX} are reserved for kcoord's own logs"
     if not _LEGAL.fullmatch(name):
         return (
             f'Topic name "{name}" is illegal, it contains a character other than ASCII'

@@ -7,6 +7,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from broker.dataplane.catalog import write_atomically
 from broker.dataplane.producers import (
@@ -73,6 +74,18 @@ class Partition:
         except BaseException:
             log_.close_sync()
             raise
+        return cls(topic, index, log_, settings, producers)
+
+    @classmethod
+    async def open_on(
+        cls, store: Any, topic: str, index: int, settings: TopicSettings
+    ) -> Partition:
+        """Open the partition in a storage engine (``storage.postgres.store.PgStore``): the
+        producer state is folded from the headers of the batches it keeps."""
+        log_ = await store.open_log(topic, index, settings.log_config())
+        producers = ProducerStateTable()
+        for h in await log_.headers(log_.log_start_offset):
+            producers.update_from_header(h)
         return cls(topic, index, log_, settings, producers)
 
     def __repr__(self) -> str:
@@ -165,6 +178,7 @@ class Partition:
         log_ = self.log
         if (
             self.closed
+            or not isinstance(log_, Log)  # an engine's log: its state is folded at open
             or not self.owned
             or self.producers.changes == self._snapshot_changes
             or log_.log_end_offset != log_.high_watermark
@@ -188,6 +202,8 @@ class Partition:
         if not self.owned:
             return
         await self.log.close()
+        if not isinstance(self.log, Log):
+            return
         path = self.log.directory / SNAPSHOT_FILE
         if self.producers.entries or path.exists():
             data = self.producers.encode_snapshot(self.log.log_end_offset)

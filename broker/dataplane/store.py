@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from broker.dataplane import memory, names
-from broker.dataplane.catalog import Catalog, ProducerIdAllocator, TopicRecord
+from broker.dataplane.catalog import Catalog, EngineCatalog, ProducerIdAllocator, TopicRecord
 from broker.dataplane.maintenance import Maintenance
 from broker.dataplane.partition import Partition
 from broker.dataplane.producers import ProducerStateTable
@@ -86,8 +86,11 @@ class TopicStore:
         catalog: Catalog,
         *,
         now_ms: Callable[[], int] = _now_ms,
+        engine: Any = None,
     ) -> None:
         self.data_dir = data_dir
+        # A storage engine holding the partitions and the catalog (PgStore), or None: files.
+        self.engine = engine
         self.config = config
         self.catalog = catalog
         self.registry = TopicRegistry()
@@ -117,17 +120,54 @@ class TopicStore:
 
     @classmethod
     async def open(
-        cls, data_dir: Path, config: Any, *, now_ms: Callable[[], int] = _now_ms
+        cls,
+        data_dir: Path,
+        config: Any,
+        *,
+        now_ms: Callable[[], int] = _now_ms,
+        engine: Any = None,
     ) -> TopicStore:
+        """``engine``: a storage engine (``storage.postgres.store.PgStore``) that keeps the
+        topic partitions and the catalog; None keeps them as files in ``data_dir``."""
         data_dir = Path(data_dir)
         memory.keep_large_buffers_in_heap()
         loop = asyncio.get_running_loop()
         data_dir.mkdir(parents=True, exist_ok=True)
-        catalog = await loop.run_in_executor(None, Catalog.load, data_dir)
-        store = cls(data_dir, config, catalog, now_ms=now_ms)
-        await store._load()
+        catalog: Catalog
+        if engine is None:
+            catalog = await loop.run_in_executor(None, Catalog.load, data_dir)
+        else:
+            catalog = await EngineCatalog.load_from(engine)
+        store = cls(data_dir, config, catalog, now_ms=now_ms, engine=engine)
+        await (store._load() if engine is None else store._load_from_engine())
         store.maintenance.start()
         return store
+
+    async def _load_from_engine(self) -> None:
+        """The catalog's topics, opened from the engine; partitions it has rows for that the
+        catalog does not list are what an interrupted delete or partition increase left."""
+        offsets = self.catalog.topics.get(names.OFFSETS_TOPIC)
+        if offsets is not None and self._fix_internal(
+            offsets, self.config.get("offsets.topic.num.partitions")
+        ):
+            await self.catalog.save()
+        for name, count in (await self.engine.topics()).items():
+            rec = self.catalog.topics.get(name)
+            if names.invalid_reason(name) is not None or names.is_internal(name):
+                continue  # not a topic's (kcoord's own logs), or its owner decides
+            keep = 0 if rec is None else rec.partitions
+            if count > keep:
+                log.warning("removing %s-%d..%d: not in the topic catalog", name, keep, count - 1)
+                await self.engine.drop_partitions(name, list(range(keep, count)))
+        for rec in self.catalog.topics.values():
+            self._register(rec)
+        await asyncio.gather(
+            *(
+                self._open_partitions(rec.name, 0, rec.partitions)
+                for rec in self.catalog.topics.values()
+                if not rec.internal
+            )
+        )
 
     async def _load(self) -> None:
         on_disk: dict[str, int] = {}
@@ -187,8 +227,11 @@ class TopicStore:
     async def _open_partitions(self, name: str, first: int, end: int) -> list[Partition]:
         loop = asyncio.get_running_loop()
         settings, durability = self.settings[name], self.durability
-        results = await asyncio.gather(
-            *(
+        opening: list[Awaitable[Partition]]
+        if self.engine is not None:
+            opening = [Partition.open_on(self.engine, name, i, settings) for i in range(first, end)]
+        else:
+            opening = [
                 loop.run_in_executor(
                     None,
                     Partition.open,
@@ -199,9 +242,8 @@ class TopicStore:
                     durability,
                 )
                 for i in range(first, end)
-            ),
-            return_exceptions=True,
-        )
+            ]
+        results = await asyncio.gather(*opening, return_exceptions=True)
         opened = [r for r in results if isinstance(r, Partition)]
         if len(opened) < len(results):
             await asyncio.gather(*(p.close() for p in opened), return_exceptions=True)
@@ -373,7 +415,7 @@ class TopicStore:
             self.settings.pop(name, None)
             count = len(self.partitions.get(name, ()))
             await self._close_partitions(name)
-            await self._remove_dirs([self.data_dir / f"{name}-{i}" for i in range(count)])
+            await self._remove_partitions(name, range(count))
             log.info("deleted topic %s", name)
         for listener in self.on_topic_deleted:
             try:
@@ -419,7 +461,7 @@ class TopicStore:
             except BaseException as e:
                 rec.partitions = old
                 await self._save_quietly()
-                await self._remove_dirs([self.data_dir / f"{name}-{i}" for i in range(old, count)])
+                await self._remove_partitions(name, range(old, count))
                 if isinstance(e, OSError):
                     log.error("adding partitions to %s failed: %s", name, e)
                     raise TopicError(
@@ -443,6 +485,12 @@ class TopicStore:
         for p, r in zip(parts, results, strict=True):
             if isinstance(r, BaseException):
                 log.error("closing %s-%d failed: %s", p.topic, p.index, r)
+
+    async def _remove_partitions(self, name: str, indexes: range) -> None:
+        if self.engine is not None:
+            await self.engine.drop_partitions(name, list(indexes))
+        else:
+            await self._remove_dirs([self.data_dir / f"{name}-{i}" for i in indexes])
 
     async def _remove_dirs(self, dirs: list[Path]) -> None:
         """Rename each directory out of the ``<topic>-<p>`` namespace, then delete it."""

@@ -33,6 +33,7 @@ from storage.compaction import CleanerStats, _clean_batch, _Counts
 from storage.groupcommit import LogFailedError
 from storage.log import AppendResult
 from storage.logconfig import LogConfig
+from storage.postgres.reads import PgReads
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ class FencedError(LogFailedError):
     """The partition row moved on: another writer appended, or the epoch changed."""
 
 
-class PgLog:
-    """Use :meth:`storage.postgres.store.PgStore.open_log`. ``pool``: an asyncpg pool."""
+class PgLog(PgReads):
+    """Use :meth:`storage.postgres.store.PgStore.open_log`. ``pool``: an asyncpg pool. Its
+    reads for the data plane are in :class:`storage.postgres.reads.PgReads`."""
 
     def __init__(
         self,
@@ -57,7 +59,10 @@ class PgLog:
         config: LogConfig,
         *,
         min_cleanable_batches: int = 1000,
+        log_start_offset: int = 0,
+        size_bytes: int = 0,
     ) -> None:
+        self._init_reads(log_start_offset, size_bytes)
         self._pool = pool
         self.topic = topic
         self.partition = partition
@@ -178,6 +183,7 @@ class PgLog:
                 raise
             return
         self._committed = end
+        self._cache(rows)
         self._dirty_batches += len(rows)
         for fut, result in waiters:
             if not fut.done():

@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS kcoord_meta (
     name text PRIMARY KEY,
     data bytea NOT NULL
 );
+-- topic partitions: the first offset retention (or DeleteRecords) kept
+ALTER TABLE kcoord_partitions ADD COLUMN IF NOT EXISTS log_start_offset bigint NOT NULL DEFAULT 0;
 """
 
 # What takes a database from the version before to this one; applied in order.

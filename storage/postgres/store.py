@@ -18,6 +18,7 @@ from storage.log import parse_partition_dir
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError
 from storage.postgres.log import PgLog
+from storage.postgres.meta import read_meta, write_meta
 from storage.postgres.schema import ensure_schema
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,17 @@ class PgStore:
             row = await con.fetchrow(
                 "INSERT INTO kcoord_partitions (topic, partition, leader_epoch)"
                 " VALUES ($1, $2, $3) ON CONFLICT (topic, partition)"
-                " DO UPDATE SET topic = EXCLUDED.topic RETURNING next_offset, leader_epoch",
+                " DO UPDATE SET topic = EXCLUDED.topic"
+                " RETURNING next_offset, leader_epoch, log_start_offset",
                 topic,
                 partition,
                 self.epoch,
+            )
+            size = await con.fetchval(
+                "SELECT coalesce(sum(octet_length(data)), 0) FROM kcoord_batches"
+                " WHERE topic = $1 AND partition = $2",
+                topic,
+                partition,
             )
         return PgLog(
             self.pool,
@@ -100,7 +108,36 @@ class PgStore:
             row["leader_epoch"],
             config,
             min_cleanable_batches=self.min_cleanable_batches,
+            log_start_offset=row["log_start_offset"],
+            size_bytes=int(size),
         )
+
+    async def read_meta(self, name: str) -> bytes | None:
+        return await read_meta(self.pool, name)
+
+    async def write_meta(self, name: str, data: bytes) -> None:
+        await write_meta(self.pool, name, data)
+
+    async def topics(self) -> dict[str, int]:
+        """Every topic with rows here, and how many partitions it has rows for."""
+        rows = await self.pool.fetch(
+            "SELECT topic, max(partition) + 1 AS n FROM kcoord_partitions GROUP BY topic"
+        )
+        return {r["topic"]: r["n"] for r in rows}
+
+    async def drop_partitions(self, topic: str, partitions: list[int]) -> None:
+        """Delete these partitions' batches and rows, in one transaction."""
+        async with self.pool.acquire() as con, con.transaction():
+            await con.execute(
+                "DELETE FROM kcoord_batches WHERE topic = $1 AND partition = ANY($2::int[])",
+                topic,
+                partitions,
+            )
+            await con.execute(
+                "DELETE FROM kcoord_partitions WHERE topic = $1 AND partition = ANY($2::int[])",
+                topic,
+                partitions,
+            )
 
     def opener(self, path: Path, config: LogConfig) -> PgLog:
         """The group runtime's ``open_log``: blocking, called from an executor thread; the

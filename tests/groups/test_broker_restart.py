@@ -5,6 +5,7 @@ assignments and the committed offsets come back from `__consumer_offsets`."""
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,18 @@ def restart(k: KcoordProcess, sig: int) -> KcoordProcess:
 def committed(admin: object) -> dict[int, int]:
     """The group's committed offsets (OffsetFetch), leaving out the 0s kafka-python commits
     for assigned partitions that never had a record."""
-    fetched = admin.list_group_offsets({GROUP: None})[GROUP]  # type: ignore[attr-defined]
+    from kafka.errors import CoordinatorLoadInProgressError
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            fetched = admin.list_group_offsets({GROUP: None})[GROUP]  # type: ignore[attr-defined]
+            break
+        except CoordinatorLoadInProgressError:
+            # Retriable: a restarted broker serves each partition once it is loaded, and
+            # kafka-python's admin does not retry it by itself.
+            assert time.monotonic() < deadline, "the group's partition never loaded"
+            time.sleep(0.1)
     return {
         tp.partition: om.offset for tp, om in fetched.items() if tp.topic == TOPIC and om.offset
     }
