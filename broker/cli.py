@@ -142,6 +142,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dump.add_argument("path", type=Path, metavar="PATH", help="a .log segment or a <topic>-<p> dir")
     dump.add_argument("--json", action="store_true", help="one JSON object per batch")
+    dump.add_argument(
+        "--storage",
+        metavar="URL",
+        help="read PATH (a <topic>-<p> name) from this postgresql:// engine instead of files",
+    )
+    migrate = commands.add_parser(
+        "migrate-storage",
+        help="copy every log between a data directory and PostgreSQL, checked (broker stopped)",
+    )
+    migrate.add_argument("--from", dest="source", required=True, metavar="DIR|URL")
+    migrate.add_argument("--to", dest="target", required=True, metavar="DIR|URL")
     from exporter.cli import add_parser as add_report_parser  # no Spark import until it runs
 
     add_report_parser(commands)
@@ -208,9 +219,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors (2) and --help (0)
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     if args.command == "dump-log":
-        from storage.dump import dump
+        from storage.dump import dump, dump_engine
 
+        if args.storage is not None:
+            return dump_engine(args.storage, str(args.path), args.json)
         return dump(args.path, args.json)
+    if args.command == "migrate-storage":
+        return _migrate(args.source, args.target)
     if getattr(args, "admin", None) is not None:
         from broker.admin.cli import run as run_admin
 
@@ -220,6 +235,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_report(args)
     return _serve(args)
+
+
+def _migrate(source: str, target: str) -> int:
+    import asyncio
+
+    from storage.migrate import MigrationError, dir_to_pg, pg_to_dir
+    from storage.postgres.store import is_postgres_url
+
+    try:
+        if is_postgres_url(target) and not is_postgres_url(source):
+            copied = asyncio.run(dir_to_pg(Path(source), target))
+        elif is_postgres_url(source) and not is_postgres_url(target):
+            copied = asyncio.run(pg_to_dir(source, Path(target)))
+        else:
+            return _fail("migrate-storage copies between a directory and a postgresql:// URL")
+    except (MigrationError, StartupError, OSError) as e:
+        print(f"kcoord: error: {e}", file=sys.stderr)
+        return 1
+    by_topic: dict[str, list[int]] = {}
+    for (topic, _p), c in copied.items():
+        n = by_topic.setdefault(topic, [0, 0])
+        n[0] += 1
+        n[1] += len(c.batches)
+    for topic, (parts, batches) in sorted(by_topic.items()):
+        print(f"{topic}: {parts} partition(s), {batches} batches")
+    total = sum(len(c.batches) for c in copied.values())
+    print(f"copied and checked {len(copied)} partition logs, {total} batches")
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -82,7 +82,11 @@ def _batch_info(h: BatchHeader, position: int) -> dict[str, Any]:
 
 def dump_segment(path: Path) -> Iterator[dict[str, Any]]:
     """One dict per batch, with its records decoded; a final {"error": ...} on a bad tail."""
-    data = path.read_bytes()
+    return dump_bytes(path.read_bytes())
+
+
+def dump_bytes(data: bytes) -> Iterator[dict[str, Any]]:
+    """:func:`dump_segment` of batches in memory (a PostgreSQL row holds one)."""
     pos = 0
     while pos < len(data):
         size = batch_size_at(data, pos)
@@ -126,6 +130,47 @@ def dump(path: Path, as_json: bool, out: TextIO | None = None) -> int:
     except BrokenPipeError:  # `kcoord dump-log ... | head`
         sys.stderr.close()
         return 0
+
+
+def dump_engine(url: str, name: str, as_json: bool, out: TextIO | None = None) -> int:
+    """Print the batches of partition ``name`` (``<topic>-<p>``) kept by a PostgreSQL engine,
+    as :func:`dump` prints a partition directory."""
+    import asyncio
+
+    from storage.log import parse_partition_dir
+
+    out = out if out is not None else sys.stdout
+    found = parse_partition_dir(name)
+    if found is None:
+        print(f"kcoord: error: {name} is not a <topic>-<partition> name", file=sys.stderr)
+        return 2
+
+    async def batches() -> list[bytes]:
+        import asyncpg
+
+        con = await asyncpg.connect(url)
+        try:
+            rows = await con.fetch(
+                "SELECT data FROM kcoord_batches WHERE topic = $1 AND partition = $2"
+                " ORDER BY base_offset",
+                *found,
+            )
+        finally:
+            await con.close()
+        return [bytes(r["data"]) for r in rows]
+
+    status = 0
+    if not as_json:
+        print(f"Dumping {name} from the database", file=out)
+    for data in asyncio.run(batches()):
+        for batch in dump_bytes(data):
+            status = 1 if "error" in batch else status
+            if as_json:
+                print(json.dumps({"segment": name, **batch}), file=out)
+            else:
+                for line in _text(batch):
+                    print(line, file=out)
+    return status
 
 
 def _dump(path: Path, as_json: bool, out: TextIO) -> int:
