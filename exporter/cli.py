@@ -13,7 +13,13 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "report",
         help="consumer lag report from the log files (PySpark): Parquet tables, HTML, summary",
     )
-    rep.add_argument("--data-dir", type=Path, required=True, metavar="DIR", help="kcoord data dir")
+    src = rep.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data-dir", type=Path, metavar="DIR", help="kcoord data dir")
+    src.add_argument(
+        "--storage",
+        metavar="URL",
+        help="read the logs from this postgresql:// storage engine instead of a data dir",
+    )
     rep.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     rep.add_argument(
         "--master", metavar="URL", help="Spark master (default local[2], or spark-submit's)"
@@ -53,7 +59,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from exporter.report import parse_at, run_report
 
-    if not args.data_dir.is_dir():
+    if args.data_dir is not None and not args.data_dir.is_dir():
         print(f"kcoord: error: --data-dir {args.data_dir} is not a directory", file=sys.stderr)
         return 2
     if args.window < 1:
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kcoord: error: --at: {e}", file=sys.stderr)
         return 2
     run_report(
-        args.data_dir,
+        args.data_dir if args.data_dir is not None else args.storage,
         args.out,
         master=args.master,
         at=at,

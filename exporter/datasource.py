@@ -50,6 +50,9 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from exporter.pgread import is_storage_url
+
+OFFSETS_TOPIC_NAME = "__consumer_offsets"
 _LEVELS = ("records", "segments")
 _TOPIC_LEVELS = ("partitions", "batches", "records")
 BYTES_PER_PARTITION = 128 << 20
@@ -116,10 +119,22 @@ def register(spark: Any) -> None:
 
 
 def _path(options: dict[str, str]) -> str:
-    path = options.get("path")
+    """The data directory, or the ``postgresql://`` URL of a storage engine
+    (``.option("storage", URL)``, or the URL given to ``load``)."""
+    path = _get(options, "storage") or options.get("path")
     if not path:
         raise ValueError("give the data directory: spark.read.format('kcoord').load(DATA_DIR)")
     return path
+
+
+class PgRange(InputPartition):
+    """A range of one partition's batches in a PostgreSQL engine, read like a segment."""
+
+    def __init__(self, topic: str, partition: int, lo: int, hi: int) -> None:
+        super().__init__((topic, partition, lo, hi))
+        self.topic, self.log_partition, self.partition = topic, partition, partition
+        self.lo, self.hi = lo, hi
+        self.base, self.path, self.next_base = lo, f"{topic}-{partition}@{lo}", hi + 1
 
 
 def _lower_keys(options: Any) -> dict[str, str]:
@@ -280,7 +295,13 @@ class KcoordReader(DataSourceReader):
         from coordinator.partitioning import partition_for
         from exporter.topics import offsets_partition_count
 
-        n = self.offsets_partitions or offsets_partition_count(Path(self.data_dir))
+        if is_storage_url(self.data_dir):
+            from exporter import pgread
+
+            entry = pgread.catalog(self.data_dir).get(OFFSETS_TOPIC_NAME) or {}
+            n = self.offsets_partitions or entry.get("partitions")
+        else:
+            n = self.offsets_partitions or offsets_partition_count(Path(self.data_dir))
         if n is None:
             return None
         return {partition_for(g, n) for g in self.groups}
@@ -290,6 +311,8 @@ class KcoordReader(DataSourceReader):
 
         wanted = self._wanted_log_partitions() if self.level == "records" else None
         lo, hi = self.offsets.bounds()
+        if is_storage_url(self.data_dir):
+            return self._pg_partitions(wanted, lo, hi)
         out: list[InputPartition] = []
         for _, p, pdir in list_partition_dirs(Path(self.data_dir), OFFSETS_TOPIC):
             if wanted is not None and p not in wanted:
@@ -311,6 +334,37 @@ class KcoordReader(DataSourceReader):
         sizes = [_file_size(Path(sp.path)) for sp in out]
         return [SegmentGroup(g) for g in _pack(out, sizes, self.options)]
 
+    def _pg_partitions(
+        self, wanted: set[int] | None, lo: int | None, hi: int | None
+    ) -> Sequence[InputPartition]:
+        from exporter import pgread
+
+        out: list[PgRange] = []
+        sizes: list[int] = []
+        cap = int(_get(self.options, "bytesPerPartition") or pgread.RANGE_BYTES)
+        for topic, p in pgread.partitions(self.data_dir, OFFSETS_TOPIC_NAME):
+            if (wanted is not None and p not in wanted) or not self.log_partitions.contains(p):
+                continue
+            for first, last, size in pgread.ranges(self.data_dir, topic, p, cap):
+                if hi is not None and first > hi:
+                    continue
+                out.append(PgRange(topic, p, first, last))
+                sizes.append(size)
+        if not out:
+            return [SegmentGroup([])]
+        return [SegmentGroup(g) for g in _pack(out, sizes, self.options)]  # type: ignore[arg-type]
+
+    def _scan(self, sp: Any) -> Any:
+        from exporter.logread import read_segment
+
+        if isinstance(sp, PgRange):
+            from exporter import pgread
+
+            return pgread.scan(
+                self.data_dir, sp.topic, sp.partition, sp.lo, sp.hi, check_crc=self.check_crc
+            )
+        return read_segment(Path(sp.path), sp.base, check_crc=self.check_crc)
+
     def read(self, partition: SegmentGroup) -> Iterator[Any]:
         import pyarrow as pa
 
@@ -318,7 +372,6 @@ class KcoordReader(DataSourceReader):
             OFFSETS_TOPIC,
             SEGMENT_SCHEMA,
             decode_segment,
-            read_segment,
             segment_summary,
         )
 
@@ -326,19 +379,14 @@ class KcoordReader(DataSourceReader):
         segments = partition.segments
         if self.level == "segments":
             rows = [
-                segment_summary(
-                    OFFSETS_TOPIC,
-                    sp.log_partition,
-                    read_segment(Path(sp.path), sp.base, check_crc=self.check_crc),
-                )
-                for sp in segments
+                segment_summary(OFFSETS_TOPIC, sp.log_partition, self._scan(sp)) for sp in segments
             ]
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=SEGMENT_SCHEMA)
             return
         filters = self._filters()
         for sp in segments:
-            scan = read_segment(Path(sp.path), sp.base, check_crc=self.check_crc)
+            scan = self._scan(sp)
             yield from decode_segment(scan, sp.log_partition, filters, columns=self.columns)
 
     def _filters(self) -> Any:
@@ -425,6 +473,18 @@ class KcoordTopicsReader(DataSourceReader):
 
         items: list[TopicPartitionInput] = []
         sizes: list[int] = []
+        if is_storage_url(self.data_dir):
+            from exporter import pgread
+
+            for topic, p in pgread.partitions(self.data_dir, None):
+                if (self.topics is None or topic in self.topics) and self.partition_range.contains(
+                    p
+                ):
+                    items.append(TopicPartitionInput(topic, p, self.data_dir))
+                    sizes.append(1)
+            if not items:
+                return [TopicPartitionGroup([])]
+            return [TopicPartitionGroup(g) for g in _pack(items, sizes, self.options)]
         for topic, p, pdir in topic_partitions(Path(self.data_dir)):
             if self.topics is not None and topic not in self.topics:
                 continue
@@ -446,40 +506,56 @@ class KcoordTopicsReader(DataSourceReader):
 
         worker_setup()
         items = partition.items
+        pg = is_storage_url(self.data_dir)
+        if pg:
+            from exporter import pgread
         if self.level == "partitions":
             rows = [
-                T.partition_info(Path(self.data_dir), i.topic, i.partition, Path(i.path))
+                pgread.partition_info(self.data_dir, i.topic, i.partition)
+                if pg
+                else T.partition_info(Path(self.data_dir), i.topic, i.partition, Path(i.path))
                 for i in items
             ]
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=T.PARTITION_SCHEMA)
         elif self.level == "batches":
-            batches = [T.partition_batches(i.topic, i.partition, Path(i.path)) for i in items]
+            batches = [
+                T.batches_of(i.topic, i.partition, _topic_scans(self.data_dir, i)) for i in items
+            ]
             batches = [b for b in batches if b.num_rows]
             if batches:
                 yield from pa.Table.from_batches(batches).combine_chunks().to_batches()
         else:
             for i in items:
-                yield from _record_timestamps(i, Path(i.path), self.offsets)
+                yield from _record_timestamps(i, _topic_scans(self.data_dir, i), self.offsets)
+
+
+def _topic_scans(data_dir: str, item: TopicPartitionInput) -> list[Any]:
+    """The scanned segments of a topic partition (ranges of batches in PostgreSQL)."""
+    from exporter.logread import list_segments, read_segment
+
+    if is_storage_url(data_dir):
+        from exporter import pgread
+
+        return [
+            pgread.scan(data_dir, item.topic, item.partition, lo, hi)
+            for lo, hi, _ in pgread.ranges(data_dir, item.topic, item.partition)
+        ]
+    return [read_segment(path, base) for base, path in list_segments(Path(item.path))]
 
 
 def _record_timestamps(
-    partition: TopicPartitionInput, pdir: Path, offsets: _Range
+    partition: TopicPartitionInput, scans: list[Any], offsets: _Range
 ) -> Iterator[Any]:
     import numpy as np
     import pyarrow as pa
 
-    from exporter.logread import batch_headers, list_segments, read_segment
+    from exporter.logread import batch_headers
     from exporter.topics import RECORD_TS_SCHEMA
     from protocol.records import RecordError, decode_record_tuples
 
     lo, hi = offsets.bounds()
-    segs = list_segments(pdir)
-    for i, (base, path) in enumerate(segs):
-        nxt = segs[i + 1][0] if i + 1 < len(segs) else None
-        if (hi is not None and base > hi) or (lo is not None and nxt is not None and nxt <= lo):
-            continue
-        scan = read_segment(path, base)
+    for scan in scans:
         h = batch_headers(scan)
         keep = (h["attributes"] & 0x20) == 0
         if lo is not None:

@@ -228,7 +228,11 @@ def run_report(
     write_history: bool = True,
 ) -> ReportResult:
     t_start = time.monotonic()
-    data_dir = str(Path(data_dir).resolve())
+    from exporter.pgread import is_storage_url
+
+    if not is_storage_url(str(data_dir)):
+        data_dir = str(Path(data_dir).resolve())
+    data_dir = str(data_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     s = Settings(at=at if at is not None else parse_at(None), window=window, **(settings or {}))
@@ -239,7 +243,7 @@ def run_report(
     timings: dict[str, float] = {}
     tables: Tables | None = None
     try:
-        prog.step(f"reading {data_dir}")
+        prog.step(f"reading {_shown(data_dir)}")
         records, meta, ends, parts, ts_at, segments, topic_parts = inputs(
             spark, data_dir, s, snapshot
         )
@@ -375,7 +379,7 @@ def rebalance_events(spark: Any, path: str) -> dict[str, list[tuple[int, int, st
 
 def html_meta(data_dir: str, s: Settings, snapshot: str | None) -> dict[str, str]:
     return {
-        "data": data_dir,
+        "data": _shown(data_dir),
         "report time": fmt_ts(s.at) + " UTC",
         "window": f"{s.window} commits",
         "end offsets": "snapshot " + snapshot if snapshot else "topic logs (exact)",
@@ -449,3 +453,10 @@ def console_summary(groups: list[dict], partitions: list[dict]) -> str:
     if not groups:
         lines.append("No consumer groups found.")
     return "\n".join(lines) + "\n"
+
+
+def _shown(data_dir: str) -> str:
+    """A data directory as it is, a database URL without its password."""
+    from storage.postgres.store import redact
+
+    return redact(data_dir) if data_dir.startswith(("postgresql://", "postgres://")) else data_dir

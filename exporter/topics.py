@@ -172,8 +172,13 @@ def partition_info(data_dir: Path, topic: str, partition: int, pdir: Path) -> di
 
 def partition_batches(topic: str, partition: int, pdir: Path) -> pa.RecordBatch:
     """One row per valid batch of a topic partition: its offsets and timestamps."""
+    return batches_of(topic, partition, _scans(pdir))
+
+
+def batches_of(topic: str, partition: int, scans: list[SegmentScan]) -> pa.RecordBatch:
+    """:func:`partition_batches` of scanned segments (or ranges of a storage engine)."""
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("b", "l", "r", "bt", "mt")}
-    for scan in _scans(pdir):
+    for scan in scans:
         h = batch_headers(scan)
         control = (h["attributes"] & 0x20) != 0
         keep = ~control
@@ -278,7 +283,11 @@ def timestamps_at_arrow(data_dir: str):
         from exporter.datasource import worker_setup
 
         worker_setup()
-        reader = TopicReader(Path(data_dir))
+        from exporter.pgread import PgTopicReader, is_storage_url
+
+        reader: Any = (
+            PgTopicReader(data_dir) if is_storage_url(data_dir) else TopicReader(Path(data_dir))
+        )
         for batch in batches:
             batch = batch.take(
                 pa.compute.sort_indices(

@@ -13,6 +13,7 @@ import pytest
 
 from exporter.report import run_report
 from tests.kcoord_process import start_kcoord
+from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -197,3 +198,37 @@ def test_report_cli(real_run: dict, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "Consumer group 'report-a'" in out and "LOG-END-OFFSET" in out
     assert (tmp_path / "o" / "report.html").is_file()
     assert (tmp_path / "o" / "group_summary.parquet").is_dir()
+
+
+def test_the_report_reads_the_postgresql_engine_alike(
+    real_run: dict,
+    spark: Any,
+    tmp_path: Path,
+    pg_url: str,  # noqa: F811
+) -> None:
+    """The same logs moved into PostgreSQL (migrate-storage) give the same report, read from
+    the database in ranges (small ones here, so several Spark tasks share the work)."""
+    import asyncio
+
+    from storage.migrate import dir_to_pg
+
+    data_dir = real_run["result"].out_dir.parent / "data"
+    asyncio.run(dir_to_pg(data_dir, pg_url))
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    on_pg = run_report(pg_url, tmp_path / "pg", spark=spark, at=real_run["at"])
+    on_files = real_run["result"]
+
+    def rows(result: Any, key: str) -> list[dict]:
+        return sorted(
+            ({k: v for k, v in r.items() if k not in ("segments",)} for r in getattr(result, key)),
+            key=lambda r: sorted((k, str(v)) for k, v in r.items()),
+        )
+
+    assert rows(on_pg, "partitions") == rows(on_files, "partitions")
+    assert rows(on_pg, "groups") == rows(on_files, "groups")
+    html = (tmp_path / "pg" / "report.html").read_text()
+    assert "secret" not in html and "report-a" in html
+    records = (
+        spark.read.format("kcoord").option("storage", pg_url).option("bytesPerPartition", 2048)
+    )
+    assert records.load().count() == spark.read.format("kcoord").load(str(data_dir)).count()
