@@ -21,6 +21,7 @@ class KcoordProcess:
     port: int
     data_dir: Path
     log_path: Path
+    extra_args: tuple[str, ...] = ()  # what it was started with (e.g. --storage URL)
 
     @property
     def bootstrap(self) -> str:
@@ -73,7 +74,9 @@ def start_kcoord(
     while time.monotonic() < deadline:
         m = READY.search(log_path.read_text())
         if m:
-            return KcoordProcess(proc, m.group(1), int(m.group(2)), data_dir, log_path)
+            return KcoordProcess(
+                proc, m.group(1), int(m.group(2)), data_dir, log_path, tuple(extra_args)
+            )
         if proc.poll() is not None:
             raise RuntimeError(f"kcoord exited with {proc.returncode}:\n{log_path.read_text()}")
         time.sleep(0.05)

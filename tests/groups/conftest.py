@@ -8,6 +8,7 @@ import pytest
 
 from tests.groups.harness import MIN_SESSION_MS, Members, kafka_admin
 from tests.kcoord_process import KcoordProcess, start_kcoord
+from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 # The settings every group test runs the broker with: no initial join delay, and session
 # timeouts as short as the tests want.
@@ -18,8 +19,13 @@ BROKER_SETTINGS = (
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[KcoordProcess]:
-    proc = start_kcoord(tmp_path / "data", *BROKER_SETTINGS)
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KcoordProcess]:
+    """On the file engine; a test parametrized ``broker=["file", "postgresql"]`` (indirect)
+    runs on PostgreSQL too."""
+    extra: tuple[str, ...] = ()
+    if getattr(request, "param", "file") == "postgresql":
+        extra = ("--storage", request.getfixturevalue("pg_url"))
+    proc = start_kcoord(tmp_path / "data", *BROKER_SETTINGS, extra_args=extra)
     yield proc
     proc.stop()
 

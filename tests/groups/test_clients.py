@@ -88,6 +88,7 @@ def check_keys(produced: list[Produced]) -> None:
     assert len({x.p for x in produced}) > 1
 
 
+@pytest.mark.parametrize("broker", ["file", "postgresql"], indirect=True)
 def test_three_members_own_every_partition_once(
     client: str, broker: KcoordProcess, members: Members, admin: Any
 ) -> None:
@@ -148,6 +149,7 @@ def test_killed_member_partitions_move_after_session_timeout(
     consume_all(stay, produced, "b2")
 
 
+@pytest.mark.parametrize("broker", ["file", "postgresql"], indirect=True)
 def test_restarted_consumer_resumes_from_committed_offsets(
     client: str, broker: KcoordProcess, members: Members, admin: Any
 ) -> None:

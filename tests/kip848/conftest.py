@@ -7,11 +7,16 @@ import pytest
 
 from tests.kcoord_process import KcoordProcess, start_kcoord
 from tests.kip848.harness import BROKER_SETTINGS, Member
+from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[KcoordProcess]:
-    proc = start_kcoord(tmp_path / "data", *BROKER_SETTINGS)
+@pytest.fixture(params=["file", "postgresql"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KcoordProcess]:
+    """A broker on each storage engine: the KIP-848 scenarios run once on PostgreSQL too."""
+    extra: tuple[str, ...] = ()
+    if request.param == "postgresql":
+        extra = ("--storage", request.getfixturevalue("pg_url"))
+    proc = start_kcoord(tmp_path / "data", *BROKER_SETTINGS, extra_args=extra)
     yield proc
     proc.stop()
 

@@ -146,7 +146,9 @@ def test_members_keep_their_epochs_across_a_broker_restart(broker, spawn, tmp_pa
     marks = len(a.snapshot()), len(b.snapshot())
 
     broker.stop()
-    restarted = start_kcoord(broker.data_dir, *BROKER_SETTINGS, port=broker.port)
+    restarted = start_kcoord(
+        broker.data_dir, *BROKER_SETTINGS, port=broker.port, extra_args=broker.extra_args
+    )
     try:
         produce(bs, TOPIC, PARTS, 120)
         wait_until(lambda: sum(values(a, b).values()) == 120, 40, "both consume after restart")
