@@ -517,6 +517,25 @@ class Log:
         finally:
             self._compacting = False
 
+    # -- what the data plane asks of a topic partition (storage.partitionlog.TopicLog) --------
+
+    async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        from storage.timestamps import offset_for_timestamp
+
+        return offset_for_timestamp(self, timestamp)
+
+    async def max_timestamp(self) -> tuple[int, int] | None:
+        from storage.timestamps import max_timestamp
+
+        return max_timestamp(self)
+
+    async def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
+        """Delete the oldest rolled segments time or size retention allows; how many went."""
+        from storage.retention import deletable_count, delete_oldest_segments
+
+        n = deletable_count(self.segments, now_ms, retention_ms, retention_bytes, self._hw)
+        return await delete_oldest_segments(self, n) if n else 0
+
     async def delete_oldest_segments(self, count: int) -> int:
         """Delete up to ``count`` of the oldest segments, never the active one, moving the log
         start offset to the next segment's base. Returns how many went (0 while compacting:

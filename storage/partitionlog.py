@@ -55,6 +55,47 @@ class PartitionLog(Protocol):
         ...
 
 
+class ReadResult(Protocol):
+    @property
+    def data(self) -> bytes: ...
+
+
+class TopicLog(PartitionLog, Protocol):
+    """What the data plane needs of a topic partition's log, on every engine (the file
+    ``Log``, ``storage.postgres.log.PgLog``)."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int:
+        """The end of what is durable: what readers may see."""
+        ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    def read(self, offset: int, max_bytes: int) -> ReadResult:
+        """Whole batches from the one holding ``offset`` (at least one). An engine that must
+        read them from elsewhere first raises ``storage.postgres.reads.NeedsRead``: await
+        ``load(offset, max_bytes)`` and read again."""
+        ...
+
+    async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``timestamp``."""
+        ...
+
+    async def max_timestamp(self) -> tuple[int, int] | None: ...
+
+    async def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
+        """Delete the oldest data time or size retention allows (moving the log start);
+        returns how many units (segments, batches) went."""
+        ...
+
+
 async def replay_batches(
     plog: PartitionLog,
 ) -> AsyncIterator[Iterable[tuple[BatchHeader, list[RecordTuple]]]]:

@@ -11,14 +11,12 @@ from collections.abc import Awaitable
 from typing import Any
 
 from broker.context import RequestContext
-from broker.dataplane import timestamps
 from broker.dataplane.partition import LEADER_EPOCH
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
-from storage.log import Log
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 Resp = ListOffsetsResponse
@@ -26,19 +24,13 @@ PartResp = Resp.ListOffsetsPartitionResponse
 
 
 def _lookup(log, ts: int) -> tuple[int, int]:
-    """(offset, timestamp) for a request timestamp; (-1, -1) when there is no such offset."""
+    """(offset, timestamp) for a special request timestamp (answered from memory); (-1, -1)
+    when there is no such offset. Timestamps and MAX_TIMESTAMP are asked of the log."""
     if ts == LATEST:
         return log.high_watermark, -1
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1
-    if ts == LATEST_TIERED:
-        return -1, -1
-    found = timestamps.max_timestamp(log) if ts == MAX_TIMESTAMP else None
-    if ts >= 0:
-        found = timestamps.offset_for_timestamp(log, ts)
-    if found is None:
-        return -1, -1
-    return found
+    return -1, -1  # LATEST_TIERED: no tiered storage
 
 
 @serves(ApiKey.LIST_OFFSETS, 1, 9)
@@ -47,7 +39,7 @@ def handle(
 ) -> ListOffsetsResponse | Awaitable[ListOffsetsResponse]:
     store = ctx.broker.data
     topics = []
-    # Lookups a storage engine answers by a query (PostgreSQL): done after the loop.
+    # Lookups the log answers by reading (an index, a query): awaited after the loop.
     queries: list[tuple[PartResp, Any, int]] = []
     for t in req.topics:
         parts = []
@@ -70,9 +62,7 @@ def handle(
                 continue
             if p.timestamp < LATEST_TIERED or (p.timestamp < 0 and _too_new(ctx, p.timestamp)):
                 offset, ts = -1, -1
-            elif not isinstance(part.log, Log) and (
-                p.timestamp >= 0 or p.timestamp == MAX_TIMESTAMP
-            ):
+            elif p.timestamp >= 0 or p.timestamp == MAX_TIMESTAMP:
                 r = PartResp(partition_index=p.partition_index)
                 parts.append(r)
                 queries.append((r, part.log, p.timestamp))

@@ -13,9 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from broker.dataplane import retention
 from broker.dataplane.partition import Partition
-from storage.log import Log
 
 log = logging.getLogger("kcoord.data")
 
@@ -109,7 +107,8 @@ class Maintenance:
 
 
 async def apply_retention(part: Partition, now_ms: int) -> int:
-    """Delete the segments of ``part`` that retention allows; returns how many went."""
+    """Delete what retention allows of ``part``'s log; returns how many segments (file
+    engine) or batches (PostgreSQL) went."""
     s = part.settings
     if (
         part.closed
@@ -119,25 +118,10 @@ async def apply_retention(part: Partition, now_ms: int) -> int:
     ):
         return 0
     log_ = part.log
-    if not isinstance(log_, Log):  # an engine that keeps no segments (PostgreSQL): by batch
-        n = await log_.apply_retention(now_ms, s.retention_ms, s.retention_bytes)
-        if n:
-            log.info(
-                "%s-%d: retention deleted %d batches, log start offset now %d",
-                part.topic,
-                part.index,
-                n,
-                log_.log_start_offset,
-            )
-        return n
-    n = retention.deletable_count(
-        log_.segments, now_ms, s.retention_ms, s.retention_bytes, log_.high_watermark
-    )
-    if n:
-        n = await retention.delete_oldest_segments(log_, n)
+    n = await log_.apply_retention(now_ms, s.retention_ms, s.retention_bytes)
     if n:
         log.info(
-            "%s-%d: retention deleted %d segments, log start offset now %d",
+            "%s-%d: retention deleted %d (segments or batches), log start offset now %d",
             part.topic,
             part.index,
             n,

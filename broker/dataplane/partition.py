@@ -22,6 +22,7 @@ from protocol.errors import ErrorCode
 from protocol.records import BatchHeader
 from storage.durability import Durability
 from storage.log import AppendResult, Log, LogFailedError
+from storage.partitionlog import TopicLog
 
 log = logging.getLogger("kcoord.data")
 
@@ -34,7 +35,7 @@ class Partition:
         self,
         topic: str,
         index: int,
-        log_: Log,
+        log_: TopicLog,
         settings: TopicSettings,
         producers: ProducerStateTable,
         *,

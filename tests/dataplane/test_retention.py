@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.dataplane.retention import deletable_count
+from storage.retention import deletable_count
 from tests.dataplane.conftest import header, kv_batch
 
 HOUR = 3_600_000

@@ -143,7 +143,7 @@ async def test_index_is_sparse_and_rebuilt_when_missing_or_stale(tmp_path: Path)
 
 async def test_offset_for_timestamp(tmp_path: Path) -> None:
     # The one lookup by time is the data plane's (it also stops at the high watermark).
-    from broker.dataplane.timestamps import offset_for_timestamp
+    from storage.timestamps import offset_for_timestamp
 
     def first_at(ts: int) -> int | None:
         found = offset_for_timestamp(log, ts)

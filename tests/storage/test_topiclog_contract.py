@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from broker.dataplane import retention, timestamps
 from protocol.records import Record, build_batch, iter_batches
+from storage import retention, timestamps
 from storage.durability import ALWAYS
 from storage.log import Log
 from storage.logconfig import LogConfig

@@ -7,8 +7,12 @@ client then reads a few older records, never misses one).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from protocol.records import BatchHeader, RecordError, decode_record_tuples
-from storage.log import Log
+
+if TYPE_CHECKING:
+    from storage.log import Log
 
 
 def _first_record_at_or_after(buf: bytes, q: int, h: BatchHeader, ts: int) -> tuple[int, int]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from storage.log import Log
+if TYPE_CHECKING:
+    from storage.log import Log
 
 
 class SegmentInfo(Protocol):
