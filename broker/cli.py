@@ -157,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_report_parser(commands)
     add_admin_parsers(commands)  # health, groups, offsets
+    from broker.cluster_cli import add_parser as add_cluster_parser
+
+    add_cluster_parser(commands)
     return parser
 
 
@@ -224,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.storage is not None:
             return dump_engine(args.storage, str(args.path), args.json)
         return dump(args.path, args.json)
+    if getattr(args, "cluster", None) is not None:
+        return args.cluster(args)
     if args.command == "migrate-storage":
         return _migrate(args.source, args.target)
     if getattr(args, "admin", None) is not None:

@@ -337,6 +337,12 @@ _SETTINGS: tuple[Setting, ...] = (
             "Principals allowed everything, separated by semicolons (User:admin;User:ops)."),
     Setting("allow.everyone.if.no.acl.found", "bool", False, _bool,
             "Allow a request on a resource no ACL names (default: refuse it)."),
+    Setting("kcoord.cluster.lease.ms", "int", 10000, _int(100),
+            "Cluster mode (several nodes over one PostgreSQL): how long a node's registration"
+            " and partition leases last without renewal; a node that cannot renew stops serving"
+            " its partitions before this passes."),
+    Setting("kcoord.cluster.renew.interval.ms", "int", 2000, _int(10),
+            "How often a node renews its registration and leases (less than half the lease)."),
     Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
             "How often the key and trust store files are checked for changes (reloaded"
             " without a restart)."),
@@ -553,3 +559,9 @@ def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
     require("min.session.timeout.ms", "session.timeout.ms")
     require("session.timeout.ms", "max.session.timeout.ms")
     require("heartbeat.interval.ms", "session.timeout.ms", strict=True)
+    lease, renew = values["kcoord.cluster.lease.ms"], values["kcoord.cluster.renew.interval.ms"]
+    if renew * 2 >= lease:
+        raise ConfigError(
+            f"kcoord.cluster.renew.interval.ms ({renew}) must be less than half of"
+            f" kcoord.cluster.lease.ms ({lease}): a lease must survive a missed renewal"
+        )

@@ -172,7 +172,9 @@ class PgLog(PgReads):
             if self.failure is None:
                 log.error("%s: write failed: %s", self.name, e)
                 self.failure = e
-            err = LogFailedError(f"{self.name}: write failed: {e}")
+            # A fence stays a FencedError: the owner lost the partition (unload, do not retry).
+            kind = FencedError if isinstance(e, FencedError) else LogFailedError
+            err = kind(f"{self.name}: write failed: {e}")
             for fut, _ in waiters + self._waiters:
                 if not fut.done():
                     fut.set_exception(err)

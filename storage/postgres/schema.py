@@ -50,6 +50,19 @@ CREATE TABLE IF NOT EXISTS kcoord_meta (
 );
 -- topic partitions: the first offset retention (or DeleteRecords) kept
 ALTER TABLE kcoord_partitions ADD COLUMN IF NOT EXISTS log_start_offset bigint NOT NULL DEFAULT 0;
+-- cluster mode: the nodes, renewing their registration, and each partition's lease (its owner
+-- and when the lease ends; leader_epoch, bumped by every acquisition, is the fencing epoch).
+-- Times are the database's clock: no two nodes' clocks are ever compared.
+CREATE TABLE IF NOT EXISTS kcoord_nodes (
+    node_id integer PRIMARY KEY,
+    host text NOT NULL,
+    port integer NOT NULL,
+    rack text,
+    registered_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    expires_at timestamptz NOT NULL
+);
+ALTER TABLE kcoord_partitions ADD COLUMN IF NOT EXISTS owner integer;
+ALTER TABLE kcoord_partitions ADD COLUMN IF NOT EXISTS lease_expires_at timestamptz;
 """
 
 # What takes a database from the version before to this one; applied in order.

@@ -17,7 +17,7 @@ import asyncpg
 from storage.log import parse_partition_dir
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError
-from storage.postgres.log import PgLog
+from storage.postgres.log import FencedError, PgLog
 from storage.postgres.meta import read_meta, write_meta
 from storage.postgres.schema import ensure_schema
 
@@ -83,7 +83,12 @@ class PgStore:
             raise
         return cls(pool, url, epoch, min_cleanable_batches)
 
-    async def open_log(self, topic: str, partition: int, config: LogConfig) -> PgLog:
+    async def open_log(
+        self, topic: str, partition: int, config: LogConfig, *, epoch: int | None = None
+    ) -> PgLog:
+        """``epoch``: the fencing epoch of the lease this node acquired (cluster mode); the
+        open fails with ``FencedError`` if the partition has moved on since. Without it, the
+        log writes under the partition's current epoch (one node)."""
         async with self.pool.acquire() as con:
             row = await con.fetchrow(
                 "INSERT INTO kcoord_partitions (topic, partition, leader_epoch)"
@@ -99,6 +104,11 @@ class PgStore:
                 " WHERE topic = $1 AND partition = $2",
                 topic,
                 partition,
+            )
+        if epoch is not None and row["leader_epoch"] != epoch:
+            raise FencedError(
+                f"{topic}-{partition}: epoch {row['leader_epoch']} is not this node's lease"
+                f" epoch {epoch}"
             )
         return PgLog(
             self.pool,

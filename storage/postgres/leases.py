@@ -1,0 +1,149 @@
+"""Node membership and partition leases in the PostgreSQL engine: the database decides who
+owns what, by its own clock, so that several kcoord nodes never own one partition at once.
+
+A node registers (``kcoord_nodes``) and renews its registration; one whose registration
+expired is dead. A partition's lease (``kcoord_partitions.owner``, ``lease_expires_at``) is
+acquired only when it is free, expired or already the caller's, and every acquisition bumps
+``leader_epoch``: the fencing epoch every append of :class:`storage.postgres.log.PgLog` is
+conditioned on, so a paused or cut-off former owner's writes fail in the database
+(``FencedError``) once another node holds the partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    alive: bool
+    expires_in_ms: int
+
+
+@dataclass(frozen=True)
+class Lease:
+    topic: str
+    partition: int
+    owner: int | None
+    epoch: int
+    live: bool
+
+
+async def register_node(
+    db: Any, node_id: int, host: str, port: int, rack: str | None, lease_ms: int
+) -> None:
+    """(Re-)register; ``db`` is an asyncpg pool or connection."""
+    await db.execute(
+        "INSERT INTO kcoord_nodes (node_id, host, port, rack, expires_at)"
+        " VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 millisecond')"
+        " ON CONFLICT (node_id) DO UPDATE SET host = EXCLUDED.host, port = EXCLUDED.port,"
+        " rack = EXCLUDED.rack, expires_at = EXCLUDED.expires_at,"
+        " registered_at = clock_timestamp()",
+        node_id,
+        host,
+        port,
+        rack,
+        lease_ms,
+    )
+
+
+async def renew_node(db: Any, node_id: int, lease_ms: int) -> bool:
+    """False if the registration is gone (the node must register again)."""
+    found = await db.fetchval(
+        "UPDATE kcoord_nodes SET expires_at = clock_timestamp() + $2 * interval '1 millisecond'"
+        " WHERE node_id = $1 RETURNING node_id",
+        node_id,
+        lease_ms,
+    )
+    return found is not None
+
+
+async def deregister_node(db: Any, node_id: int) -> None:
+    await db.execute("DELETE FROM kcoord_nodes WHERE node_id = $1", node_id)
+
+
+async def nodes(db: Any) -> list[Node]:
+    rows = await db.fetch(
+        "SELECT node_id, host, port, rack, expires_at > clock_timestamp() AS alive,"
+        " (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS left_ms"
+        " FROM kcoord_nodes ORDER BY node_id"
+    )
+    return [
+        Node(r["node_id"], r["host"], r["port"], r["rack"], r["alive"], r["left_ms"]) for r in rows
+    ]
+
+
+async def live_node_ids(db: Any) -> list[int]:
+    return [n.node_id for n in await nodes(db) if n.alive]
+
+
+async def acquire(db: Any, topic: str, partition: int, node_id: int, lease_ms: int) -> int | None:
+    """Take the lease if it is free, expired or this node's: the new fencing epoch, or None
+    while another node holds it."""
+    return await db.fetchval(
+        "INSERT INTO kcoord_partitions (topic, partition, owner, lease_expires_at, leader_epoch)"
+        " VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 millisecond', 1)"
+        " ON CONFLICT (topic, partition) DO UPDATE SET owner = EXCLUDED.owner,"
+        " lease_expires_at = EXCLUDED.lease_expires_at,"
+        " leader_epoch = kcoord_partitions.leader_epoch + 1"
+        " WHERE kcoord_partitions.owner IS NULL OR kcoord_partitions.owner = EXCLUDED.owner"
+        " OR kcoord_partitions.lease_expires_at < clock_timestamp()"
+        " RETURNING leader_epoch",
+        topic,
+        partition,
+        node_id,
+        lease_ms,
+    )
+
+
+async def renew(
+    db: Any, node_id: int, held: list[tuple[str, int, int]], lease_ms: int
+) -> list[tuple[str, int, int]]:
+    """Extend every lease in ``held`` ((topic, partition, epoch)) in one statement; returns
+    the ones this node no longer holds (taken over, or released)."""
+    if not held:
+        return []
+    rows = await db.fetch(
+        "UPDATE kcoord_partitions p SET"
+        " lease_expires_at = clock_timestamp() + $2 * interval '1 millisecond'"
+        " FROM unnest($3::text[], $4::int[], $5::int[]) AS h(topic, partition, epoch)"
+        " WHERE p.topic = h.topic AND p.partition = h.partition AND p.leader_epoch = h.epoch"
+        " AND p.owner = $1 RETURNING p.topic, p.partition, p.leader_epoch",
+        node_id,
+        lease_ms,
+        [h[0] for h in held],
+        [h[1] for h in held],
+        [h[2] for h in held],
+    )
+    kept = {(r["topic"], r["partition"], r["leader_epoch"]) for r in rows}
+    return [h for h in held if h not in kept]
+
+
+async def release(db: Any, topic: str, partition: int, node_id: int, epoch: int) -> bool:
+    """Give the lease up (after a handoff's flush); False if it was not this node's."""
+    found = await db.fetchval(
+        "UPDATE kcoord_partitions SET owner = NULL, lease_expires_at = NULL"
+        " WHERE topic = $1 AND partition = $2 AND owner = $3 AND leader_epoch = $4"
+        " RETURNING partition",
+        topic,
+        partition,
+        node_id,
+        epoch,
+    )
+    return found is not None
+
+
+async def leases(db: Any) -> list[Lease]:
+    rows = await db.fetch(
+        "SELECT topic, partition, owner, leader_epoch,"
+        " coalesce(lease_expires_at > clock_timestamp(), false) AS live"
+        " FROM kcoord_partitions ORDER BY topic, partition"
+    )
+    return [
+        Lease(r["topic"], r["partition"], r["owner"], r["leader_epoch"], r["live"]) for r in rows
+    ]

@@ -1,0 +1,134 @@
+"""Partition leases in PostgreSQL (the groundwork of cluster mode), on a real server: a node
+that lost its lease can never write again, the lease keeper gives its leases up before they
+could expire when the database is out of reach, and placement is deterministic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.lease_keeper import LeaseKeeper
+from broker.placement import assignment, owner
+from protocol.records import Record, build_batch
+from storage.logconfig import LogConfig
+from storage.partitionlog import replay_batches
+from storage.postgres import leases as L
+from storage.postgres.log import FencedError
+from storage.postgres.store import PgStore
+from tests.pg import OwnPostgres, pg_server, pg_url  # noqa: F401 - fixtures
+
+T, P = "__consumer_offsets", 3
+LEASE_MS = 300
+
+
+def batch(key: bytes) -> bytes:
+    return build_batch([Record(0, 1000, key, b"v", ())], base_offset=0)
+
+
+async def test_a_paused_owner_is_fenced_once_another_node_takes_over(pg_url: str) -> None:  # noqa: F811
+    a, b = await PgStore.connect(pg_url), await PgStore.connect(pg_url)
+    try:
+        await L.register_node(a.pool, 1, "a", 9092, None, LEASE_MS)
+        await L.register_node(b.pool, 2, "b", 9092, "r2", LEASE_MS)
+        e1 = await L.acquire(a.pool, T, P, 1, LEASE_MS)
+        assert e1 is not None
+        assert await L.acquire(b.pool, T, P, 2, LEASE_MS) is None  # held and live
+        log_a = await a.open_log(T, P, LogConfig(), epoch=e1)
+        await log_a.append(batch(b"from-a"))
+
+        await asyncio.sleep(LEASE_MS / 1000 + 0.2)  # A is "paused": it renews nothing
+        e2 = await L.acquire(b.pool, T, P, 2, LEASE_MS)
+        assert e2 == e1 + 1
+        log_b = await b.open_log(T, P, LogConfig(), epoch=e2)
+        await log_b.append(batch(b"from-b"))
+
+        with pytest.raises(FencedError):  # A wakes up and writes: refused by the database
+            await log_a.append(batch(b"late-a"))
+        assert await L.renew(a.pool, 1, [(T, P, e1)], LEASE_MS) == [(T, P, e1)]  # lost
+        with pytest.raises(FencedError):  # nor can A reopen under its old epoch
+            await a.open_log(T, P, LogConfig(), epoch=e1)
+
+        keys = []
+        async for chunk in replay_batches(await b.open_log(T, P, LogConfig(), epoch=e2)):
+            keys += [rec[2] for _, recs in chunk for rec in recs]
+        assert keys == [b"from-a", b"from-b"]
+        assert await L.release(b.pool, T, P, 2, e2)
+        assert await L.acquire(a.pool, T, P, 1, LEASE_MS) == e2 + 1  # released: free again
+        assert [n.node_id for n in await L.nodes(a.pool)] == [1, 2]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_the_keeper_gives_leases_up_before_they_expire_without_the_database(
+    tmp_path: Path,
+) -> None:
+    with OwnPostgres(tmp_path) as pg:
+        store = await PgStore.connect(pg.url)
+        lost: list = []
+        keeper = LeaseKeeper(store.pool, 1, 1000, 100, lost.extend)
+        try:
+            await L.register_node(store.pool, 1, "a", 9092, None, 1000)
+            epoch = await keeper.acquire(T, P)
+            assert epoch is not None
+            keeper.start()
+            await asyncio.sleep(0.5)
+            assert lost == []  # renewed all along
+            pg.stop()
+            stopped = asyncio.get_running_loop().time()
+            while not lost:
+                await asyncio.sleep(0.05)
+                assert asyncio.get_running_loop().time() - stopped < 5
+            # Given up within the lease (its last renewal was at most 100 ms before the stop).
+            assert asyncio.get_running_loop().time() - stopped < 1.0
+            assert lost == [(T, P, epoch)] and keeper.held == set()
+        finally:
+            await keeper.stop()
+            await store.pool.close()
+
+
+def test_placement_is_deterministic_and_moves_little() -> None:
+    parts = [(T, p) for p in range(50)] + [("orders", p) for p in range(12)]
+    three = assignment(parts, [1, 2, 3])
+    assert three == assignment(parts, [3, 2, 1])  # the same on every node
+    assert set(three.values()) == {1, 2, 3}
+    four = assignment(parts, [1, 2, 3, 4])
+    moved = [k for k in parts if three[k] != four[k]]
+    assert all(four[k] == 4 for k in moved)  # only what the new node wins moves
+    assert 0 < len(moved) < len(parts) // 2
+    assert owner(T, 0, []) is None
+
+
+def test_cluster_status_shows_nodes_and_leases(pg_url: str) -> None:  # noqa: F811
+    async def setup() -> None:
+        s = await PgStore.connect(pg_url)
+        try:
+            await L.register_node(s.pool, 7, "node7", 9093, "rack-a", 60000)
+            for p in range(4):
+                await L.acquire(s.pool, T, p, 7, 60000)
+        finally:
+            await s.close()
+
+    asyncio.run(setup())
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "cluster", "status", "--storage", pg_url],
+        cwd=repo, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "node7:9093" in out.stdout and "alive" in out.stdout
+    assert "0-3 (1)" in out.stdout
+    args = ["cluster", "status", "--json", "--storage", pg_url]
+    doc = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "broker.cli", *args],
+            cwd=repo, capture_output=True, text=True, timeout=60,
+        ).stdout
+    )  # fmt: skip
+    assert [n["node_id"] for n in doc["nodes"]] == [7]
+    assert sorted(x["partition"] for x in doc["partitions"] if x["owner"] == 7) == [0, 1, 2, 3]
