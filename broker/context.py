@@ -26,6 +26,17 @@ class RequestContext:
     def principal(self) -> str:
         return "User:ANONYMOUS" if self.security is None else self.security.principal
 
+    def authorized_operations(self, resource_type: int, name: str = "kafka-cluster") -> int:
+        """The bit field of the operations the client may do on the resource, for the
+        `authorized_operations` fields clients ask for (Kafka's encoding: bit n = operation n)."""
+        from broker.security.acls import SUPPORTED_OPERATIONS
+
+        bits = 0
+        for op in SUPPORTED_OPERATIONS.get(resource_type, ()):  # type: ignore[call-overload]
+            if self.allowed(op, resource_type, name):
+                bits |= 1 << op
+        return bits
+
     def allowed(self, operation: int, resource_type: int, name: str = "kafka-cluster") -> bool:
         """Whether the client may do ``operation`` on the resource (always, without an
         authorizer)."""

@@ -36,4 +36,13 @@ def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest):
         )
 
     reads = [read(g) for g in req.group_ids]
-    return when_ready(reads, lambda described: Resp(groups=described))
+    if not req.include_authorized_operations:
+        return when_ready(reads, lambda described: Resp(groups=described))
+
+    def with_operations(described: list[Any]) -> Any:
+        for d in described:
+            if d.error_code == 0:
+                d.authorized_operations = ctx.authorized_operations(ResourceType.GROUP, d.group_id)
+        return Resp(groups=described)
+
+    return when_ready(reads, with_operations)

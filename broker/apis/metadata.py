@@ -121,12 +121,22 @@ def _answer(ctx: RequestContext, req: MetadataRequest, errors: dict[str, int]) -
                 else:
                     topics.append(_missing(wanted.name, False, code=errors.get(wanted.name)))
     host, port = ctx.advertised()
-    return MetadataResponse(
+    resp = MetadataResponse(
         brokers=[Resp.MetadataResponseBroker(node_id=b.node_id, host=host, port=port)],
         cluster_id=b.identity.cluster_id,
         controller_id=b.node_id,
         topics=topics,
     )
+    v = ctx.api_version
+    if v >= 8 and req.include_topic_authorized_operations:
+        for answered in topics:
+            if answered.error_code == 0 and answered.name is not None:
+                answered.topic_authorized_operations = ctx.authorized_operations(
+                    ResourceType.TOPIC, answered.name
+                )
+    if 8 <= v <= 10 and req.include_cluster_authorized_operations:
+        resp.cluster_authorized_operations = ctx.authorized_operations(ResourceType.CLUSTER)
+    return resp
 
 
 def _describable(ctx: RequestContext, name: str) -> bool:

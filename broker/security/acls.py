@@ -214,6 +214,20 @@ class Authorizer:
         await self._kv.close()
 
 
+# The operations each resource type supports: what `authorized_operations` fields report on.
+SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (
+        Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
+        Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE, Operation.ALTER, Operation.DESCRIBE, Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE,
+    ),
+}  # fmt: skip
+
+
 def _covers(acl_op: int, op: int) -> bool:
     """A DENY of ``acl_op`` refuses ``op``."""
     return acl_op == Operation.ALL or acl_op == op

@@ -93,7 +93,7 @@ def consume(conf: dict, topic: str, group: str, n: int) -> tuple[list[bytes], li
 
 
 def test_acls_decide_what_a_user_may_do(secured: KcoordProcess) -> None:
-    from confluent_kafka import Producer
+    from confluent_kafka import Producer, TopicCollection
     from confluent_kafka.admin import AdminClient
 
     k = secured
@@ -114,6 +114,13 @@ def test_acls_decide_what_a_user_may_do(secured: KcoordProcess) -> None:
     assert set(visible) == {"orders", "orders-secret"}
     seen, errors = consume(alice, "orders", "g-alice", 5)
     assert len(seen) == 5, errors
+    a = AdminClient(alice)  # alive until its futures are done
+    desc = a.describe_consumer_groups(["g-alice"], include_authorized_operations=True)
+    ops = {o.name for o in desc["g-alice"].result(timeout=20).authorized_operations}
+    assert {"READ", "DESCRIBE"} <= ops and "DELETE" not in ops
+    topics = a.describe_topics(TopicCollection(["orders"]), include_authorized_operations=True)
+    ops = {o.name for o in topics["orders"].result(timeout=20).authorized_operations}
+    assert {"READ", "DESCRIBE"} <= ops and "WRITE" not in ops
     seen, errors = consume(alice, "orders-secret", "g-alice", 5)
     assert not seen and "TOPIC_AUTHORIZATION_FAILED" in errors
 
