@@ -227,8 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.storage is not None:
             return dump_engine(args.storage, str(args.path), args.json)
         return dump(args.path, args.json)
-    if getattr(args, "cluster", None) is not None:
-        return args.cluster(args)
+    if getattr(args, "cluster_action", None) is not None:
+        return args.cluster_action(args)
     if args.command == "migrate-storage":
         return _migrate(args.source, args.target)
     if getattr(args, "admin", None) is not None:

@@ -17,7 +17,7 @@ def add_parser(commands: Any) -> None:
     p = sub.add_parser("status", help="nodes, and the owner and epoch of every partition")
     p.add_argument("--storage", required=True, metavar="URL", help="the postgresql:// engine")
     p.add_argument("--json", action="store_true", help="one JSON document")
-    p.set_defaults(cluster=status)
+    p.set_defaults(cluster_action=status)
 
 
 def _ranges(parts: list[int]) -> str:

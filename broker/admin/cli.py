@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from broker.admin.acls import add_parser as add_acls_parser
 from broker.admin.client import (
     EARLIEST,
     LATEST,
@@ -83,6 +84,7 @@ def add_parsers(commands: Any) -> None:
     p.set_defaults(admin=_groups_delete)
 
     add_users_parser(commands, common)
+    add_acls_parser(commands, common)
 
     offsets = commands.add_parser("offsets", help="reset a group's committed offsets")
     osub = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")

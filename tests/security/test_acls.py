@@ -205,3 +205,45 @@ def test_acl_apis_without_an_authorizer_are_security_disabled(tmp_path: Path) ->
             assert c.request(ApiKey.CREATE_ACLS, 3, create).results[0].error_code == 54
     finally:
         k.stop()
+
+
+def test_the_acls_command(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    k = start_kcoord(tmp_path / "data", *SETTINGS)
+    try:
+
+        def kcoord(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [sys.executable, "-m", "broker.cli", "acls", *args, "--bootstrap", k.bootstrap],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+
+        added = kcoord("add", "--topic", "ord", "--resource-pattern-type", "prefixed",
+                       "--allow-principal", "User:alice", "--operation", "read",
+                       "--operation", "describe")  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        assert kcoord("add", "--group", "g", "--deny-principal", "User:bob",
+                      "--operation", "READ").returncode == 0  # fmt: skip
+        rows = json.loads(kcoord("list", "--json").stdout)
+        assert {(r["resource_name"], r["pattern_type"], r["principal"], r["operation"],
+                 r["permission"]) for r in rows} == {
+            ("ord", "PREFIXED", "User:alice", "READ", "ALLOW"),
+            ("ord", "PREFIXED", "User:alice", "DESCRIBE", "ALLOW"),
+            ("g", "LITERAL", "User:bob", "READ", "DENY"),
+        }  # fmt: skip
+        # Like kafka-acls --list --topic: the ACLs that apply to this topic name.
+        matching = json.loads(
+            kcoord("list", "--topic", "orders", "--resource-pattern-type", "match", "--json").stdout
+        )
+        assert {r["operation"] for r in matching} == {"READ", "DESCRIBE"}
+        removed = kcoord("remove", "--group", "g", "--deny-principal", "User:bob",
+                         "--operation", "READ")  # fmt: skip
+        assert removed.returncode == 0 and "removed 1" in removed.stdout
+        assert len(json.loads(kcoord("list", "--json").stdout)) == 2
+        bad = kcoord("add", "--topic", "t", "--allow-principal", "alice", "--operation", "READ")
+        assert bad.returncode == 1 and "INVALID_REQUEST" in bad.stderr
+    finally:
+        k.stop()
