@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -103,13 +104,21 @@ class Client:
         timeout: float | None = 10.0,
         client_id: str = "kcoord",
         strict: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticate: Callable[[Client], None] | None = None,
     ) -> None:
+        """``ssl_context``: speak TLS (an SSL or SASL_SSL listener); ``authenticate``: run a
+        SASL exchange over the new connection before anything else (it raises if refused)."""
         self.address = (host, port)
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self.client_id = client_id
         self.strict = strict
         self.correlation = 0
         self.versions: ApiRanges = {}
+        if authenticate is not None:
+            authenticate(self)
 
     def close(self) -> None:
         self.sock.close()

@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from broker.admin.client import AdminClient, AdminError, error_name
+from broker.admin.client import AdminError, client_of, error_name
 from broker.security.acls import Operation, PatternType, Permission, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
@@ -91,7 +91,7 @@ def _add(args: argparse.Namespace) -> int:
           principal=who, host=args.host, operation=op, permission_type=perm)
         for who, perm, op in _entries(args)
     ]  # fmt: skip
-    with AdminClient(args.bootstrap, timeout=args.timeout) as a:
+    with client_of(args) as a:
         r = a.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=creations))
     failed = [x for x in r.results if x.error_code]
     for x in failed:
@@ -110,7 +110,7 @@ def _remove(args: argparse.Namespace) -> int:
           host_filter=args.host, operation=op, permission_type=perm)
         for who, perm, op in _entries(args)
     ]  # fmt: skip
-    with AdminClient(args.bootstrap, timeout=args.timeout) as a:
+    with client_of(args) as a:
         r = a.request(ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=filters))
     failed = [x for x in r.filter_results if x.error_code]
     for x in failed:
@@ -130,7 +130,7 @@ def _list(args: argparse.Namespace) -> int:
         operation=Operation.ANY,
         permission_type=Permission.ANY,
     )
-    with AdminClient(args.bootstrap, timeout=args.timeout) as a:
+    with client_of(args) as a:
         r = a.request(ApiKey.DESCRIBE_ACLS, 3, req)
     if r.error_code:
         raise AdminError(f"{error_name(r.error_code)}: {r.error_message}", r.error_code)

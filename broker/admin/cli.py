@@ -25,6 +25,7 @@ from broker.admin.client import (
     AdminError,
     GroupDescription,
     Member,
+    client_of,
     parse_bootstrap,
 )
 from broker.admin.users import add_parser as add_users_parser
@@ -46,6 +47,12 @@ def add_parsers(commands: Any) -> None:
             help=f"a broker to ask (default: {DEFAULT_BOOTSTRAP})",
         )
         p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="default: 10")
+        p.add_argument(
+            "--command-config",
+            metavar="FILE",
+            help="Kafka client properties for a secured listener (security.protocol,"
+            " sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+        )
         return p
 
     health = common(
@@ -113,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(args.bootstrap, timeout=args.timeout)
+    return client_of(args)
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:

@@ -104,8 +104,16 @@ class GroupDescription:
 
 class AdminClient:
     def __init__(
-        self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "kcoord-admin"
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = 10.0,
+        client_id: str = "kcoord-admin",
+        security: Any = None,
     ) -> None:
+        """``security``: a ``broker.security.client.ClientSecurity`` (TLS, SASL) for secured
+        listeners; None for PLAINTEXT."""
+        self.security = security
         self.timeout = timeout
         self.client_id = client_id
         host, port = parse_bootstrap(bootstrap)
@@ -130,11 +138,20 @@ class AdminClient:
         if conn is None:
             try:
                 # Not strict about trailing bytes: any Kafka-compatible broker may answer.
+                sec = self.security
                 conn = Client(
-                    host, port, timeout=self.timeout, client_id=self.client_id, strict=False
+                    host,
+                    port,
+                    timeout=self.timeout,
+                    client_id=self.client_id,
+                    strict=False,
+                    ssl_context=None if sec is None else sec.ssl_context,
+                    authenticate=None if sec is None else sec.authenticate,
                 )
             except OSError as e:
                 raise AdminError(f"cannot connect to {host}:{port}: {e}") from None
+            except Exception as e:  # a refused login (AuthenticationError) or a TLS failure
+                raise AdminError(f"cannot log in to {host}:{port}: {e}") from None
             self._conns[(host, port)] = conn
         return conn
 
@@ -442,3 +459,14 @@ def decode_assignment(data: bytes | None) -> dict[str, list[int]]:
         return out
     except (struct.error, UnicodeDecodeError):
         return {}
+
+
+def client_of(args: Any) -> AdminClient:
+    """The admin client of a command's ``--bootstrap``, ``--timeout`` and ``--command-config``."""
+    security = None
+    path = getattr(args, "command_config", None)
+    if path:
+        from broker.security.client import client_security, read_properties
+
+        security = client_security(read_properties(path))
+    return AdminClient(args.bootstrap, timeout=args.timeout, security=security)

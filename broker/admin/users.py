@@ -11,7 +11,7 @@ import secrets
 import sys
 from typing import Any
 
-from broker.admin.client import AdminClient, AdminError, error_name
+from broker.admin.client import AdminError, client_of, error_name
 from broker.security.scram import MECHANISM_IDS, MECHANISM_NAMES, MIN_ITERATIONS, salted_password
 from protocol.api_keys import ApiKey
 from protocol.messages import (
@@ -50,7 +50,7 @@ def add_parser(commands: Any, common: Any) -> None:
 
 
 def _alter(args: argparse.Namespace, request: AlterUserScramCredentialsRequest) -> int:
-    with AdminClient(args.bootstrap, timeout=args.timeout) as a:
+    with client_of(args) as a:
         r = a.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request)
     failed = [x for x in r.results if x.error_code]
     for x in failed:
@@ -97,7 +97,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with AdminClient(args.bootstrap, timeout=args.timeout) as a:
+    with client_of(args) as a:
         r = a.request(
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, DescribeUserScramCredentialsRequest()
         )

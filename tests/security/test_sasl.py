@@ -234,3 +234,37 @@ def test_the_users_command(kcoord_sasl: KcoordProcess) -> None:
     assert json.loads(kcoord("list", "--json").stdout)["erin"] == {"SCRAM-SHA-256": 4096}
     missing = kcoord("delete", "nobody")
     assert missing.returncode == 1 and "RESOURCE_NOT_FOUND" in missing.stderr
+
+
+def test_admin_commands_log_in_with_a_command_config(
+    kcoord_sasl: KcoordProcess, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    add_user(kcoord_sasl, "ops", "ops-pw")
+    port = sasl_port(kcoord_sasl)
+
+    def props(mechanism: str, password: str) -> Path:
+        path = tmp_path / f"{mechanism}-{password}.properties"
+        path.write_text(
+            "security.protocol=SASL_PLAINTEXT\n"
+            f"sasl.mechanism={mechanism}\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required"
+            f' username="ops" password="{password}";\n'
+        )
+        return path
+
+    def kcoord(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "broker.cli", *args, "--bootstrap", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"):
+        ok = kcoord("groups", "list", "--command-config", str(props(mechanism, "ops-pw")))
+        assert ok.returncode == 0, (mechanism, ok.stderr)
+    refused = kcoord("users", "list", "--command-config", str(props("SCRAM-SHA-256", "nope")))
+    assert refused.returncode == 1 and "cannot log in" in refused.stderr
+    unauthenticated = kcoord("groups", "list", "--timeout", "3")
+    assert unauthenticated.returncode == 1

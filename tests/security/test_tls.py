@@ -248,5 +248,17 @@ def test_sasl_over_tls(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
         )
         brokers = admin.list_topics(timeout=20).brokers
         assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)]
+        props = tmp_path / "admin.properties"
+        props.write_text(
+            f"security.protocol=SASL_SSL\nssl.truststore.location={ca.pem_path}\n"
+            "sasl.mechanism=SCRAM-SHA-512\nsasl.username=dave\nsasl.password=pw\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "broker.cli", "users", "list", "--json",
+             "--bootstrap", f"127.0.0.1:{port}", "--command-config", str(props)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert "dave" in out.stdout
     finally:
         k.stop()
