@@ -1,4 +1,5 @@
-"""ListOffsets v1-9: earliest, latest, by timestamp, max timestamp (v7+).
+"""ListOffsets v0-9: earliest, latest, by timestamp, max timestamp (v7+); v0 (still sent by
+lag monitors) answers its list of offsets with the one offset found.
 
 Without transactions the last stable offset is the high watermark, so read_committed and
 read_uncommitted answer alike. There is no tiered storage: earliest-local (-4) is the log
@@ -33,7 +34,7 @@ def _lookup(log, ts: int) -> tuple[int, int]:
     return -1, -1  # LATEST_TIERED: no tiered storage
 
 
-@serves(ApiKey.LIST_OFFSETS, 1, 9)
+@serves(ApiKey.LIST_OFFSETS, 0, 9)
 def handle(
     ctx: RequestContext, req: ListOffsetsRequest
 ) -> ListOffsetsResponse | Awaitable[ListOffsetsResponse]:
@@ -79,11 +80,22 @@ def handle(
             )
         topics.append(Resp.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     resp = ListOffsetsResponse(topics=topics)
-    return _answer_queries(resp, queries) if queries else resp
+    if queries:
+        return _answer_queries(resp, queries, ctx.api_version)
+    return _old_style(resp) if ctx.api_version == 0 else resp
+
+
+def _old_style(resp: ListOffsetsResponse) -> ListOffsetsResponse:
+    """v0 answers a list of offsets (lag monitors ask for the latest or earliest one): the
+    one offset found, or none."""
+    for t in resp.topics:
+        for p in t.partitions:
+            p.old_style_offsets = [p.offset] if p.error_code == 0 and p.offset >= 0 else []
+    return resp
 
 
 async def _answer_queries(
-    resp: ListOffsetsResponse, queries: list[tuple[PartResp, Any, int]]
+    resp: ListOffsetsResponse, queries: list[tuple[PartResp, Any, int]], version: int
 ) -> ListOffsetsResponse:
     for r, log_, ts in queries:
         found = await (
@@ -91,7 +103,7 @@ async def _answer_queries(
         )
         r.offset, r.timestamp = found if found is not None else (-1, -1)
         r.leader_epoch = LEADER_EPOCH if r.offset >= 0 else -1
-    return resp
+    return _old_style(resp) if version == 0 else resp
 
 
 def _too_new(ctx: RequestContext, ts: int) -> bool:

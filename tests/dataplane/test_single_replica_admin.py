@@ -149,3 +149,25 @@ def test_admin_clients_elect_and_describe(kcoord: KcoordProcess) -> None:
         assert kp.list_partition_reassignments() == {}
     finally:
         kp.close()
+
+
+def test_list_offsets_v0_for_lag_monitors(kcoord: KcoordProcess) -> None:
+    """Lag monitors still send ListOffsets v0 (old_style_offsets, max_num_offsets)."""
+    req = cls("ListOffsetsRequest")
+
+    def v0(c: WireClient, topic: str, ts: int) -> tuple[int, list[int]]:
+        part = req.ListOffsetsPartition(partition_index=0, timestamp=ts, max_num_offsets=1)
+        r = c.request(
+            ApiKey.LIST_OFFSETS,
+            0,
+            req(replica_id=-1, topics=[req.ListOffsetsTopic(name=topic, partitions=[part])]),
+        )
+        p = r.topics[0].partitions[0]
+        return p.error_code, list(p.old_style_offsets)
+
+    with client(kcoord) as c:
+        create_topic(c, "lag", 1)
+        assert produce(c, "lag", 0, batch(4)).error_code == 0
+        assert v0(c, "lag", -1) == (0, [4])  # latest
+        assert v0(c, "lag", -2) == (0, [0])  # earliest
+        assert v0(c, "nope", -1) == (E.UNKNOWN_TOPIC_OR_PARTITION, [])
