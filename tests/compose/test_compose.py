@@ -191,7 +191,8 @@ def test_the_postgres_profile_keeps_offsets_across_a_restart(topology: Compose) 
     before = run_pg_scenario(topology, "before-restart")
     assert before["kafka-python"]["consumed"] >= 400
     assert before["confluent-kafka"]["consumed"] >= 400
-    topology(*pg, "restart", "-t", "20", "postgres", "broker-pg", timeout=120)
+    topology(*pg, "restart", "-t", "20", "postgres", timeout=120)
+    topology(*pg, "restart", "-t", "20", "broker-pg", timeout=120)
     topology(*pg, "up", "-d", "--no-build", "--wait", "--wait-timeout", "120",
              "postgres", "broker-pg", timeout=180)  # fmt: skip
     after = run_pg_scenario(topology, "after-restart")
