@@ -34,3 +34,21 @@ def when_ready(answers: list[Any], build: Callable[[list[Any]], R]) -> R | Await
         return build([await a if asyncio.isfuture(a) else a for a in answers])
 
     return later()
+
+
+def with_authorized_operations(
+    ctx: Any, wanted: bool, build: Callable[[list[Any]], R]
+) -> Callable[[list[Any]], R]:
+    """``build``, after setting each described group's ``authorized_operations`` when the
+    request asked for them (DescribeGroups v3+, ConsumerGroupDescribe)."""
+    if not wanted:
+        return build
+    from broker.security.acls import ResourceType
+
+    def with_operations(described: list[Any]) -> R:
+        for d in described:
+            if d.error_code == 0:
+                d.authorized_operations = ctx.authorized_operations(ResourceType.GROUP, d.group_id)
+        return build(described)
+
+    return with_operations

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
-from broker.apis._groups import when_ready
+from broker.apis._groups import when_ready, with_authorized_operations
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
@@ -36,13 +36,6 @@ def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest):
         )
 
     reads = [read(g) for g in req.group_ids]
-    if not req.include_authorized_operations:
-        return when_ready(reads, lambda described: Resp(groups=described))
-
-    def with_operations(described: list[Any]) -> Any:
-        for d in described:
-            if d.error_code == 0:
-                d.authorized_operations = ctx.authorized_operations(ResourceType.GROUP, d.group_id)
-        return Resp(groups=described)
-
-    return when_ready(reads, with_operations)
+    wanted = req.include_authorized_operations
+    build = with_authorized_operations(ctx, wanted, lambda described: Resp(groups=described))
+    return when_ready(reads, build)

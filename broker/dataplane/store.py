@@ -159,15 +159,7 @@ class TopicStore:
             if count > keep:
                 log.warning("removing %s-%d..%d: not in the topic catalog", name, keep, count - 1)
                 await self.engine.drop_partitions(name, list(range(keep, count)))
-        for rec in self.catalog.topics.values():
-            self._register(rec)
-        await asyncio.gather(
-            *(
-                self._open_partitions(rec.name, 0, rec.partitions)
-                for rec in self.catalog.topics.values()
-                if not rec.internal
-            )
-        )
+        await self._open_catalog_topics()
 
     async def _load(self) -> None:
         on_disk: dict[str, int] = {}
@@ -206,6 +198,12 @@ class TopicStore:
                 # Left by a delete, or by a create or a partition increase that failed.
                 log.warning("removing %s-%d..%d: not in the topic catalog", name, keep, count - 1)
                 leftovers += [self.data_dir / f"{name}-{i}" for i in range(keep, count)]
+        await self._open_catalog_topics()
+        if leftovers:
+            await self._remove_dirs(leftovers)
+
+    async def _open_catalog_topics(self) -> None:
+        """Register every topic of the catalog and open the partitions of those it owns."""
         for rec in self.catalog.topics.values():
             self._register(rec)
         await asyncio.gather(
@@ -215,8 +213,6 @@ class TopicStore:
                 if not rec.internal
             )
         )
-        if leftovers:
-            await self._remove_dirs(leftovers)
 
     def _register(self, rec: TopicRecord) -> Topic:
         topic = Topic(rec.name, rec.topic_id, rec.partitions, rec.internal)
