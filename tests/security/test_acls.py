@@ -138,10 +138,31 @@ def test_acls_decide_what_a_user_may_do(secured: KcoordProcess) -> None:
     p.flush(20)
     assert delivered == [None]
 
+    refused = AdminClient(alice)
+    with pytest.raises(Exception, match="GROUP_AUTHORIZATION_FAILED|Authorization"):
+        refused.delete_consumer_groups(["g-alice"])["g-alice"].result(timeout=20)
+    # OffsetDelete: DELETE on the group, and READ on each topic (payroll: not granted).
+    grant(k, binding("GROUP", "g-alice", "User:alice", "DELETE"))
+    from kafka import TopicPartition as KTP
+    from kafka.admin import KafkaAdminClient
+
+    kp = KafkaAdminClient(
+        bootstrap_servers=alice["bootstrap.servers"],
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username="alice",
+        sasl_plain_password="pw",
+    )
+    try:
+        result = kp.delete_group_offsets("g-alice", [KTP("payroll", 0), KTP("orders", 0)])
+    finally:
+        kp.close()
+    codes = {tp.topic: err.__name__ for tp, err in result.items()}
+    assert codes["payroll"] == "TopicAuthorizationFailedError", codes
+    assert codes["orders"] == "NoError", codes
     a = AdminClient(alice)
     deleted = a.delete_consumer_groups(["g-alice"])["g-alice"]
-    with pytest.raises(Exception, match="GROUP_AUTHORIZATION_FAILED|Authorization"):
-        deleted.result(timeout=20)
+    deleted.result(timeout=20)  # DELETE on the group was granted above
     created = a.create_acls([binding("TOPIC", "payroll", "User:alice", "READ")])
     with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED|Authorization"):
         list(created.values())[0].result(timeout=20)
