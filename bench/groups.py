@@ -595,6 +595,41 @@ def start_broker(
 # -- main ----------------------------------------------------------------------------------
 
 
+def create_acls(port: int, unrelated: int) -> None:
+    """What the bench's client needs (it is User:ANONYMOUS on a plaintext listener) and
+    ``unrelated`` ACLs of other principals, the authorizer's scan over them included."""
+    from protocol.client import Client
+    from protocol.messages import CreateAclsRequest
+
+    C = CreateAclsRequest.AclCreation
+    PREFIXED, LITERAL, ALLOW = 4, 3, 3
+    TOPIC_, GROUP_, CLUSTER_ = 2, 3, 4
+    READ, WRITE, CREATE, DESCRIBE = 3, 4, 5, 8
+    needed = [
+        C(resource_type=GROUP_, resource_name="bench-group", resource_pattern_type=PREFIXED,
+          principal="User:ANONYMOUS", host="*", operation=READ, permission_type=ALLOW),
+        C(resource_type=TOPIC_, resource_name=TOPIC, resource_pattern_type=LITERAL,
+          principal="User:ANONYMOUS", host="*", operation=READ, permission_type=ALLOW),
+        C(resource_type=TOPIC_, resource_name=TOPIC, resource_pattern_type=LITERAL,
+          principal="User:ANONYMOUS", host="*", operation=WRITE, permission_type=ALLOW),
+        C(resource_type=CLUSTER_, resource_name="kafka-cluster", resource_pattern_type=LITERAL,
+          principal="User:ANONYMOUS", host="*", operation=CREATE, permission_type=ALLOW),
+        C(resource_type=CLUSTER_, resource_name="kafka-cluster", resource_pattern_type=LITERAL,
+          principal="User:ANONYMOUS", host="*", operation=DESCRIBE, permission_type=ALLOW),
+    ]  # fmt: skip
+    others = [
+        C(resource_type=GROUP_ if i % 2 else TOPIC_, resource_name=f"other-{i}",
+          resource_pattern_type=LITERAL, principal=f"User:u{i}", host="*", operation=READ,
+          permission_type=ALLOW)
+        for i in range(unrelated)
+    ]  # fmt: skip
+    with Client("127.0.0.1", port) as c:
+        r = c.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=needed + others))
+    failed = [x for x in r.results if x.error_code]
+    if failed:
+        raise RuntimeError(f"CreateAcls failed: {failed[:3]}")
+
+
 async def create_topic(port: int, partitions: int) -> None:
     """The topic the members subscribe to (OffsetCommit checks that its partitions exist)."""
     CreateTopicsRequest = REQUESTS[CREATE_TOPICS].cls
@@ -682,6 +717,21 @@ def main() -> None:
     )
     ap.add_argument("--durability", default="always", help="kcoord.durability of the broker")
     ap.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker setting (repeatable), e.g. authorizer.class.name=kcoord",
+    )
+    ap.add_argument(
+        "--acls",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with an authorizer: create N unrelated ACLs plus the ones the bench needs"
+        " (READ on its groups and topic for User:ANONYMOUS), as a realistic ACL set",
+    )
+    ap.add_argument(
         "--storage",
         default="file",
         help="comma-separated engines to run side by side: file, pg (a throwaway PostgreSQL"
@@ -716,6 +766,7 @@ def _run_broker(args: argparse.Namespace, storage: str, loop_factory) -> None:  
         "group.initial.rebalance.delay.ms=0",
         f"kcoord.durability={args.durability}",
         f"kcoord.storage={storage}",
+        *args.setting,
     ]
     try:
         proc, port = start_broker(tmp / "data", settings, args.profile)
@@ -729,6 +780,8 @@ def _run_broker(args: argparse.Namespace, storage: str, loop_factory) -> None:  
             f" durability {args.durability if engine == 'file' else 'the database COMMIT'}",
             flush=True,
         )
+        if args.acls:
+            create_acls(port, args.acls)
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(run(port, args, proc.pid))
     finally:

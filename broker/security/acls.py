@@ -161,6 +161,13 @@ class Authorizer:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self._by_type: dict[int, list[AclBinding]] = {}
+        # Per resource type: literal name -> bindings, and prefix -> bindings; a request looks
+        # up its name, the wildcard and each of its name's prefixes instead of scanning all.
+        self._literal: dict[int, dict[str, list[AclBinding]]] = {}
+        self._prefixed: dict[int, dict[str, list[AclBinding]]] = {}
+        # Decisions by (principal, host, operation, type, name): the hot paths ask the same
+        # question on every request of a connection. Cleared whenever the ACLs change.
+        self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
         for value in kv.items.values():
             self._index(AclBinding(**json.loads(value)))
 
@@ -178,6 +185,32 @@ class Authorizer:
 
     def _index(self, b: AclBinding) -> None:
         self._by_type.setdefault(b.resource_type, []).append(b)
+        table = self._literal if b.pattern_type == PatternType.LITERAL else self._prefixed
+        table.setdefault(b.resource_type, {}).setdefault(b.resource_name, []).append(b)
+        self._decisions.clear()
+
+    def _reindex(self) -> None:
+        everything = self.bindings()
+        self._by_type, self._literal, self._prefixed = {}, {}, {}
+        for b in everything:
+            self._index(b)
+        self._decisions.clear()
+
+    def _naming(self, resource_type: int, name: str) -> list[AclBinding]:
+        """Every binding that names the resource: literally, by the wildcard, or by a prefix."""
+        out: list[AclBinding] = []
+        literal = self._literal.get(resource_type)
+        if literal:
+            out += literal.get(name, ())
+            if name != WILDCARD:
+                out += literal.get(WILDCARD, ())
+        prefixed = self._prefixed.get(resource_type)
+        if prefixed:
+            for i in range(1, len(name) + 1):
+                found = prefixed.get(name[:i])
+                if found:
+                    out += found
+        return out
 
     def bindings(self) -> list[AclBinding]:
         return [b for bs in self._by_type.values() for b in bs]
@@ -187,7 +220,19 @@ class Authorizer:
     ) -> bool:
         if principal in self.super_users:
             return True
-        named = [b for b in self._by_type.get(resource_type, ()) if b.names(name)]
+        key = (principal, host, operation, resource_type, name)
+        decided = self._decisions.get(key)
+        if decided is None:
+            decided = self._decide(principal, host, operation, resource_type, name)
+            if len(self._decisions) >= 100_000:
+                self._decisions.clear()
+            self._decisions[key] = decided
+        return decided
+
+    def _decide(
+        self, principal: str, host: str, operation: int, resource_type: int, name: str
+    ) -> bool:
+        named = self._naming(resource_type, name)
         if not named:
             return self.allow_if_no_acl
         who = (principal, "User:*")
@@ -209,6 +254,7 @@ class Authorizer:
         gone = set(bindings)
         for t, bs in self._by_type.items():
             self._by_type[t] = [b for b in bs if b not in gone]
+        self._reindex()
 
     async def close(self) -> None:
         await self._kv.close()

@@ -102,3 +102,14 @@ async def test_acls_survive_a_reopen_and_filters_select_them(tmp_path: Path) -> 
 )
 def test_invalid_bindings_are_named(binding: AclBinding) -> None:
     assert binding.invalid_reason() is not None
+
+
+async def test_remembered_decisions_follow_acl_changes(tmp_path: Path) -> None:
+    a = await authorizer(tmp_path, acl(T, "t", LIT, "User:x", Op.READ))
+    assert not a.authorize("User:y", "h", Op.READ, T, "t")
+    assert a.authorize("User:x", "h", Op.READ, T, "t")
+    await a.create([acl(T, "t", PRE, "User:y", Op.READ)])
+    assert a.authorize("User:y", "h", Op.READ, T, "t")  # not the remembered refusal
+    await a.delete([acl(T, "t", LIT, "User:x", Op.READ)])
+    assert not a.authorize("User:x", "h", Op.READ, T, "t")  # not the remembered permission
+    await a.close()
