@@ -204,6 +204,9 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
     def handle_frame(self, frame: bytes) -> None:
+        if self.security.raw_tokens:
+            self._raw_sasl_token(frame)
+            return
         try:
             header, pos = decode_request_header(frame)
         except DecodeError as e:
@@ -292,6 +295,20 @@ class Connection(asyncio.Protocol):
         self.respond(header.correlation_id, key, version, result, awaitable)
         if self.security.close_after_reply:
             self._close_after_replies()
+
+    def _raw_sasl_token(self, token: bytes) -> None:
+        """A bare SASL token after SaslHandshake v0: answered bare, by the same exchange as a
+        SaslAuthenticate request's (a failure closes the connection)."""
+        from broker.apis.sasl import authenticate
+        from protocol.messages import SaslAuthenticateRequest
+
+        ctx = RequestContext(self.broker, 36, 0, -1, None, self.host, self.listener, self.security)
+        resp: Any = authenticate(ctx, SaslAuthenticateRequest(auth_bytes=token))
+        if resp.error_code:
+            self.abort(f"SASL authentication failed: {resp.error_message}", logging.INFO)
+            return
+        if self.transport is not None:
+            self.transport.write(len(resp.auth_bytes).to_bytes(4, "big") + resp.auth_bytes)
 
     def _close_after_replies(self) -> None:
         """After a failed authentication: send what is owed, then close (Kafka closes such

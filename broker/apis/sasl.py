@@ -1,5 +1,6 @@
-"""SaslHandshake v1 and SaslAuthenticate v0-2: PLAIN and SCRAM-SHA-256/512 on SASL listeners,
-with KIP-368 re-authentication.
+"""SaslHandshake v0-1 and SaslAuthenticate v0-2: PLAIN and SCRAM-SHA-256/512 on SASL
+listeners, with KIP-368 re-authentication. After a v0 handshake the tokens come as bare frames
+(the connection hands each to :func:`authenticate` and writes its answer back bare).
 
 A SASL listener's connection may send only ApiVersions, SaslHandshake and SaslAuthenticate
 until it is authenticated (the connection enforces it). A failed authentication answers
@@ -33,7 +34,7 @@ def enabled(ctx: RequestContext) -> list[str]:
     return list(ctx.broker.config.get("sasl.enabled.mechanisms"))
 
 
-@serves(ApiKey.SASL_HANDSHAKE, 1, 1)
+@serves(ApiKey.SASL_HANDSHAKE, 0, 1)
 def handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeResponse:
     s = ctx.security
     mechanisms = enabled(ctx)
@@ -47,6 +48,7 @@ def handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeRe
     if s.authenticated:
         s.reauthenticating = True  # KIP-368: the same principal must come back
     s.mechanism, s.exchange = req.mechanism, None
+    s.raw_tokens = ctx.api_version == 0
     return SaslHandshakeResponse(mechanisms=mechanisms)
 
 
@@ -82,6 +84,7 @@ def authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthe
         return SaslAuthenticateResponse(auth_bytes=reply)
     s.principal, s.authenticated, s.reauthenticating = principal, True, False
     s.mechanism = s.exchange = None
+    s.raw_tokens = False
     lifetime = ctx.broker.config.get("connections.max.reauth.ms")
     s.expires_at = time.monotonic() + lifetime / 1000 if lifetime > 0 else None
     return SaslAuthenticateResponse(

@@ -136,7 +136,9 @@ class ScramServer:
         if not sep:
             raise ScramError("client-final message lacks its proof")
         attrs = _attributes(without_proof)
-        if attrs.get("r") != self._nonce:
+        # Kafka accepts a final nonce that ends with the server's (endsWith, not equals):
+        # librdkafka before 2.1 puts the client nonce in front of the whole server nonce again.
+        if not attrs.get("r", "").endswith(self._nonce):
             raise ScramError("nonce mismatch")
         if attrs.get("c") not in ("biws", "eSws"):  # base64 of "n,," / "y,,"
             # Kafka accepts the gs2 header it saw; an authzid header is base64 of "n,a=..,".

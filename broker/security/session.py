@@ -19,6 +19,9 @@ class SecuritySession:
     expires_at: float | None = None  # monotonic; KIP-368 re-authentication deadline
     close_after_reply: bool = False
     reauthenticating: bool = field(default=False)
+    # After SaslHandshake v0 the SASL tokens come as bare frames, not SaslAuthenticate
+    # requests (old clients: librdkafka before 1.x's SaslAuthenticate support).
+    raw_tokens: bool = False
 
     def __post_init__(self) -> None:
         self.authenticated = not self.sasl

@@ -268,3 +268,23 @@ def test_admin_commands_log_in_with_a_command_config(
     assert refused.returncode == 1 and "cannot log in" in refused.stderr
     unauthenticated = kcoord("groups", "list", "--timeout", "3")
     assert unauthenticated.returncode == 1
+
+
+def test_a_v0_handshake_takes_bare_tokens(kcoord_sasl: KcoordProcess) -> None:
+    """SaslHandshake v0 (old clients): the tokens then come as bare frames, answered bare."""
+    from protocol.api_keys import ApiKey
+    from protocol.messages import MetadataRequest, SaslHandshakeRequest
+
+    add_user(kcoord_sasl, "frank", "pw")
+    with WireClient("127.0.0.1", sasl_port(kcoord_sasl)) as c:
+        r = c.request(ApiKey.SASL_HANDSHAKE, 0, SaslHandshakeRequest(mechanism="PLAIN"))
+        assert r.error_code == 0
+        token = b"\0frank\0pw"
+        c.send_raw(len(token).to_bytes(4, "big") + token)
+        assert c.read_frame() == b""  # PLAIN's empty answer: authenticated
+        assert c.request(ApiKey.METADATA, 12, MetadataRequest(topics=[])).brokers
+    with WireClient("127.0.0.1", sasl_port(kcoord_sasl)) as c:
+        c.request(ApiKey.SASL_HANDSHAKE, 0, SaslHandshakeRequest(mechanism="PLAIN"))
+        token = b"\0frank\0wrong"
+        c.send_raw(len(token).to_bytes(4, "big") + token)
+        assert c.is_closed_by_peer()

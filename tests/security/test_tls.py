@@ -262,3 +262,69 @@ def test_sasl_over_tls(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
         assert "dave" in out.stdout
     finally:
         k.stop()
+
+
+@pytest.mark.skipif(__import__("shutil").which("kcat") is None, reason="kcat is not installed")
+def test_aiokafka_and_kcat_over_sasl_ssl(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
+    """Two more clients on a SASL_SSL listener with SCRAM-SHA-512: aiokafka consumes in a
+    group and commits; kcat (librdkafka's tool) produces and reads back."""
+    import asyncio
+
+    from tests.security.test_sasl import add_user
+
+    k = start_kcoord(
+        tmp_path / "data",
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        f"ssl.keystore.location={server_pem}",
+    )
+    try:
+        add_user(k, "erin", "pw")
+        port = int(re.search(r"SASL_SSL on 127\.0\.0\.1:(\d+)", k.log()).group(1))
+        kcat = [
+            "kcat", "-b", f"127.0.0.1:{port}", "-X", "security.protocol=SASL_SSL",
+            "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=erin",
+            "-X", "sasl.password=pw", "-X", f"ssl.ca.location={ca.pem_path}",
+        ]  # fmt: skip
+        produced = subprocess.run(
+            [*kcat, "-P", "-t", "sec"], input="a\nb\nc\n", capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert produced.returncode == 0, produced.stderr
+        read = subprocess.run(
+            [*kcat, "-C", "-t", "sec", "-o", "beginning", "-e", "-q"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert read.stdout.split() == ["a", "b", "c"], read.stderr
+
+        async def aiokafka_group() -> tuple[list[bytes], int]:
+            from aiokafka import AIOKafkaConsumer, TopicPartition
+            from aiokafka.helpers import create_ssl_context
+
+            c = AIOKafkaConsumer(
+                "sec",
+                bootstrap_servers=f"127.0.0.1:{port}",
+                security_protocol="SASL_SSL",
+                sasl_mechanism="SCRAM-SHA-512",
+                sasl_plain_username="erin",
+                sasl_plain_password="pw",
+                ssl_context=create_ssl_context(cafile=str(ca.pem_path)),
+                group_id="aio-sec",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+            )
+            await c.start()
+            try:
+                got = []
+                while len(got) < 3:
+                    batch = await c.getmany(timeout_ms=1000)
+                    got += [m.value for ms in batch.values() for m in ms]
+                await c.commit()
+                committed = await c.committed(TopicPartition("sec", 0))
+            finally:
+                await c.stop()
+            return got, committed
+
+        got, committed = asyncio.run(asyncio.wait_for(aiokafka_group(), 60))
+        assert got == [b"a", b"b", b"c"] and committed == 3
+    finally:
+        k.stop()
