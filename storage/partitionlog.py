@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.records import BatchHeader, RecordTuple
 
@@ -55,6 +55,15 @@ class PartitionLog(Protocol):
         ...
 
 
+class NeedsRead(Exception):
+    """A log's batches at ``offset`` are not in memory: await ``log.load(offset, max_bytes)``
+    and read again (an engine whose reads are queries, PostgreSQL's)."""
+
+    def __init__(self, log: Any, offset: int, max_bytes: int) -> None:
+        super().__init__(f"{log.name}: offset {offset} is not in memory")
+        self.log, self.offset, self.max_bytes = log, offset, max_bytes
+
+
 class ReadResult(Protocol):
     @property
     def data(self) -> bytes: ...
@@ -80,7 +89,7 @@ class TopicLog(PartitionLog, Protocol):
 
     def read(self, offset: int, max_bytes: int) -> ReadResult:
         """Whole batches from the one holding ``offset`` (at least one). An engine that must
-        read them from elsewhere first raises ``storage.postgres.reads.NeedsRead``: await
+        read them from elsewhere first raises :class:`NeedsRead`: await
         ``load(offset, max_bytes)`` and read again."""
         ...
 

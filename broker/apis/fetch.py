@@ -30,7 +30,7 @@ from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, FetchResponse
-from storage.postgres.reads import NeedsRead
+from storage.partitionlog import NeedsRead
 
 READ_COMMITTED = 1
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1

@@ -1,5 +1,7 @@
 """ListOffsets v0-9: earliest, latest, by timestamp, max timestamp (v7+); v0 (still sent by
-lag monitors) answers its list of offsets with the one offset found.
+lag monitors) answers its list of offsets with the one offset found. Unlike Kafka's v0, which
+for a timestamp lists segment base offsets before it, a timestamp gets v1's answer (the first
+offset at or after it): kcoord has no segments on every engine, and monitors ask for -1/-2.
 
 Without transactions the last stable offset is the high watermark, so read_committed and
 read_uncommitted answer alike. There is no tiered storage: earliest-local (-4) is the log

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from protocol.records import HEADER, BatchHeader, decode_record_tuples, parse_batch_header
+from storage.partitionlog import NeedsRead
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -24,14 +25,6 @@ HEADER_BYTES = HEADER.size  # a RecordBatch v2 header: enough to fold the produc
 _unpack_header, _make_header = HEADER.unpack_from, BatchHeader._make
 
 _Batch = tuple[int, int, bytes]  # base offset, last offset, RecordBatch bytes
-
-
-class NeedsRead(Exception):
-    """The batches at ``offset`` are not in memory: await ``log.load(offset, max_bytes)``."""
-
-    def __init__(self, log: Any, offset: int, max_bytes: int) -> None:
-        super().__init__(f"{log.name}: offset {offset} is not in memory")
-        self.log, self.offset, self.max_bytes = log, offset, max_bytes
 
 
 @dataclass

@@ -5,6 +5,7 @@ certificates are served without a restart, and unusable settings stop start-up c
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -18,8 +19,6 @@ import pytest
 from tests.kcoord_process import KcoordProcess, start_kcoord
 from tests.security.certs import Ca
 from tests.wire import WireClient
-
-pytest.importorskip("cryptography")
 
 LISTENERS = "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
 
@@ -264,7 +263,7 @@ def test_sasl_over_tls(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
         k.stop()
 
 
-@pytest.mark.skipif(__import__("shutil").which("kcat") is None, reason="kcat is not installed")
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (apt kcat)")
 def test_aiokafka_and_kcat_over_sasl_ssl(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
     """Two more clients on a SASL_SSL listener with SCRAM-SHA-512: aiokafka consumes in a
     group and commits; kcat (librdkafka's tool) produces and reads back."""

@@ -46,7 +46,7 @@ class Engine:
         if self.kind == "file":
             data = log.read(offset, max_bytes).data
         else:
-            from storage.postgres.reads import NeedsRead
+            from storage.partitionlog import NeedsRead
 
             try:
                 data = log.read(offset, max_bytes).data
