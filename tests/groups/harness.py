@@ -280,7 +280,9 @@ def wait_converged(
         return views if coordinator == by_id else {}
 
     def state() -> str:
-        return f"members {members}; group {describe_safe(admin, group)}"
+        # Each member's own log tail: why a member is missing is in its client's log.
+        logs = "".join(f"\n--- {m.name} stderr ---\n{m.stderr_tail(1500)}" for m in members)
+        return f"members {members}; group {describe_safe(admin, group)}{logs}"
 
     try:
         return wait_until(check, timeout, "the assignment to converge")
