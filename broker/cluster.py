@@ -11,6 +11,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +55,43 @@ def load_identity(data_dir: Path, node_id: int, cluster_id: str | None = None) -
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     return ident
+
+
+CLUSTER_ID_META = "cluster.id"  # the cluster id every node of a shared database reports
+
+
+async def cluster_identity(store: Any, data_dir: Path, config: Any) -> tuple[int, str]:
+    """Cluster mode: (node id, cluster id). The node id is ``node.id`` when set, else the
+    one kept in this node's ``meta.properties``, else a new one the database allocates (and
+    ``load_identity`` then keeps). The cluster id is the database's, written by the first
+    node that starts on it (``cluster.id`` or a new one), so every node reports the same."""
+    from storage.postgres.leases import allocate_node_id
+
+    stored = _stored_node_id(data_dir)
+    if config.source("node.id") != "default":
+        node_id = config.get("node.id")
+    elif stored is not None:
+        node_id = stored
+    else:
+        node_id = await allocate_node_id(store.pool)
+    if stored is not None and stored != node_id:
+        raise ValueError(
+            f"node.id {node_id} does not match {stored} stored in {data_dir / 'meta.properties'}"
+        )
+    wanted = config.get("cluster.id") or new_cluster_id()
+    await store.replace_meta(CLUSTER_ID_META, wanted.encode(), None)  # only if none yet
+    found = (await store.read_meta(CLUSTER_ID_META)).decode()
+    if config.get("cluster.id") and config.get("cluster.id") != found:
+        raise ValueError(
+            f"cluster.id {config.get('cluster.id')!r} does not match {found!r}, the cluster id"
+            " of the database"
+        )
+    return node_id, found
+
+
+def _stored_node_id(data_dir: Path) -> int | None:
+    path = data_dir / "meta.properties"
+    if not path.exists():
+        return None
+    found = _read_properties(path).get("node.id")
+    return None if found is None else int(found)

@@ -283,6 +283,8 @@ _SETTINGS: tuple[Setting, ...] = (
             "This broker's id; broker.id is a synonym and must agree. kcoord: default 0."),
     Setting("broker.id", "int", 0, _int(0),
             "Synonym of node.id."),
+    Setting("broker.rack", "string", None, _string,
+            "Rack of this node, reported in Metadata and DescribeCluster."),
     Setting("cluster.id", "string", None, _string,
             "Cluster id to report; if not set, one is generated and kept in the data directory."),
     # kcoord's own

@@ -28,7 +28,7 @@ from protocol.errors import ErrorCode
 from protocol.records import build_tail_batch
 from protocol.types import DecodeError
 from storage.durability import Durability
-from storage.log import Log, LogFailedError
+from storage.log import FencedError, Log, LogFailedError
 from storage.logconfig import OFFSETS_TOPIC_CONFIG, LogConfig
 from storage.partitionlog import PartitionLog, replay_batches
 
@@ -41,6 +41,14 @@ CLEAN_ROLL_MIN_BYTES = 4 * 1024 * 1024  # see dirty_enough_to_roll
 LOAD_CONCURRENCY = 4  # partitions loading at once
 
 Op = Callable[[Shard, int, int], Result]
+# Cluster mode: opens a partition's log under the fencing epoch of this node's lease.
+LeasedOpener = Callable[[str, int, LogConfig, int], Awaitable[PartitionLog]]
+
+
+class PartitionGivenUp(Exception):
+    """The partition's lease went away while it loaded: stop loading it."""
+
+
 _offset_of = operator.itemgetter(0)
 ErrorReply = Callable[[int], Any]
 # Opens (creating if needed) a partition's log: its directory and settings in, the log out.
@@ -90,6 +98,7 @@ class GroupRuntime:
         durability: Durability,
         *,
         open_log: LogOpener | None = None,
+        open_leased: LeasedOpener | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.partitions: int = cfg.get("offsets.topic.num.partitions")
@@ -107,6 +116,12 @@ class GroupRuntime:
         self.open_log: LogOpener = open_log or (
             lambda path, config: Log.open(path, config, durability)
         )
+        # Cluster mode: partitions are loaded when this node acquires their lease, opened
+        # under its fencing epoch (``take``), and given up on a handoff or a lost lease.
+        self.open_leased = open_leased
+        self.owned: dict[int, int] | None = None if open_leased is None else {}  # p -> epoch
+        # Called with a partition whose write was fenced (another node holds it now).
+        self.on_fenced: Callable[[int], None] | None = None
         self.shards: list[Shard | None] = [None] * self.partitions
         self.logs: list[PartitionLog | None] = [None] * self.partitions
         self._tail: list[asyncio.Future | None] = [None] * self.partitions
@@ -137,7 +152,60 @@ class GroupRuntime:
     # -- loading ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._spawn(self._load_all())
+        if self.owned is None:
+            self._spawn(self._load_all())
+        else:  # cluster mode: the node's leases decide what to load (take)
+            self._spawn(self._retention_loop())
+            self._spawn(self._compaction_loop())
+
+    def unavailable(self, p: int) -> ErrorCode:
+        """The error for a request to a partition without a shard: loading here, or
+        coordinated by another node (cluster mode)."""
+        if self.owned is None or p in self.owned:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    async def take(self, p: int, epoch: int) -> None:
+        """Cluster mode: this node acquired partition ``p``'s lease under ``epoch``: load it
+        (retrying as at start-up) and serve it. Requests meanwhile get
+        COORDINATOR_LOAD_IN_PROGRESS."""
+        assert self.owned is not None
+        self.owned[p] = epoch
+        self.health[p] = PartitionHealth()
+        try:
+            await self._load_partition(p)
+        except FencedError:
+            # Another node acquired it after this one did: not ours to serve.
+            log.warning("%s-%d: fenced while loading; giving it up", OFFSETS_TOPIC, p)
+            if self.owned.get(p) == epoch:
+                del self.owned[p]
+                if self.on_fenced is not None:
+                    self.on_fenced(p)
+        except PartitionGivenUp:
+            pass
+
+    async def give_up(self, p: int, *, flush: bool) -> None:
+        """Cluster mode: stop coordinating partition ``p``. A handoff (``flush``) lets the
+        writes in flight become durable first, so their replies go out; a lost lease does not
+        wait (they fail, fenced). Parked requests get NOT_COORDINATOR; the log is closed."""
+        assert self.owned is not None
+        self.owned.pop(p, None)
+        shard, self.shards[p] = self.shards[p], None
+        if flush:
+            tail = self._tail[p]
+            if tail is not None and not tail.done():
+                await asyncio.gather(tail, return_exceptions=True)
+        if shard is not None:
+            self._release(shard.on_unloaded().replies, None)
+        for key in [k for k in self._timers if k[0] == p]:
+            self._timers.pop(key).cancel()
+        plog, self.logs[p] = self.logs[p], None
+        self._tail[p] = None
+        if plog is not None:
+            try:
+                await plog.close()
+            except Exception as e:  # it may have failed (fenced): nothing more to do with it
+                log.debug("closing %s-%d on give-up: %s", OFFSETS_TOPIC, p, e)
 
     async def _load_all(self) -> None:
         started = time.monotonic()
@@ -163,7 +231,13 @@ class GroupRuntime:
             async with self._load_slots:
                 return await self._load(p)
 
-        return await load_until_served(name, self.data_dir / name, attempt, self.health[p])
+        return await load_until_served(
+            name,
+            self.data_dir / name,
+            attempt,
+            self.health[p],
+            stop_on=(PartitionGivenUp, FencedError),
+        )
 
     def unhealthy_partitions(self) -> dict[int, PartitionHealth]:
         """Partitions failing to load or serving with quarantined data."""
@@ -172,7 +246,14 @@ class GroupRuntime:
     async def _load(self, p: int) -> int:
         loop = asyncio.get_running_loop()
         path = self.data_dir / f"{OFFSETS_TOPIC}-{p}"
-        plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
+        if self.owned is None:
+            plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
+        else:
+            epoch = self.owned.get(p)
+            if epoch is None:
+                raise PartitionGivenUp(p)
+            assert self.open_leased is not None
+            plog = await self.open_leased(OFFSETS_TOPIC, p, self.log_config, epoch)
         try:
             shard, count = await self._replay(path, plog, p)
         except Exception:
@@ -181,6 +262,9 @@ class GroupRuntime:
             except Exception as e:  # the replay's error is the one to report
                 log.debug("closing %s after a failed load: %s", path.name, e)
             raise
+        if self.owned is not None and self.owned.get(p) is None:
+            await plog.close()  # given up while it loaded
+            raise PartitionGivenUp(p)
         self.logs[p] = plog
         self.shards[p] = shard
         self._apply(p, shard.on_loaded(now_ms()))
@@ -265,7 +349,7 @@ class GroupRuntime:
         p = self.partition_of(group_id)
         shard = self.shards[p]
         if shard is None:
-            return on_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            return on_error(self.unavailable(p))
         rid = next(self._ids)
         result = op(shard, rid, now_ms())
         if rid in result.replies and not result.records and self._settled(p):
@@ -282,13 +366,17 @@ class GroupRuntime:
         p = self.partition_of(group_id)
         shard = self.shards[p]
         if shard is None:
-            return on_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            return on_error(self.unavailable(p))
         if self._settled(p):
             return fn(shard, now_ms())
         return self._after_tail(p, lambda: fn(shard, now_ms()))
 
     def all_loaded_shards(self) -> list[Shard] | None:
-        """Every shard, or None while any partition is still loading."""
+        """Every shard this node coordinates, or None while any of them is still loading."""
+        if self.owned is not None:
+            if any(self.shards[p] is None for p in self.owned):
+                return None
+            return [s for s in self.shards if s is not None]
         if any(s is None for s in self.shards):
             return None
         return self.shards  # type: ignore[return-value]
@@ -418,6 +506,15 @@ class GroupRuntime:
         shard = self.shards[p]
         if shard is None:
             return  # already recovering
+        plog = self.logs[p]
+        if self.owned is not None and isinstance(getattr(plog, "failure", None), FencedError):
+            # Another node holds the partition now: unload (replies get NOT_COORDINATOR),
+            # never reopen; the cluster node forgets the lease.
+            log.warning("%s-%d: fenced by a newer owner; unloading", OFFSETS_TOPIC, p)
+            self._spawn(self.give_up(p, flush=False))
+            if self.on_fenced is not None:
+                self.on_fenced(p)
+            return
         self.shards[p] = None
         # What is parked (JoinGroups waiting for a rebalance) lives only in the dropped shard:
         # NOT_COORDINATOR sends those clients to look the coordinator up again.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -31,9 +32,12 @@ class LeaseKeeper:
         lease_ms: int,
         renew_interval_ms: int,
         on_lost: Callable[[list[Held]], None],
+        incarnation: uuid.UUID | None = None,
     ) -> None:
         self.db = db
         self.node_id = node_id
+        self.incarnation = incarnation
+        self.registered = True  # False once the database no longer has this process's row
         self.lease_ms = lease_ms
         self.renew_interval_ms = renew_interval_ms
         self.on_lost = on_lost
@@ -62,7 +66,13 @@ class LeaseKeeper:
             self.on_lost(lost)
 
     async def renew_once(self) -> None:
-        await L.renew_node(self.db, self.node_id, self.lease_ms)
+        if not await L.renew_node(self.db, self.node_id, self.lease_ms, self.incarnation):
+            # Expired and taken by another process under this id (this one was paused): it
+            # may hold these partitions now. Nothing is renewed until the node registers again.
+            self.registered = False
+            self._lose(sorted(self.held))
+            return
+        self.registered = True
         lost = await L.renew(self.db, self.node_id, sorted(self.held), self.lease_ms)
         self.last_renewed = time.monotonic()
         self._lose(lost)

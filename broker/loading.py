@@ -61,14 +61,18 @@ async def load_until_served(
     *,
     first_retry_s: float = FIRST_RETRY_S,
     max_retry_s: float = MAX_RETRY_S,
+    stop_on: tuple[type[BaseException], ...] = (),
 ) -> int:
     """Run ``load`` (which must leave nothing open when it raises) until it succeeds; returns
-    what it returned (the records replayed)."""
+    what it returned (the records replayed). ``stop_on``: errors that end the attempts
+    (raised to the caller): the partition is no longer this node's."""
     loop = asyncio.get_running_loop()
     delay = first_retry_s
     while True:
         try:
             count = await load()
+        except stop_on:
+            raise
         except Exception as e:
             health.failures += 1
             health.last_error = f"{type(e).__name__}: {e}"

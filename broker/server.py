@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import broker.apis  # noqa: F401  (registers every API handler)
-from broker.cluster import load_identity
+from broker.cluster import cluster_identity, load_identity
+from broker.cluster_node import ClusterNode
+from broker.cluster_view import ClusterView
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
 from broker.group_runtime import GroupRuntime, LogOpener
@@ -62,12 +64,22 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._tls_reloader: asyncio.Future | None = None
         self._group_store: Any = None  # storage.postgres.store.PgStore when configured
+        self.cluster_node: ClusterNode | None = None  # cluster mode (the PostgreSQL engine)
+        self._first_round: asyncio.Future | None = None
 
     async def start(self) -> None:
         cfg = self.config
         # Before anything listens: an unreachable database stops start-up (StartupError).
         open_log = await self._open_group_storage(cfg.get("kcoord.storage"))
-        identity = load_identity(self.data_dir, cfg.get("node.id"), cfg.get("cluster.id"))
+        clustered = self._group_store is not None
+        if clustered:
+            node_id, cluster_id = await cluster_identity(self._group_store, self.data_dir, cfg)
+        else:
+            node_id, cluster_id = cfg.get("node.id"), cfg.get("cluster.id")
+        try:
+            identity = load_identity(self.data_dir, node_id, cluster_id)
+        except ValueError as e:
+            raise StartupError(str(e)) from None
         max_frame = cfg.get("socket.request.max.bytes")
         try:
             wanted = resolve_listeners(cfg, self.listen, self.advertised)
@@ -86,6 +98,7 @@ class Broker:
             identity, first.advertised_host, first.advertised_port, cfg
         )
         state.metrics = self.metrics
+        state.cluster = ClusterView(identity.node_id, clustered, rack=cfg.get("broker.rack"))
         self.metrics.state = state
         state.credentials = await CredentialStore.open(
             self.data_dir, cfg.durability, self._credentials_opener()
@@ -98,13 +111,23 @@ class Broker:
                 cfg.get("allow.everyone.if.no.acl.found"),
                 self._credentials_opener(),
             )
-        state.data = await TopicStore.open(self.data_dir, cfg, engine=self._group_store)
+        state.data = await TopicStore.open(
+            self.data_dir, cfg, engine=self._group_store, cluster=clustered
+        )
         state.topics = state.data.registry
-        state.groups = GroupRuntime(self.data_dir, cfg, cfg.durability, open_log=open_log)
+        state.groups = GroupRuntime(
+            self.data_dir,
+            cfg,
+            cfg.durability,
+            open_log=open_log,
+            open_leased=self._group_store.open_leased if clustered else None,
+        )
         state.groups.on_event = self.metrics.on_event
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.groups.start()
-        self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
+        if not clustered:
+            # Cluster mode leaves it out for now: its partitions live on several nodes.
+            self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
         if self.metrics_address is not None:
             self._metrics_server = await self.metrics.serve(*self.metrics_address)
             self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
@@ -127,6 +150,20 @@ class Broker:
         if self.tls is not None:
             self._tls_reloader = asyncio.ensure_future(
                 _reload_tls(self.tls, cfg.get("kcoord.ssl.reload.interval.ms"))
+            )
+        if clustered:
+            self.cluster_node = ClusterNode(
+                self._group_store.pool,
+                state.cluster,
+                state.groups,
+                state.data,
+                (first.advertised_host, first.advertised_port),
+                cfg.get("kcoord.cluster.lease.ms"),
+                cfg.get("kcoord.cluster.renew.interval.ms"),
+            )
+            await self.cluster_node.start()
+            self._first_round = asyncio.ensure_future(
+                _loaded_after_first_round(state, self.cluster_node)
             )
         idle_ms = cfg.get("connections.max.idle.ms")
         if idle_ms >= 0:
@@ -163,6 +200,12 @@ class Broker:
                     )
 
     async def close(self) -> None:
+        if self.cluster_node is not None:
+            # Hand every partition off while still answering (NOT_COORDINATOR sends clients
+            # to the new owners), as Kafka's controlled shutdown moves leadership first.
+            await self.cluster_node.stop()
+        if self._first_round is not None:
+            self._first_round.cancel()
         if self._idle_sweeper is not None:
             self._idle_sweeper.cancel()
         if self._publisher is not None:
@@ -244,6 +287,16 @@ async def _publish_offsets_topic(state: BrokerState) -> None:
             data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
 
     groups.on_reload = reattach
+
+
+async def _loaded_after_first_round(state: BrokerState, node: ClusterNode) -> None:
+    """Cluster mode: the runtime counts as loaded once the first balance round took this
+    node's partitions and they loaded."""
+    await node.first_round.wait()
+    groups = state.groups
+    while groups.owned is not None and any(groups.shards[p] is None for p in groups.owned):
+        await asyncio.sleep(0.05)
+    groups.loaded.set()
 
 
 async def _reload_tls(tls: TlsContext, every_ms: int) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.cluster import Identity
+from broker.cluster_view import ClusterView
 from broker.topics import TopicRegistry
 
 if TYPE_CHECKING:
@@ -28,6 +29,11 @@ class BrokerState:
     metrics: Metrics | None = None  # request, connection and rebalance metrics (broker.metrics)
     credentials: CredentialStore | None = None  # SCRAM users (broker.security.credentials)
     authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name is set
+    cluster: ClusterView = None  # type: ignore[assignment]  # set in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.cluster is None:
+            self.cluster = ClusterView(self.identity.node_id)
 
     @property
     def node_id(self) -> int:

@@ -38,6 +38,11 @@ class LogFailedError(OSError):
     """A write or fsync of this log failed; it accepts no more appends until reopened."""
 
 
+class FencedError(LogFailedError):
+    """A write refused because the partition moved on: another writer appended, or another
+    node holds its lease now (a newer fencing epoch). The writer must unload, not retry."""
+
+
 class GroupCommit:
     def __init__(
         self,

@@ -44,7 +44,7 @@ from protocol.records import (
 from protocol.records import decode_uncompressed_into as decode_into
 from storage.compaction import CleanerStats, compact, finish_interrupted_compaction
 from storage.durability import ALWAYS, Durability
-from storage.groupcommit import GroupCommit, LogFailedError
+from storage.groupcommit import FencedError, GroupCommit, LogFailedError
 from storage.logconfig import LogConfig
 from storage.segment import (
     INDEX_SUFFIX,
@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "AppendResult",
     "Log",
+    "FencedError",
     "LogFailedError",
     "OffsetOutOfRangeError",
     "ReadResult",

@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, req: DeleteGroupsRequest):
             continue
         by_partition.setdefault(groups.partition_of(g), []).append(g)
     loading = [
-        Result(group_id=g, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        Result(group_id=g, error_code=groups.unavailable(p))
         for p, names in by_partition.items()
         if groups.shards[p] is None
         for g in names

@@ -13,11 +13,13 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
     b = ctx.broker
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER):
         return DescribeClusterResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    host, port = ctx.advertised()
     return DescribeClusterResponse(
         cluster_id=b.identity.cluster_id,
         controller_id=b.node_id,
         brokers=[
-            DescribeClusterResponse.DescribeClusterBroker(broker_id=b.node_id, host=host, port=port)
+            DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack
+            )
+            for n in b.cluster.brokers(ctx.advertised())
         ],
     )

@@ -9,7 +9,6 @@ replica and leader, at leader epoch 0.
 from __future__ import annotations
 
 from broker.context import RequestContext
-from broker.dataplane.partition import LEADER_EPOCH
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
@@ -26,7 +25,7 @@ def handle(
     ctx: RequestContext, req: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
     registry = ctx.broker.topics
-    node = ctx.broker.node_id
+    view = ctx.broker.cluster
     may = [
         n
         for n in ({t.name for t in req.topics} if req.topics else (t.name for t in registry.all()))
@@ -59,19 +58,23 @@ def handle(
             continue
         start = first_partition if name == names[0] else 0
         end = min(t.partitions, start + budget)
-        parts = [
-            Resp.DescribeTopicPartitionsResponsePartition(
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=LEADER_EPOCH,
-                replica_nodes=[node],
-                isr_nodes=[node],
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=[],
+        parts = []
+        for p in range(start, end):
+            node, epoch = view.leader(name, p)
+            replicas = [node] if node >= 0 else []
+            parts.append(
+                Resp.DescribeTopicPartitionsResponsePartition(
+                    error_code=ErrorCode.NONE if node >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                    partition_index=p,
+                    leader_id=node,
+                    leader_epoch=epoch,
+                    replica_nodes=replicas,
+                    isr_nodes=replicas,
+                    eligible_leader_replicas=[],
+                    last_known_elr=[],
+                    offline_replicas=[],
+                )
             )
-            for p in range(start, end)
-        ]
         budget -= len(parts)
         topics.append(
             Resp.DescribeTopicPartitionsResponseTopic(

@@ -89,6 +89,8 @@ def _resolve(ctx: RequestContext, req) -> list[_Topic]:
                 error = missing
             elif part is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.leading:
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 error = ErrorCode.NONE
             w = _Wanted(p.partition, part, error, p.fetch_offset, p.partition_max_bytes)

@@ -1,4 +1,5 @@
-"""FindCoordinator: this single node coordinates every group.
+"""FindCoordinator: the node that holds the group's `__consumer_offsets` partition (this one
+on a single node; in cluster mode, its lease's owner, COORDINATOR_NOT_AVAILABLE while none).
 
 Transactions are not served, so transaction keys get COORDINATOR_NOT_AVAILABLE and clients
 fall back as they do against a cluster whose transaction coordinator is down.
@@ -10,6 +11,7 @@ from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
+from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -25,8 +27,11 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
     b = ctx.broker
-    host, port = ctx.advertised()
-    return ErrorCode.NONE, b.node_id, host, port
+    node, _ = b.cluster.leader(OFFSETS_TOPIC, b.groups.partition_of(key))
+    address = b.cluster.address(node, ctx.advertised()) if node >= 0 else None
+    if address is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, node, address[0], address[1]
 
 
 @serves(ApiKey.FIND_COORDINATOR, 0, 6)

@@ -14,7 +14,6 @@ from collections.abc import Awaitable
 from typing import Any
 
 from broker.context import RequestContext
-from broker.dataplane.partition import LEADER_EPOCH
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
@@ -43,7 +42,7 @@ def handle(
     store = ctx.broker.data
     topics = []
     # Lookups the log answers by reading (an index, a query): awaited after the loop.
-    queries: list[tuple[PartResp, Any, int]] = []
+    queries: list[tuple[PartResp, Any, int, int]] = []
     for t in req.topics:
         parts = []
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
@@ -63,12 +62,20 @@ def handle(
                     )
                 )
                 continue
+            if not part.leading:
+                parts.append(
+                    PartResp(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    )
+                )
+                continue
             if p.timestamp < LATEST_TIERED or (p.timestamp < 0 and _too_new(ctx, p.timestamp)):
                 offset, ts = -1, -1
             elif p.timestamp >= 0 or p.timestamp == MAX_TIMESTAMP:
                 r = PartResp(partition_index=p.partition_index)
                 parts.append(r)
-                queries.append((r, part.log, p.timestamp))
+                queries.append((r, part.log, p.timestamp, part.leader_epoch))
                 continue
             else:
                 offset, ts = _lookup(part.log, p.timestamp)
@@ -77,7 +84,7 @@ def handle(
                     partition_index=p.partition_index,
                     timestamp=ts,
                     offset=offset,
-                    leader_epoch=LEADER_EPOCH if offset >= 0 else -1,
+                    leader_epoch=part.leader_epoch if offset >= 0 else -1,
                 )
             )
         topics.append(Resp.ListOffsetsTopicResponse(name=t.name, partitions=parts))
@@ -97,14 +104,14 @@ def _old_style(resp: ListOffsetsResponse) -> ListOffsetsResponse:
 
 
 async def _answer_queries(
-    resp: ListOffsetsResponse, queries: list[tuple[PartResp, Any, int]], version: int
+    resp: ListOffsetsResponse, queries: list[tuple[PartResp, Any, int, int]], version: int
 ) -> ListOffsetsResponse:
-    for r, log_, ts in queries:
+    for r, log_, ts, leader_epoch in queries:
         found = await (
             log_.max_timestamp() if ts == MAX_TIMESTAMP else log_.offset_for_timestamp(ts)
         )
         r.offset, r.timestamp = found if found is not None else (-1, -1)
-        r.leader_epoch = LEADER_EPOCH if r.offset >= 0 else -1
+        r.leader_epoch = leader_epoch if r.offset >= 0 else -1
     return _old_style(resp) if version == 0 else resp
 
 

@@ -1,4 +1,7 @@
-"""Metadata: this node is the whole cluster, leader of every partition.
+"""Metadata: the live nodes and each partition's leader with its epoch (broker/cluster_view.py:
+on one node, this node and epoch 0 for every partition). A partition no live node holds yet
+(cluster mode, between a node's death and the takeover) has leader -1 and
+LEADER_NOT_AVAILABLE: clients ask again.
 
 Topics asked for by name that do not exist are created first when `auto.create.topics.enable`
 is on and the request allows it (v4+ has a flag; older versions always allow), with
@@ -24,17 +27,21 @@ Resp = MetadataResponse
 
 
 def _topic(ctx: RequestContext, t: Topic) -> Resp.MetadataResponseTopic:
-    node = ctx.broker.node_id
-    parts = [
-        Resp.MetadataResponsePartition(
-            partition_index=p,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=[node],
-            isr_nodes=[node],
+    view = ctx.broker.cluster
+    parts = []
+    for p in range(t.partitions):
+        node, epoch = view.leader(t.name, p)
+        replicas = [node] if node >= 0 else []
+        parts.append(
+            Resp.MetadataResponsePartition(
+                error_code=ErrorCode.NONE if node >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=p,
+                leader_id=node,
+                leader_epoch=epoch,
+                replica_nodes=replicas,
+                isr_nodes=replicas,
+            )
         )
-        for p in range(t.partitions)
-    ]
     return Resp.MetadataResponseTopic(
         name=t.name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts
     )
@@ -120,9 +127,11 @@ def _answer(ctx: RequestContext, req: MetadataRequest, errors: dict[str, int]) -
                     topics.append(_topic(ctx, t))
                 else:
                     topics.append(_missing(wanted.name, False, code=errors.get(wanted.name)))
-    host, port = ctx.advertised()
     resp = MetadataResponse(
-        brokers=[Resp.MetadataResponseBroker(node_id=b.node_id, host=host, port=port)],
+        brokers=[
+            Resp.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+            for n in b.cluster.brokers(ctx.advertised())
+        ],
         cluster_id=b.identity.cluster_id,
         controller_id=b.node_id,
         topics=topics,

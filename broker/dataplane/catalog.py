@@ -114,29 +114,46 @@ def parse(raw: bytes, origin: str) -> tuple[dict[str, TopicRecord], int]:
     return topics, int(obj.get("producer_id_block_end", 0))
 
 
+class CatalogConflictError(Exception):
+    """Another node changed the shared catalog since this one read it."""
+
+
 class EngineCatalog(Catalog):
     """The same catalog, the same bytes, kept by a storage engine (PostgreSQL's kcoord_meta
-    under the file's name) instead of a file. ``store``: a ``storage.postgres.store.PgStore``."""
+    under the file's name) instead of a file. ``store``: a ``storage.postgres.store.PgStore``.
+    Several nodes share it: a save replaces only the bytes this node last read or wrote, and
+    raises CatalogConflictError if another node wrote in between."""
 
     def __init__(
-        self, store: Any, topics: dict[str, TopicRecord], block_end: int, existed: bool
+        self,
+        store: Any,
+        topics: dict[str, TopicRecord],
+        block_end: int,
+        existed: bool,
+        stored: bytes | None = None,
     ) -> None:
         super().__init__(Path(CATALOG_FILE), topics, block_end, existed)
         self._store = store
         self._saving = asyncio.Lock()
+        self.stored = stored  # the bytes in the database as this node last saw them
 
     @classmethod
     async def load_from(cls, store: Any) -> EngineCatalog:
         raw = await store.read_meta(CATALOG_FILE)
         if raw is None:
             return cls(store, {}, 0, existed=False)
-        return cls(store, *parse(raw, f"{CATALOG_FILE} in the database"), existed=True)
+        parsed = parse(raw, f"{CATALOG_FILE} in the database")
+        return cls(store, *parsed, existed=True, stored=raw)
 
     async def save(self) -> None:
         seq, data = self._snapshot()
         async with self._saving:
             if seq > self._written:  # else a newer state is stored already
-                await self._store.write_meta(CATALOG_FILE, data)
+                if not await self._store.replace_meta(CATALOG_FILE, data, self.stored):
+                    raise CatalogConflictError(
+                        "the topic catalog was changed by another node at the same time"
+                    )
+                self.stored = data
                 self._written = seq
         self.existed = True
 

@@ -113,6 +113,7 @@ async def apply_retention(part: Partition, now_ms: int) -> int:
     if (
         part.closed
         or not part.owned
+        or not part.leading
         or not s.deletes
         or (s.retention_ms < 0 and s.retention_bytes < 0)
     ):

@@ -26,8 +26,7 @@ from storage.partitionlog import TopicLog
 
 log = logging.getLogger("kcoord.data")
 
-LEADER_EPOCH = 0  # this node is the only leader there ever was
-_EPOCH = struct.pack(">i", LEADER_EPOCH)
+LEADER_EPOCH = 0  # one node: the only leader there ever was
 
 
 class Partition:
@@ -40,6 +39,8 @@ class Partition:
         producers: ProducerStateTable,
         *,
         owned: bool = True,
+        leader_epoch: int = LEADER_EPOCH,
+        leading: bool = True,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -51,6 +52,11 @@ class Partition:
         # False for an internal topic's log that another component owns and appends to: read
         # here (Fetch, ListOffsets), never written, retained, snapshotted or closed.
         self.owned = owned
+        # Cluster mode: the fencing epoch of this node's lease, and whether it holds one
+        # (else Produce, Fetch and ListOffsets answer NOT_LEADER_OR_FOLLOWER).
+        self.leader_epoch = leader_epoch
+        self.leading = leading
+        self._epoch_bytes = struct.pack(">i", leader_epoch)
         # Bytes appended since the last retention check; the store checks again once this
         # reaches a segment's size (a roll may have made a segment deletable).
         self.bytes_since_check = 0
@@ -79,15 +85,33 @@ class Partition:
 
     @classmethod
     async def open_on(
-        cls, store: Any, topic: str, index: int, settings: TopicSettings
+        cls,
+        store: Any,
+        topic: str,
+        index: int,
+        settings: TopicSettings,
+        *,
+        epoch: int | None = None,
+        leading: bool = True,
     ) -> Partition:
         """Open the partition in a storage engine (``storage.postgres.store.PgStore``): the
-        producer state is folded from the headers of the batches it keeps."""
-        log_ = await store.open_log(topic, index, settings.log_config())
+        producer state is folded from the headers of the batches it keeps. ``epoch``: the
+        fencing epoch of this node's lease (cluster mode; the open fails with FencedError if
+        the partition moved on)."""
+        log_ = await store.open_log(topic, index, settings.log_config(), epoch=epoch)
         producers = ProducerStateTable()
-        for h in await log_.headers(log_.log_start_offset):
-            producers.update_from_header(h)
-        return cls(topic, index, log_, settings, producers)
+        if leading:
+            for h in await log_.headers(log_.log_start_offset):
+                producers.update_from_header(h)
+        return cls(
+            topic,
+            index,
+            log_,
+            settings,
+            producers,
+            leader_epoch=LEADER_EPOCH if epoch is None else epoch,
+            leading=leading,
+        )
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, {self.log!r})"
@@ -101,6 +125,8 @@ class Partition:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, None
         if not self.owned:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, -1, None
+        if not self.leading:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, None
         pid = h.producer_id
         if pid >= 0:
             last_seq = last_sequence(h.base_sequence, h.last_offset_delta)
@@ -115,7 +141,7 @@ class Partition:
                 return verdict, -1, None
         base = self.log.log_end_offset
         # partitionLeaderEpoch is outside the CRC: stamp ours as Kafka's leader does.
-        stamped = batch[:12] + _EPOCH + batch[16:]
+        stamped = batch[:12] + self._epoch_bytes + batch[16:]
         try:
             fut = self.log.append(stamped)
         except LogFailedError:

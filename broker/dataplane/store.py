@@ -20,8 +20,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from broker.dataplane import memory, names
-from broker.dataplane.catalog import Catalog, EngineCatalog, ProducerIdAllocator, TopicRecord
+from broker.dataplane import leadership, memory, names
+from broker.dataplane.catalog import (
+    Catalog,
+    CatalogConflictError,
+    EngineCatalog,
+    ProducerIdAllocator,
+    TopicRecord,
+)
 from broker.dataplane.maintenance import Maintenance
 from broker.dataplane.partition import Partition
 from broker.dataplane.producers import ProducerStateTable
@@ -87,8 +93,11 @@ class TopicStore:
         *,
         now_ms: Callable[[], int] = _now_ms,
         engine: Any = None,
+        cluster: bool = False,
     ) -> None:
         self.data_dir = data_dir
+        # Cluster mode (broker/dataplane/leadership.py): partitions served only under a lease.
+        self.cluster = cluster
         # A storage engine holding the partitions and the catalog (PgStore), or None: files.
         self.engine = engine
         self.config = config
@@ -126,6 +135,7 @@ class TopicStore:
         *,
         now_ms: Callable[[], int] = _now_ms,
         engine: Any = None,
+        cluster: bool = False,
     ) -> TopicStore:
         """``engine``: a storage engine (``storage.postgres.store.PgStore``) that keeps the
         topic partitions and the catalog; None keeps them as files in ``data_dir``."""
@@ -138,7 +148,7 @@ class TopicStore:
             catalog = await loop.run_in_executor(None, Catalog.load, data_dir)
         else:
             catalog = await EngineCatalog.load_from(engine)
-        store = cls(data_dir, config, catalog, now_ms=now_ms, engine=engine)
+        store = cls(data_dir, config, catalog, now_ms=now_ms, engine=engine, cluster=cluster)
         await (store._load() if engine is None else store._load_from_engine())
         store.maintenance.start()
         return store
@@ -220,12 +230,20 @@ class TopicStore:
         self.settings[rec.name] = TopicSettings.resolve(self.config, rec.configs)
         return topic
 
-    async def _open_partitions(self, name: str, first: int, end: int) -> list[Partition]:
+    async def _open_partitions(
+        self, name: str, first: int, end: int, *, leading: bool | None = None
+    ) -> list[Partition]:
+        """``leading``: whether this node serves them (cluster mode: not until it holds
+        their leases; by default, every partition on one node)."""
         loop = asyncio.get_running_loop()
         settings, durability = self.settings[name], self.durability
+        leads = not self.cluster if leading is None else leading
         opening: list[Awaitable[Partition]]
         if self.engine is not None:
-            opening = [Partition.open_on(self.engine, name, i, settings) for i in range(first, end)]
+            opening = [
+                Partition.open_on(self.engine, name, i, settings, leading=leads)
+                for i in range(first, end)
+            ]
         else:
             opening = [
                 loop.run_in_executor(
@@ -321,11 +339,12 @@ class TopicStore:
     ) -> Topic:
         """Create a topic (configs already validated); raises TopicError."""
         async with self._admin:
+            await self._before_admin()
             self.check_new_topic(name, partitions)
             rec = TopicRecord(name, uuid.uuid4(), partitions, False, dict(configs or {}))
             self.catalog.topics[name] = rec
             try:
-                await self.catalog.save()
+                await self._save_catalog()
                 self.settings[name] = TopicSettings.resolve(self.config, rec.configs)
                 await self._open_partitions(name, 0, partitions)
             except BaseException as e:
@@ -391,6 +410,7 @@ class TopicStore:
     @_completes
     async def delete_topic(self, name: str) -> Topic:
         async with self._admin:
+            await self._before_admin()
             topic = self.registry.get(name)
             if topic is None:
                 raise TopicError(
@@ -403,7 +423,7 @@ class TopicStore:
                 )
             rec = self.catalog.topics.pop(name)
             try:
-                await self.catalog.save()
+                await self._save_catalog()
             except BaseException:
                 self.catalog.topics[name] = rec
                 raise
@@ -423,6 +443,7 @@ class TopicStore:
     @_completes
     async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
         async with self._admin:
+            await self._before_admin()
             topic = self.registry.get(name)
             if topic is None:
                 raise TopicError(
@@ -452,7 +473,7 @@ class TopicStore:
             old = rec.partitions
             rec.partitions = count
             try:
-                await self.catalog.save()
+                await self._save_catalog()
                 await self._open_partitions(name, old, count)
             except BaseException as e:
                 rec.partitions = old
@@ -466,6 +487,19 @@ class TopicStore:
                 raise
             log.info("topic %s now has %d partitions", name, count)
             return self._register(rec)
+
+    async def _before_admin(self) -> None:
+        """Cluster mode: see the catalog as other nodes left it before changing it."""
+        if self.cluster:
+            await leadership.refresh(self)
+
+    async def _save_catalog(self) -> None:
+        try:
+            await self.catalog.save()
+        except CatalogConflictError as e:
+            # Another node changed the shared catalog meanwhile: retriable, as Kafka's
+            # NOT_CONTROLLER makes admin clients look again and retry.
+            raise TopicError(ErrorCode.NOT_CONTROLLER, f"{e}; retry") from e
 
     async def _save_quietly(self) -> None:
         """Save the catalog after undoing a change in memory; a failure is only logged (the

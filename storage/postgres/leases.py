@@ -11,8 +11,11 @@ conditioned on, so a paused or cut-off former owner's writes fail in the databas
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
+
+_NODE_ID_LOCK = 0x6B636F6F7264 + 1  # any constant: serialises node id allocation
 
 
 @dataclass(frozen=True)
@@ -35,30 +38,65 @@ class Lease:
 
 
 async def register_node(
-    db: Any, node_id: int, host: str, port: int, rack: str | None, lease_ms: int
-) -> None:
-    """(Re-)register; ``db`` is an asyncpg pool or connection."""
-    await db.execute(
-        "INSERT INTO kcoord_nodes (node_id, host, port, rack, expires_at)"
-        " VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 millisecond')"
+    db: Any,
+    node_id: int,
+    host: str,
+    port: int,
+    rack: str | None,
+    lease_ms: int,
+    incarnation: uuid.UUID | None = None,
+) -> bool:
+    """(Re-)register; ``db`` is an asyncpg pool or connection. False while another process
+    (another ``incarnation``) holds a live registration of this id: two processes under one
+    id would share its leases, so the second waits until the first's registration expires
+    (Kafka refuses a duplicate broker registration the same way)."""
+    found = await db.fetchval(
+        "INSERT INTO kcoord_nodes (node_id, host, port, rack, incarnation, expires_at)"
+        " VALUES ($1, $2, $3, $4, $6, clock_timestamp() + $5 * interval '1 millisecond')"
         " ON CONFLICT (node_id) DO UPDATE SET host = EXCLUDED.host, port = EXCLUDED.port,"
         " rack = EXCLUDED.rack, expires_at = EXCLUDED.expires_at,"
-        " registered_at = clock_timestamp()",
+        " incarnation = EXCLUDED.incarnation, registered_at = clock_timestamp()"
+        " WHERE kcoord_nodes.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation"
+        " OR kcoord_nodes.incarnation IS NULL OR EXCLUDED.incarnation IS NULL"
+        " OR kcoord_nodes.expires_at < clock_timestamp()"
+        " RETURNING node_id",
         node_id,
         host,
         port,
         rack,
         lease_ms,
+        incarnation,
     )
+    return found is not None
 
 
-async def renew_node(db: Any, node_id: int, lease_ms: int) -> bool:
-    """False if the registration is gone (the node must register again)."""
+async def allocate_node_id(db: Any) -> int:
+    """A node id no registration uses yet (one more than the highest), for a node started
+    without ``node.id``; the caller registers it at once and keeps it in its data directory.
+    Serialised by an advisory lock so that two nodes starting together get different ids."""
+    async with db.acquire() as con, con.transaction():
+        await con.execute("SELECT pg_advisory_xact_lock($1)", _NODE_ID_LOCK)
+        node_id = await con.fetchval("SELECT coalesce(max(node_id), 0) + 1 FROM kcoord_nodes")
+        # Hold the id (expired at once: it owns nothing until the node registers for real).
+        await con.execute(
+            "INSERT INTO kcoord_nodes (node_id, host, port, expires_at)"
+            " VALUES ($1, '', 0, clock_timestamp())",
+            node_id,
+        )
+        return int(node_id)
+
+
+async def renew_node(
+    db: Any, node_id: int, lease_ms: int, incarnation: uuid.UUID | None = None
+) -> bool:
+    """False if the registration is gone or another process's (the node must register
+    again)."""
     found = await db.fetchval(
         "UPDATE kcoord_nodes SET expires_at = clock_timestamp() + $2 * interval '1 millisecond'"
-        " WHERE node_id = $1 RETURNING node_id",
+        " WHERE node_id = $1 AND ($3::uuid IS NULL OR incarnation = $3) RETURNING node_id",
         node_id,
         lease_ms,
+        incarnation,
     )
     return found is not None
 

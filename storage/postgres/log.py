@@ -31,7 +31,7 @@ from protocol.records import (
 )
 from storage.compaction import CleanerStats, _clean_batch, _Counts
 from storage.groupcommit import LogFailedError
-from storage.log import AppendResult
+from storage.log import AppendResult, FencedError
 from storage.logconfig import LogConfig
 from storage.postgres.reads import PgReads
 
@@ -39,10 +39,6 @@ log = logging.getLogger(__name__)
 
 REPLAY_CHUNK = 1000  # batches fetched per query while replaying
 _Row = tuple[str, int, int, int, int, bytes]
-
-
-class FencedError(LogFailedError):
-    """The partition row moved on: another writer appended, or the epoch changed."""
 
 
 class PgLog(PgReads):

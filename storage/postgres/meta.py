@@ -25,3 +25,23 @@ async def write_meta(pool: Any, name: str, data: bytes) -> None:
 
 async def delete_meta(pool: Any, name: str) -> None:
     await pool.execute("DELETE FROM kcoord_meta WHERE name = $1", name)
+
+
+async def replace_meta(pool: Any, name: str, data: bytes, expected: bytes | None) -> bool:
+    """Write ``name`` only if it still holds ``expected`` (None: only if absent); False if
+    another writer changed it first (several nodes share one catalog)."""
+    if expected is None:
+        found = await pool.fetchval(
+            "INSERT INTO kcoord_meta (name, data) VALUES ($1, $2)"
+            " ON CONFLICT (name) DO NOTHING RETURNING name",
+            name,
+            data,
+        )
+    else:
+        found = await pool.fetchval(
+            "UPDATE kcoord_meta SET data = $2 WHERE name = $1 AND data = $3 RETURNING name",
+            name,
+            data,
+            expected,
+        )
+    return found is not None

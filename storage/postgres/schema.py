@@ -11,7 +11,7 @@ from typing import Any
 
 from storage.partitionlog import StartupError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Any constant: serialises schema creation between brokers sharing the database.
 _SCHEMA_LOCK = 0x6B636F6F7264
 
@@ -65,8 +65,15 @@ ALTER TABLE kcoord_partitions ADD COLUMN IF NOT EXISTS owner integer;
 ALTER TABLE kcoord_partitions ADD COLUMN IF NOT EXISTS lease_expires_at timestamptz;
 """
 
+# Version 3: each node's registration names the process that made it (a random id per start),
+# so that a second process started with a live node's id waits for it to expire instead of
+# sharing its leases.
+_V3 = """
+ALTER TABLE kcoord_nodes ADD COLUMN IF NOT EXISTS incarnation uuid;
+"""
+
 # What takes a database from the version before to this one; applied in order.
-_STEPS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+_STEPS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
 
 
 class SchemaError(StartupError):

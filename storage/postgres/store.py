@@ -18,7 +18,7 @@ from storage.log import parse_partition_dir
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError
 from storage.postgres.log import FencedError, PgLog
-from storage.postgres.meta import read_meta, write_meta
+from storage.postgres.meta import read_meta, replace_meta, write_meta
 from storage.postgres.schema import ensure_schema
 
 log = logging.getLogger(__name__)
@@ -122,11 +122,18 @@ class PgStore:
             size_bytes=int(size),
         )
 
+    async def open_leased(self, topic: str, partition: int, config: LogConfig, epoch: int) -> PgLog:
+        """The group runtime's opener in cluster mode: under this node's lease epoch."""
+        return await self.open_log(topic, partition, config, epoch=epoch)
+
     async def read_meta(self, name: str) -> bytes | None:
         return await read_meta(self.pool, name)
 
     async def write_meta(self, name: str, data: bytes) -> None:
         await write_meta(self.pool, name, data)
+
+    async def replace_meta(self, name: str, data: bytes, expected: bytes | None) -> bool:
+        return await replace_meta(self.pool, name, data, expected)
 
     async def topics(self) -> dict[str, int]:
         """Every topic with rows here, and how many partitions it has rows for."""

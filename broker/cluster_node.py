@@ -1,0 +1,235 @@
+"""Cluster mode: this node's part in a cluster of kcoord nodes sharing one PostgreSQL engine.
+
+The database decides who owns what (``storage/postgres/leases.py``); this module acts on it.
+Every ``kcoord.cluster.renew.interval.ms`` a balance round:
+
+1. reads the live nodes and the leases (the view Metadata and FindCoordinator answer from)
+   and, through the data plane, topics other nodes created or deleted;
+2. for every partition (the ``__consumer_offsets`` ones and every topic's), asks placement
+   which live node should own it: one this node should own and nobody holds is acquired
+   (a new fencing epoch) and loaded, replayed and served; one this node holds that placement
+   gives to another live node is handed off: flushed, then released, so that node takes it
+   at its next round.
+
+The ``LeaseKeeper`` renews this node's leases meanwhile; a lease it loses (taken over after
+it expired, or given up because the database could not be reached in time), or a write the
+database refuses as fenced, unloads the partition at once. On shutdown every partition is
+handed off and the node deregisters, so the others take over without waiting for expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from broker.cluster_view import ClusterView, NodeAddress
+from broker.dataplane import leadership
+from broker.lease_keeper import Held, LeaseKeeper
+from protocol.coordinator_records import OFFSETS_TOPIC
+from storage.log import FencedError
+from storage.postgres import leases as L
+
+if TYPE_CHECKING:
+    from broker.dataplane.store import TopicStore
+    from broker.group_runtime import GroupRuntime
+
+log = logging.getLogger("kcoord.cluster")
+
+TAKE_CONCURRENCY = 8  # partitions acquired and opened at once in a round
+
+
+class ClusterNode:
+    def __init__(
+        self,
+        db: Any,
+        view: ClusterView,
+        groups: GroupRuntime,
+        data: TopicStore,
+        address: tuple[str, int],
+        lease_ms: int,
+        renew_interval_ms: int,
+    ) -> None:
+        self.db = db
+        self.view = view
+        self.groups = groups
+        self.data = data
+        self.address = address
+        self.lease_ms = lease_ms
+        self.renew_interval_ms = renew_interval_ms
+        self.incarnation = uuid.uuid4()
+        self.node_id = view.self_id
+        self.keeper = LeaseKeeper(
+            db, self.node_id, lease_ms, renew_interval_ms, self._lost, self.incarnation
+        )
+        groups.on_fenced = self._fenced_offsets
+        self._task: asyncio.Task[None] | None = None
+        self._round = asyncio.Lock()
+        self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
+        self._loading: set[asyncio.Task[None]] = set()
+        self.first_round = asyncio.Event()
+        self.stopping = False
+
+    # -- start and stop ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register (waiting, while a previous process with this node id is still live),
+        then run balance rounds."""
+        host, port = self.address
+        waited = False
+        while not await L.register_node(
+            self.db, self.node_id, host, port, self.view.rack, self.lease_ms, self.incarnation
+        ):
+            if not waited:
+                log.warning(
+                    "node id %d is registered by another live process; waiting for its"
+                    " registration to expire (kcoord.cluster.lease.ms=%d)",
+                    self.node_id,
+                    self.lease_ms,
+                )
+                waited = True
+            await asyncio.sleep(self.renew_interval_ms / 1000)
+        log.info("registered as node %d of the cluster", self.node_id)
+        self.keeper.start()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Graceful: hand every partition off, then deregister."""
+        self.stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for task in list(self._loading):
+            task.cancel()
+        await asyncio.gather(*self._loading, return_exceptions=True)
+        async with self._round:
+            held = sorted(self.keeper.held)
+            await asyncio.gather(*(self._hand_off(h) for h in held), return_exceptions=True)
+        await self.keeper.stop()
+        try:
+            await L.deregister_node(self.db, self.node_id)
+        except Exception as e:  # noqa: BLE001 - the registration expires by itself
+            log.warning("deregistering node %d failed: %s", self.node_id, e)
+        log.info("node %d left the cluster (%d partitions handed off)", self.node_id, len(held))
+
+    # -- balance rounds ---------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        every = self.renew_interval_ms / 1000
+        while True:
+            try:
+                async with self._round:
+                    await self.balance()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the next round tries again
+                log.warning("cluster balance round failed: %s", e)
+            self.first_round.set()
+            await asyncio.sleep(every)
+
+    async def balance(self) -> None:
+        if not self.keeper.registered:
+            await self._register_again()
+            return
+        await self._refresh_view()
+        if self.data.engine is not None:
+            await leadership.refresh(self.data)
+        wanted = self._partitions()
+        held = {(t, p): e for t, p, e in self.keeper.held}
+        to_take = [tp for tp in wanted if tp not in held and self.view.target(*tp) == self.node_id]
+        to_give = [
+            (t, p, e)
+            for (t, p), e in held.items()
+            if (t, p) not in wanted
+            or (self.view.target(t, p) != self.node_id and self.view.target(t, p) is not None)
+        ]
+        for h in to_give:
+            await self._hand_off(h)
+        if to_take:
+            await asyncio.gather(*(self._take(t, p) for t, p in to_take))
+
+    def _partitions(self) -> set[tuple[str, int]]:
+        found = {(OFFSETS_TOPIC, p) for p in range(self.groups.partitions)}
+        for topic in self.data.registry.all():
+            if not topic.internal:
+                found.update((topic.name, p) for p in range(topic.partitions))
+        return found
+
+    async def _refresh_view(self) -> None:
+        nodes = await L.nodes(self.db)
+        self.view.others = {
+            n.node_id: NodeAddress(n.node_id, n.host, n.port, n.rack)
+            for n in nodes
+            if n.alive and n.node_id != self.node_id
+        }
+        self.view.leaders = {
+            (x.topic, x.partition): (x.owner, x.epoch)
+            for x in await L.leases(self.db)
+            if x.live and x.owner is not None
+        }
+
+    async def _register_again(self) -> None:
+        host, port = self.address
+        if await L.register_node(
+            self.db, self.node_id, host, port, self.view.rack, self.lease_ms, self.incarnation
+        ):
+            self.keeper.registered = True
+            log.warning("node %d registered again", self.node_id)
+
+    # -- taking and giving partitions -------------------------------------------------------
+
+    async def _take(self, topic: str, partition: int) -> None:
+        async with self._slots:
+            if self.stopping:
+                return
+            epoch = await self.keeper.acquire(topic, partition)
+            if epoch is None:
+                return  # another live node holds it: it hands it off or its lease expires
+            self.view.own[topic, partition] = epoch
+            log.info("took %s-%d (epoch %d)", topic, partition, epoch)
+            if topic == OFFSETS_TOPIC:
+                # Loading replays the partition: in its own task, so that a long replay does
+                # not hold the round (requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+                task = asyncio.get_running_loop().create_task(self.groups.take(partition, epoch))
+                self._loading.add(task)
+                task.add_done_callback(self._loading.discard)
+                return
+            try:
+                if not await leadership.lead(self.data, topic, partition, epoch):
+                    await self._forget((topic, partition, epoch), release=True)
+            except FencedError:
+                await self._forget((topic, partition, epoch), release=False)
+
+    async def _hand_off(self, h: Held) -> None:
+        """Flush and stop serving, then release the lease for the partition's new owner."""
+        topic, partition, epoch = h
+        self.view.own.pop((topic, partition), None)
+        if topic == OFFSETS_TOPIC:
+            await self.groups.give_up(partition, flush=True)
+        else:
+            await leadership.resign(self.data, topic, partition)
+        await self.keeper.release(topic, partition, epoch)
+        log.info("handed off %s-%d (epoch %d)", topic, partition, epoch)
+
+    async def _forget(self, h: Held, *, release: bool) -> None:
+        self.view.own.pop((h[0], h[1]), None)
+        if release:
+            await self.keeper.release(*h)
+        else:
+            self.keeper.held.discard(h)
+
+    def _lost(self, lost: list[Held]) -> None:
+        """The keeper lost these leases: stop serving them now (no flush: they are fenced)."""
+        loop = asyncio.get_running_loop()
+        for topic, partition, _ in lost:
+            self.view.own.pop((topic, partition), None)
+            if topic == OFFSETS_TOPIC:
+                loop.create_task(self.groups.give_up(partition, flush=False))
+            else:
+                loop.create_task(leadership.resign(self.data, topic, partition))
+
+    def _fenced_offsets(self, partition: int) -> None:
+        """A write of an offsets partition was refused as fenced: forget its lease."""
+        self.view.own.pop((OFFSETS_TOPIC, partition), None)
+        self.keeper.held = {h for h in self.keeper.held if h[:2] != (OFFSETS_TOPIC, partition)}
