@@ -146,7 +146,8 @@ class GroupRuntime:
         self.on_event: Callable[[Any], None] | None = None
         # Called with the partition after each durable append (wakes fetches of the topic).
         self.on_durable: Callable[[int], None] | None = None
-        # Called with the partition once its log was reopened after a failed write.
+        # Called with the partition once its log was reopened after a failed write (and, in
+        # cluster mode, whenever this node starts or stops serving it).
         self.on_reload: Callable[[int], None] | None = None
 
     # -- loading ---------------------------------------------------------------------------
@@ -201,6 +202,8 @@ class GroupRuntime:
             self._timers.pop(key).cancel()
         plog, self.logs[p] = self.logs[p], None
         self._tail[p] = None
+        if self.on_reload is not None:
+            self.on_reload(p)  # no longer served here
         if plog is not None:
             try:
                 await plog.close()
@@ -267,6 +270,8 @@ class GroupRuntime:
             raise PartitionGivenUp(p)
         self.logs[p] = plog
         self.shards[p] = shard
+        if self.owned is not None and self.on_reload is not None:
+            self.on_reload(p)  # cluster mode: now served here
         self._apply(p, shard.on_loaded(now_ms()))
         deleted = self._deleted_while_unloaded[p]
         if deleted:

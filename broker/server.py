@@ -9,7 +9,7 @@ import logging
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import cluster_identity, load_identity
@@ -27,7 +27,7 @@ from broker.security.tls import TlsConfigError, TlsContext
 from broker.state import BrokerState
 from protocol.coordinator_records import OFFSETS_TOPIC
 from storage.logconfig import LogConfig
-from storage.partitionlog import StartupError
+from storage.partitionlog import StartupError, TopicLog
 
 log = logging.getLogger("kcoord.server")
 
@@ -125,9 +125,7 @@ class Broker:
         state.groups.on_event = self.metrics.on_event
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.groups.start()
-        if not clustered:
-            # Cluster mode leaves it out for now: its partitions live on several nodes.
-            self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
+        self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
         if self.metrics_address is not None:
             self._metrics_server = await self.metrics.serve(*self.metrics_address)
             self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
@@ -270,6 +268,19 @@ async def _publish_offsets_topic(state: BrokerState) -> None:
     internal topic and serve Fetch/ListOffsets of it, as Kafka does (its tools read it)."""
     groups, data = state.groups, state.data
     assert data is not None  # the server builds the data plane before it starts this task
+    if groups.owned is not None:
+        # Cluster mode: the partitions this node coordinates, republished as they come and go.
+        await data.register_internal(OFFSETS_TOPIC, groups.partitions)
+        # The group runtime's logs are the engine's (PgLog): topic logs as well.
+        logs = cast(list[TopicLog | None], groups.logs)
+
+        def publish(_: int = -1) -> None:
+            data.attach(OFFSETS_TOPIC, logs, groups.owned)
+
+        groups.on_durable = functools.partial(_wake, data)
+        groups.on_reload = publish
+        publish()
+        return
     await groups.loaded.wait()
     await data.register_internal(OFFSETS_TOPIC, groups.partitions)
     data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
@@ -287,6 +298,12 @@ async def _publish_offsets_topic(state: BrokerState) -> None:
             data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
 
     groups.on_reload = reattach
+
+
+def _wake(data: TopicStore, p: int) -> None:
+    partition = data.partition(OFFSETS_TOPIC, p)
+    if partition is not None:
+        partition.wake()
 
 
 async def _loaded_after_first_round(state: BrokerState, node: ClusterNode) -> None:

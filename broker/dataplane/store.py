@@ -16,9 +16,9 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from broker.dataplane import leadership, memory, names
 from broker.dataplane.catalog import (
@@ -35,7 +35,8 @@ from broker.dataplane.topicconfig import TopicSettings
 from broker.topics import Topic, TopicRegistry
 from protocol.errors import ErrorCode
 from storage.durability import ALWAYS, Durability
-from storage.log import Log, parse_partition_dir
+from storage.log import parse_partition_dir
+from storage.partitionlog import TopicLog
 
 log = logging.getLogger("kcoord.data")
 
@@ -375,17 +376,35 @@ class TopicStore:
                 await self.catalog.save()
             return self._register(rec)
 
-    def attach(self, name: str, logs: list[Log]) -> list[Partition]:
+    def attach(
+        self,
+        name: str,
+        logs: Sequence[TopicLog | None],
+        epochs: Mapping[int, int] | None = None,
+    ) -> list[Partition]:
         """Serve Fetch and ListOffsets for an internal topic registered with
         :meth:`register_internal` from logs its owner opened (``logs[p]`` is partition p).
         The owner keeps appending, retaining and closing them; it calls ``wake()`` on
-        ``partition(name, p)`` after its appends are durable so that long polls see them."""
+        ``partition(name, p)`` after its appends are durable so that long polls see them.
+        Cluster mode: ``logs[p]`` is None where another node holds partition p (answered
+        NOT_LEADER_OR_FOLLOWER), and ``epochs`` gives this node's lease epochs."""
         topic = self.registry.get(name)
         if topic is None or not topic.internal or len(logs) != topic.partitions:
             raise ValueError(f"{name} is not a registered internal topic of {len(logs)} partitions")
         settings = self.settings[name]
+        epochs = epochs or {}
         parts = [
-            Partition(name, i, log_, settings, ProducerStateTable(), owned=False)
+            Partition(
+                name,
+                i,
+                # Never read while not leading: every reader checks `leading` first.
+                cast(TopicLog, log_),
+                settings,
+                ProducerStateTable(),
+                owned=False,
+                leader_epoch=epochs.get(i, 0),
+                leading=log_ is not None,
+            )
             for i, log_ in enumerate(logs)
         ]
         for old in self.partitions.get(name, []):
