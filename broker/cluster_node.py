@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.cluster")
 
 TAKE_CONCURRENCY = 8  # partitions acquired and opened at once in a round
+STOP_STEP_S = 5.0  # how long a graceful stop waits for the handoff, and for deregistering
 
 
 class ClusterNode:
@@ -95,7 +96,8 @@ class ClusterNode:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        """Graceful: hand every partition off, then deregister."""
+        """Graceful: hand every partition off, then deregister. Bounded: what does not finish
+        in time is left to lease expiry (and logged)."""
         self.stopping = True
         if self._task is not None:
             self._task.cancel()
@@ -103,14 +105,24 @@ class ClusterNode:
         for task in list(self._loading):
             task.cancel()
         await asyncio.gather(*self._loading, return_exceptions=True)
-        async with self._round:
-            held = sorted(self.keeper.held)
-            await asyncio.gather(*(self._hand_off(h) for h in held), return_exceptions=True)
+        held = sorted(self.keeper.held)
+        try:
+            async with asyncio.timeout(STOP_STEP_S):
+                await asyncio.gather(*(self._hand_off(h) for h in held), return_exceptions=True)
+        except TimeoutError:
+            left = sorted(self.keeper.held)
+            log.warning(
+                "handoff unfinished after %ss: %d lease(s) left to expire: %s",
+                STOP_STEP_S,
+                len(left),
+                left[:5],
+            )
         await self.keeper.stop()
         try:
-            await L.deregister_node(self.db, self.node_id)
+            async with asyncio.timeout(STOP_STEP_S):
+                await L.deregister_node(self.db, self.node_id)
         except Exception as e:  # noqa: BLE001 - the registration expires by itself
-            log.warning("deregistering node %d failed: %s", self.node_id, e)
+            log.warning("deregistering node %d failed: %r", self.node_id, e)
         log.info("node %d left the cluster (%d partitions handed off)", self.node_id, len(held))
 
     # -- balance rounds ---------------------------------------------------------------------

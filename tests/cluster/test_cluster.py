@@ -1,0 +1,232 @@
+"""Three kcoord nodes over one PostgreSQL database (real processes, a real server): routing,
+failover after SIGKILL, handoff on a graceful stop, and fencing of a paused former owner."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+from tests.cluster.harness import LEASE_MS, SETTINGS, Cluster, wait_for
+from tests.dataplane.wire import batch, fetch, produce
+from tests.dataplane.wire import create_topic as wire_create
+from tests.groups.harness import (
+    Members,
+    create_topic,
+    kafka_admin,
+    keyed,
+    wait_converged,
+)
+from tests.groups.harness import produce as client_produce
+from tests.groups.test_clients import consume_all
+from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
+from tests.wire import WireClient
+
+TOPIC = "ledger"
+GROUP = "auditors"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_url: str):  # noqa: F811 - the fixture above
+    c = Cluster(tmp_path, pg_url)
+    yield c
+    c.stop_all()
+
+
+def start_three(cluster: Cluster, topic: str | None = None) -> None:
+    """Three nodes that all see each other; with ``topic``, a one-partition topic of that
+    name that every node knows."""
+    for n in (1, 2, 3):
+        cluster.start(n)
+    for n in (1, 2, 3):
+        wait_for(lambda n=n: set(cluster.brokers(n)) == {1, 2, 3}, 15, f"node {n} to see all")
+    if topic is not None:
+        with wire(cluster, 1) as c:
+            assert wire_create(c, topic, 1).error_code == 0
+        for n in (1, 2, 3):
+            wait_for(lambda n=n: -1 not in cluster.leaders(topic, n).values(), 15, "a leader")
+
+
+def commit(c: WireClient, group: str, offset: int) -> int:
+    """An admin-style commit (generation -1) of ``offset`` on partition 0; the error code."""
+    resp = c.request(ApiKey.OFFSET_COMMIT, 8, _commit_request(group, offset))
+    return resp.topics[0].partitions[0].error_code
+
+
+def committed(c: WireClient, group: str) -> dict[tuple[str, int], int] | int:
+    """The group's committed offsets, or the group's error code."""
+    req = OffsetFetchRequest(
+        groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)]
+    )
+    [g] = c.request(ApiKey.OFFSET_FETCH, 8, req).groups
+    if g.error_code:
+        return g.error_code
+    return {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions}
+
+
+def wire(cluster: Cluster, node: int) -> WireClient:
+    k = cluster.nodes[node]
+    return WireClient(k.host, k.port)
+
+
+def test_nodes_split_partitions_and_route_clients(cluster: Cluster) -> None:
+    start_three(cluster)
+    with wire(cluster, 1) as c:
+        assert wire_create(c, TOPIC, 12).error_code == 0
+    # Every node tells the same leaders, each partition led by one node, spread over all.
+    leaders = wait_for(
+        lambda: (
+            lambda views: (
+                views[0] if all(v == views[0] and -1 not in v.values() for v in views) else None
+            )
+        )([cluster.leaders(TOPIC, n) for n in (1, 2, 3)]),
+        15,
+        "the nodes to agree on the leaders",
+    )
+    assert set(leaders.values()) == {1, 2, 3}
+    # Produce to the leader works; to any other node it is NOT_LEADER_OR_FOLLOWER.
+    for p, leader in leaders.items():
+        other = next(n for n in (1, 2, 3) if n != leader)
+        with wire(cluster, leader) as c:
+            assert produce(c, TOPIC, p, batch(2, tag=f"p{p}")).error_code == 0
+            assert fetch(c, TOPIC, 0, partition=p).high_watermark == 2
+        with wire(cluster, other) as c:
+            assert produce(c, TOPIC, p, batch(1)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # One coordinator per group, named alike by every node; the others refuse its requests.
+    groups = [f"g{i}" for i in range(12)]
+    owners = {g: wait_for(lambda g=g: cluster.settled(g), 15, f"{g}'s coordinator") for g in groups}
+    assert len(set(owners.values())) > 1
+    for g, owner in owners.items():
+        with wire(cluster, owner) as c:
+            assert commit(c, g, 5) == 0
+        with wire(cluster, next(n for n in (1, 2, 3) if n != owner)) as c:
+            assert commit(c, g, 6) == ErrorCode.NOT_COORDINATOR
+            assert committed(c, g) == ErrorCode.NOT_COORDINATOR
+        with wire(cluster, owner) as c:
+            assert committed(c, g) == {(TOPIC, 0): 5}
+
+
+def test_sigkill_of_the_coordinator_fails_the_group_over(cluster: Cluster, tmp_path: Path) -> None:
+    """A kafka-python group consuming over three nodes; its coordinator is killed: another
+    node takes the group's partition over after the lease, nothing committed is lost, and the
+    members go on consuming, each partition by one member."""
+    start_three(cluster)
+    boot = cluster.bootstrap
+    create_topic("kafka-python", boot, TOPIC, 6)
+    ms = Members(boot, tmp_path)
+    admin = kafka_admin(boot)
+    try:
+        members = [ms.start("kafka-python", GROUP, TOPIC, f"m{i}") for i in range(2)]
+        wait_converged(members, 6, admin, GROUP, TOPIC, timeout=60)
+        first = client_produce("kafka-python", boot, TOPIC, keyed("b1", keys=12, per_key=2))
+        consume_all(members, first, "b1")
+        commit1 = {**members[0].commit(), **members[1].commit()}
+        victim = cluster.settled(GROUP)
+        assert victim
+        killed_at = time.monotonic()
+        cluster.stop(victim, signal.SIGKILL)
+        admin.close()
+        new = wait_for(lambda: cluster.settled(GROUP), 30, "another node to coordinate")
+        took = time.monotonic() - killed_at
+        assert new != victim
+        # Lease expiry plus a renew round or two, plus loading (generous for a loaded CI).
+        assert took < 5 * LEASE_MS / 1000, took
+        with wire(cluster, new) as c:
+            stored = committed(c, GROUP)
+        assert isinstance(stored, dict)
+        assert {p: o for (t, p), o in stored.items() if t == TOPIC and o} == commit1
+        second = client_produce(
+            "kafka-python", cluster.bootstrap, TOPIC, keyed("b2", keys=12, per_key=2)
+        )
+        consume_all(members, second, "b2", timeout=60)
+        admin = kafka_admin(cluster.bootstrap)
+        wait_converged(members, 6, admin, GROUP, TOPIC, timeout=60)
+    finally:
+        ms.cleanup()
+        admin.close()
+
+
+def test_graceful_stop_hands_partitions_off(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    """With 60 s leases, only a handoff (flush, release) lets another node serve the group
+    within seconds of its coordinator's SIGTERM."""
+    settings = tuple(s for s in SETTINGS if "lease.ms" not in s) + (
+        "kcoord.cluster.lease.ms=60000",
+    )
+    cluster = Cluster(tmp_path, pg_url, settings)
+    try:
+        start_three(cluster, TOPIC)
+        owner = wait_for(lambda: cluster.settled(GROUP), 15, "a coordinator")
+        with wire(cluster, owner) as c:
+            assert commit(c, GROUP, 41) == 0
+        cluster.stop(owner, signal.SIGTERM)
+        assert "handed off" in cluster.nodes[owner].log()
+        new = wait_for(lambda: cluster.settled(GROUP), 10, "the handoff")
+        assert new != owner
+        with wire(cluster, new) as c:
+            assert committed(c, GROUP) == {(TOPIC, 0): 41}
+    finally:
+        cluster.stop_all()
+
+
+def test_a_paused_former_owner_cannot_write(cluster: Cluster) -> None:
+    """SIGSTOP the coordinator past its lease; another node takes the partition over and
+    commits; a commit sent to the paused node meanwhile is refused once it resumes (the
+    database fences its epoch) and the paused node unloads the partition."""
+    start_three(cluster, TOPIC)
+    owner = wait_for(lambda: cluster.settled(GROUP), 15, "a coordinator")
+    others = [n for n in (1, 2, 3) if n != owner]
+    with wire(cluster, owner) as c:
+        assert commit(c, GROUP, 5) == 0
+    paused = cluster.nodes[owner]
+    paused.proc.send_signal(signal.SIGSTOP)
+    try:
+        # The paused node's socket still accepts; the request waits in its buffer.
+        stale = wire(cluster, owner)
+        _, frame = stale.frame(ApiKey.OFFSET_COMMIT, 8, _commit_request(GROUP, 777))
+        stale.send_raw(frame)
+
+        def taken_over() -> int:
+            answers = {cluster.coordinator(GROUP, via) for via in others}
+            return answers.pop() if len(answers) == 1 and answers <= set(others) else 0
+
+        new = wait_for(taken_over, 5 * LEASE_MS / 1000, "another node to take the group over")
+        with wire(cluster, new) as c:
+            assert committed(c, GROUP) == {(TOPIC, 0): 5}
+            assert commit(c, GROUP, 9) == 0
+    finally:
+        paused.proc.send_signal(signal.SIGCONT)
+    _, resp = stale.read_response(ApiKey.OFFSET_COMMIT, 8)
+    stale.close()
+    assert resp.topics[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR
+    with wire(cluster, new) as c:
+        assert committed(c, GROUP) == {(TOPIC, 0): 9}
+    # The resumed node knows it lost the partition: it names the new owner and refuses.
+    wait_for(lambda: cluster.coordinator(GROUP, owner) == new, 10, "the old owner to step down")
+    with wire(cluster, owner) as c:
+        assert commit(c, GROUP, 778) == ErrorCode.NOT_COORDINATOR
+    log = paused.log()
+    assert "fenced" in log or "lost" in log, log[-3000:]
+
+
+def _commit_request(group: str, offset: int) -> OffsetCommitRequest:
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            Topic(
+                name=TOPIC,
+                partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=offset
+                    )
+                ],
+            )
+        ],
+    )
