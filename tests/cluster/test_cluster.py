@@ -111,9 +111,12 @@ def test_nodes_split_partitions_and_route_clients(cluster: Cluster) -> None:
             assert committed(c, g) == {(TOPIC, 0): 5}
 
 
-def test_sigkill_of_the_coordinator_fails_the_group_over(cluster: Cluster, tmp_path: Path) -> None:
-    """A kafka-python group consuming over three nodes; its coordinator is killed: another
-    node takes the group's partition over after the lease, nothing committed is lost, and the
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "confluent"])
+def test_sigkill_of_the_coordinator_fails_the_group_over(
+    cluster: Cluster, tmp_path: Path, client: str
+) -> None:
+    """A classic group consuming over three nodes; its coordinator is killed: another node
+    takes the group's partition over after the lease, nothing committed is lost, and the
     members go on consuming, each partition by one member."""
     start_three(cluster)
     boot = cluster.bootstrap
@@ -121,7 +124,7 @@ def test_sigkill_of_the_coordinator_fails_the_group_over(cluster: Cluster, tmp_p
     ms = Members(boot, tmp_path)
     admin = kafka_admin(boot)
     try:
-        members = [ms.start("kafka-python", GROUP, TOPIC, f"m{i}") for i in range(2)]
+        members = [ms.start(client, GROUP, TOPIC, f"m{i}") for i in range(2)]
         wait_converged(members, 6, admin, GROUP, TOPIC, timeout=60)
         first = client_produce("kafka-python", boot, TOPIC, keyed("b1", keys=12, per_key=2))
         consume_all(members, first, "b1")
@@ -230,3 +233,47 @@ def _commit_request(group: str, offset: int) -> OffsetCommitRequest:
             )
         ],
     )
+
+
+def test_rolling_restart_under_load_loses_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    """KIP-848 members (confluent-kafka, group.protocol=consumer) consume while every node is
+    restarted in turn (SIGTERM, then the same node id and port again) and records keep
+    coming: every acknowledged record is consumed, and the group still consumes afterwards."""
+    from confluent_kafka import Producer
+
+    from tests.kip848.harness import Member as ConsumerMember
+
+    start_three(cluster)
+    boot = cluster.bootstrap
+    create_topic("confluent", boot, "roll", 6)
+    members = [ConsumerMember(boot, "rollers", "roll", f"r{i}", tmp_path) for i in range(2)]
+    producer = Producer({"bootstrap.servers": boot, "linger.ms": 5, "enable.idempotence": True})
+    sent = 0
+
+    def send(n: int) -> None:
+        nonlocal sent
+        for _ in range(n):
+            producer.produce("roll", value=str(sent).encode(), partition=sent % 6)
+            sent += 1
+        assert producer.flush(60) == 0
+
+    def consumed() -> set[int]:
+        # Read, whether its commit succeeded ("msg") or failed during a move ("error").
+        return {int(e["v"]) for m in members for e in m.snapshot() if "v" in e}
+
+    try:
+        send(60)
+        wait_for(lambda: consumed() >= set(range(sent)), 60, "the first records consumed")
+        for node in (1, 2, 3):
+            port = cluster.nodes[node].port
+            cluster.stop(node, signal.SIGTERM)
+            send(30)  # while the node is down: its partitions moved to the others
+            cluster.start(node, port=port)
+            for n in (1, 2, 3):
+                wait_for(lambda n=n: set(cluster.brokers(n)) == {1, 2, 3}, 20, "all nodes back")
+            send(30)
+        send(30)
+        wait_for(lambda: consumed() >= set(range(sent)), 90, "every record consumed")
+    finally:
+        for m in members:
+            m.cleanup()

@@ -62,7 +62,9 @@ def main() -> None:
         try:
             consumer.commit(message=msg, asynchronous=False)
         except KafkaException as e:
-            emit(ev="error", code=e.args[0].code(), msg=str(e))
+            # The record was consumed but its commit failed: reported with its value, so a
+            # test can tell what was read from what was committed.
+            emit(ev="error", code=e.args[0].code(), msg=str(e), v=msg.value().decode())
             continue
         emit(ev="msg", t=msg.topic(), p=msg.partition(), o=msg.offset(), v=msg.value().decode())
     consumer.close()
