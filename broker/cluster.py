@@ -68,7 +68,7 @@ async def cluster_identity(store: Any, data_dir: Path, config: Any) -> tuple[int
     from storage.postgres.leases import allocate_node_id
 
     stored = _stored_node_id(data_dir)
-    if config.source("node.id") != "default":
+    if config.source("node.id") != "default" or config.source("broker.id") != "default":
         node_id = config.get("node.id")
     elif stored is not None:
         node_id = stored

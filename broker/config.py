@@ -344,7 +344,8 @@ _SETTINGS: tuple[Setting, ...] = (
             " and partition leases last without renewal; a node that cannot renew stops serving"
             " its partitions before this passes."),
     Setting("kcoord.cluster.renew.interval.ms", "int", 2000, _int(10),
-            "How often a node renews its registration and leases (less than half the lease)."),
+            "How often a node renews its registration and leases (less than a third of the"
+            " lease)."),
     Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
             "How often the key and trust store files are checked for changes (reloaded"
             " without a restart)."),
@@ -544,6 +545,14 @@ def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
         values["node.id"] = values["broker.id"]
     else:
         values["broker.id"] = values["node.id"]
+
+    lease, renew = values["kcoord.cluster.lease.ms"], values["kcoord.cluster.renew.interval.ms"]
+    if 3 * renew >= lease:
+        # A node gives its leases up 3 renew intervals before they could expire (lease_keeper).
+        raise ConfigError(
+            f"kcoord.cluster.renew.interval.ms ({renew}) must be less than a third of"
+            f" kcoord.cluster.lease.ms ({lease})"
+        )
 
     if "classic" not in values["group.coordinator.rebalance.protocols"]:
         raise ConfigError("group.coordinator.rebalance.protocols must include classic")

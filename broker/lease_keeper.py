@@ -3,8 +3,8 @@
 Every ``kcoord.cluster.renew.interval.ms`` it renews the node and, in one statement, every
 lease it holds; leases the database no longer gives it (another node took them over after
 they expired) are reported through ``on_lost``. When it cannot reach the database, it stops
-claiming its leases before they could have expired: once ``lease.ms - renew.interval.ms`` has
-passed on its own monotonic clock since the last renewal that succeeded, every lease is
+claiming its leases before they could have expired: once ``lease.ms - 3 x renew.interval.ms``
+has passed on its own monotonic clock since the last renewal that succeeded, every lease is
 reported lost, so this node stops serving them before another node may take them over.
 """
 
@@ -79,8 +79,10 @@ class LeaseKeeper:
 
     async def _run(self) -> None:
         every = self.renew_interval_ms / 1000
-        # Past this, a lease may have expired in the database: stop claiming it first.
-        give_up = (self.lease_ms - self.renew_interval_ms) / 1000
+        # Checks come at least every two intervals (a sleep, then an attempt that may take
+        # its whole timeout): giving up three intervals before the lease ends means the first
+        # check past this point still comes before the database could let another node in.
+        give_up = (self.lease_ms - 3 * self.renew_interval_ms) / 1000
         while True:
             await asyncio.sleep(every)
             try:

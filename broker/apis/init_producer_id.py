@@ -9,6 +9,7 @@ are not served: a transactional id gets INVALID_REQUEST.
 from __future__ import annotations
 
 from broker.context import RequestContext
+from broker.dataplane.store import TopicError
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
@@ -33,6 +34,8 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProduce
         return InitProducerIdResponse(
             error_code=ErrorCode.KAFKA_STORAGE_ERROR, producer_id=-1, producer_epoch=-1
         )
+    except TopicError as e:  # the shared catalog kept changing (cluster mode): retriable
+        return InitProducerIdResponse(error_code=e.code, producer_id=-1, producer_epoch=-1)
     return InitProducerIdResponse(producer_id=pid, producer_epoch=0)
 
 

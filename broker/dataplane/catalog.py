@@ -185,14 +185,20 @@ class ProducerIdAllocator:
 
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog
-        self._next = catalog.producer_id_block_end
+        # This allocator's own block [next, end): saved as reserved before any id is used.
+        self._next = self._end = catalog.producer_id_block_end
         self._lock = asyncio.Lock()
 
     async def allocate(self) -> int:
         async with self._lock:
-            if self._next >= self._catalog.producer_id_block_end:
-                self._catalog.producer_id_block_end = self._next + PRODUCER_ID_BLOCK
+            if self._next >= self._end:
+                # The next block after every block reserved so far, this node's or (in cluster
+                # mode, where the catalog is shared) another node's; a save that raced another
+                # node's raises, and the caller refreshes the catalog and asks again.
+                start = self._catalog.producer_id_block_end
+                self._catalog.producer_id_block_end = start + PRODUCER_ID_BLOCK
                 await self._catalog.save()
+                self._next, self._end = start, start + PRODUCER_ID_BLOCK
             pid = self._next
             self._next += 1
             return pid

@@ -85,6 +85,9 @@ async def refresh(store: TopicStore) -> None:
     store.catalog.producer_id_block_end = max(
         store.catalog.producer_id_block_end, fresh.producer_id_block_end
     )
+    if isinstance(store.catalog, EngineCatalog):
+        # What this node's next save replaces: the state it has just merged.
+        store.catalog.stored = fresh.stored
 
 
 async def _forget(store: TopicStore, name: str) -> None:

@@ -560,7 +560,14 @@ class TopicStore:
     # -- producer ids ---------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:
-        return await self.producer_ids.allocate()
+        for _ in range(5):
+            try:
+                return await self.producer_ids.allocate()
+            except CatalogConflictError:
+                # Another node reserved a block (or changed a topic) meanwhile: see it, retry.
+                async with self._admin:
+                    await leadership.refresh(self)
+        raise TopicError(ErrorCode.NOT_CONTROLLER, "the topic catalog kept changing; retry")
 
     # -- upkeep -------------------------------------------------------------------------
 

@@ -103,7 +103,7 @@ def test_nodes_split_partitions_and_route_clients(cluster: Cluster) -> None:
     assert len(set(owners.values())) > 1
     for g, owner in owners.items():
         with wire(cluster, owner) as c:
-            assert commit(c, g, 5) == 0
+            wait_for(lambda c=c, g=g: commit(c, g, 5) == 0, 15, "a commit")  # may load
         with wire(cluster, next(n for n in (1, 2, 3) if n != owner)) as c:
             assert commit(c, g, 6) == ErrorCode.NOT_COORDINATOR
             assert committed(c, g) == ErrorCode.NOT_COORDINATOR
@@ -165,13 +165,13 @@ def test_graceful_stop_hands_partitions_off(tmp_path: Path, pg_url: str) -> None
         start_three(cluster, TOPIC)
         owner = wait_for(lambda: cluster.settled(GROUP), 15, "a coordinator")
         with wire(cluster, owner) as c:
-            assert commit(c, GROUP, 41) == 0
+            wait_for(lambda: commit(c, GROUP, 41) == 0, 15, "a commit")  # may still load
         cluster.stop(owner, signal.SIGTERM)
         assert "handed off" in cluster.nodes[owner].log()
         new = wait_for(lambda: cluster.settled(GROUP), 10, "the handoff")
         assert new != owner
         with wire(cluster, new) as c:
-            assert committed(c, GROUP) == {(TOPIC, 0): 41}
+            wait_for(lambda: committed(c, GROUP) == {(TOPIC, 0): 41}, 15, "the commit")
     finally:
         cluster.stop_all()
 
@@ -184,7 +184,7 @@ def test_a_paused_former_owner_cannot_write(cluster: Cluster) -> None:
     owner = wait_for(lambda: cluster.settled(GROUP), 15, "a coordinator")
     others = [n for n in (1, 2, 3) if n != owner]
     with wire(cluster, owner) as c:
-        assert commit(c, GROUP, 5) == 0
+        wait_for(lambda: commit(c, GROUP, 5) == 0, 15, "a commit")  # may still load
     paused = cluster.nodes[owner]
     paused.proc.send_signal(signal.SIGSTOP)
     try:
@@ -199,7 +199,7 @@ def test_a_paused_former_owner_cannot_write(cluster: Cluster) -> None:
 
         new = wait_for(taken_over, 5 * LEASE_MS / 1000, "another node to take the group over")
         with wire(cluster, new) as c:
-            assert committed(c, GROUP) == {(TOPIC, 0): 5}
+            wait_for(lambda: committed(c, GROUP) == {(TOPIC, 0): 5}, 15, "the commit")
             assert commit(c, GROUP, 9) == 0
     finally:
         paused.proc.send_signal(signal.SIGCONT)
@@ -277,3 +277,49 @@ def test_rolling_restart_under_load_loses_nothing(cluster: Cluster, tmp_path: Pa
     finally:
         for m in members:
             m.cleanup()
+
+
+def test_a_node_cut_off_from_the_database_stops_serving_then_comes_back(tmp_path: Path) -> None:
+    """Without the database a node cannot renew: it stops coordinating before its leases
+    could expire there (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR), and takes its partitions
+    again, with what was committed, once the database is back."""
+    from tests.pg import OwnPostgres
+
+    (tmp_path / "pg").mkdir()
+    with OwnPostgres(tmp_path / "pg") as pg:
+        cluster = Cluster(tmp_path, pg.url)
+        try:
+            cluster.start(1)
+            with wire(cluster, 1) as c:
+                assert wire_create(c, TOPIC, 1).error_code == 0
+            wait_for(lambda: cluster.coordinator(GROUP, 1) == 1, 15, "node 1 to coordinate")
+            with wire(cluster, 1) as c:  # the partition may still be loading at first
+                wait_for(lambda: commit(c, GROUP, 12) == 0, 15, "a commit")
+            pg.stop()
+            stopped = time.monotonic()
+            wait_for(lambda: cluster.coordinator(GROUP, 1) == -1, 10, "node 1 to step down")
+            # Its last renewal came at most one interval before the stop; it gives up three
+            # intervals before the lease ends (a little slack for a loaded machine's polling).
+            assert time.monotonic() - stopped < LEASE_MS / 1000 + 0.5
+            with wire(cluster, 1) as c:
+                assert commit(c, GROUP, 13) == ErrorCode.NOT_COORDINATOR
+            pg.start()
+            wait_for(lambda: cluster.coordinator(GROUP, 1) == 1, 30, "node 1 to coordinate again")
+            with wire(cluster, 1) as c:
+                wait_for(lambda: committed(c, GROUP) == {(TOPIC, 0): 12}, 15, "the offsets")
+                assert commit(c, GROUP, 14) == 0
+        finally:
+            cluster.stop_all()
+
+
+def test_producer_ids_are_unique_across_nodes(cluster: Cluster) -> None:
+    """Each node reserves its block of producer ids in the shared catalog (compare-and-set):
+    idempotent producers on different nodes never get the same id."""
+    from tests.dataplane.wire import init_producer_id
+
+    start_three(cluster)
+    pids = []
+    for node in (1, 2, 3, 1, 2, 3):
+        with wire(cluster, node) as c:
+            pids.append(init_producer_id(c)[0])
+    assert len(set(pids)) == len(pids), pids
