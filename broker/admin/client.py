@@ -216,6 +216,34 @@ class AdminClient:
             out[t.name] = sorted(p.partition_index for p in t.partitions)
         return out
 
+    def brokers(self) -> dict[int, Client]:
+        """A connection to every broker Metadata lists, by node id. A lone broker whose
+        advertised name this machine cannot resolve (a container's) is the bootstrap one."""
+        resp = self._call(K.METADATA, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        out: dict[int, Client] = {}
+        for b in resp.brokers:
+            try:
+                out[b.node_id] = self._connect(b.host, b.port)
+            except AdminError:
+                if len(resp.brokers) > 1:
+                    raise
+                out[b.node_id] = self._bootstrap
+        return out
+
+    def leaders(self, topics: list[str]) -> dict[tuple[str, int], int]:
+        """Metadata: each partition's leader node (-1 while it has none)."""
+        req = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
+        out: dict[tuple[str, int], int] = {}
+        for t in self._call(K.METADATA, req).topics:
+            if t.error_code not in (0, ErrorCode.LEADER_NOT_AVAILABLE):
+                raise AdminError(f"topic {t.name}: {error_name(t.error_code)}", t.error_code)
+            for p in t.partitions:
+                out[(t.name, p.partition_index)] = p.leader_id
+        return out
+
     def offset_fetch_error(self, group_id: str) -> int:
         """The error code of one OffsetFetch of ``group_id`` sent to the bootstrap broker, no
         retries: COORDINATOR_LOAD_IN_PROGRESS says its coordinator partition does not serve."""
@@ -256,17 +284,21 @@ class AdminClient:
         """ListGroups: ListedGroup(group_id, protocol_type, group_state, group_type)."""
 
         def call() -> list[ListGroupsResponse.ListedGroup]:
-            resp = self._call(K.LIST_GROUPS, ListGroupsRequest(states_filter=[], types_filter=[]))
-            if resp.error_code != 0:
-                raise AdminError(f"ListGroups: {error_name(resp.error_code)}", resp.error_code)
-            return sorted(resp.groups, key=lambda g: g.group_id)
+            # Each broker lists the groups it coordinates (several kcoord nodes split them).
+            req = ListGroupsRequest(states_filter=[], types_filter=[])
+            found: dict[str, ListGroupsResponse.ListedGroup] = {}
+            for conn in self.brokers().values():
+                resp = self._call(K.LIST_GROUPS, req, conn)
+                if resp.error_code != 0:
+                    raise AdminError(f"ListGroups: {error_name(resp.error_code)}", resp.error_code)
+                found.update((g.group_id, g) for g in resp.groups)
+            return sorted(found.values(), key=lambda g: g.group_id)
 
         return self._retrying(call)
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        conn = self.coordinator(group_id)
-
         def call() -> GroupDescription:
+            conn = self.coordinator(group_id)  # again on each try: the group may have moved
             req = DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False)
             [g] = self._call(K.DESCRIBE_GROUPS, req, conn).groups
             if g.error_code != 0:
@@ -291,7 +323,7 @@ class AdminClient:
 
         desc = self._retrying(call)
         if K.CONSUMER_GROUP_DESCRIBE in self.versions:
-            self._add_consumer_group_view(desc, conn)
+            self._add_consumer_group_view(desc, self.coordinator(group_id))
         return desc
 
     def _add_consumer_group_view(self, desc: GroupDescription, conn: Client) -> None:
@@ -329,9 +361,8 @@ class AdminClient:
         return {str(t.topic_id): t.name for t in resp.topics if t.name}
 
     def delete_group(self, group_id: str) -> None:
-        conn = self.coordinator(group_id)
-
         def results() -> None:
+            conn = self.coordinator(group_id)
             resp = self._call(K.DELETE_GROUPS, DeleteGroupsRequest(groups_names=[group_id]), conn)
             [r] = resp.results
             if r.error_code != 0:
@@ -343,9 +374,9 @@ class AdminClient:
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         """OffsetFetch of every partition the group committed: {(topic, p): offset}."""
-        conn = self.coordinator(group_id)
 
         def call() -> dict[tuple[str, int], int]:
+            conn = self.coordinator(group_id)
             v = self.version(K.OFFSET_FETCH)
             if v >= 8:
                 req = OffsetFetchRequest(
@@ -381,32 +412,42 @@ class AdminClient:
     ) -> dict[tuple[str, int], int]:
         """ListOffsets at ``EARLIEST``, ``LATEST`` or a timestamp: {(topic, p): offset}."""
         T, P = ListOffsetsRequest.ListOffsetsTopic, ListOffsetsRequest.ListOffsetsPartition
-        req = ListOffsetsRequest(
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                T(name=t, partitions=[P(partition_index=p, timestamp=timestamp) for p in ps])
-                for t, ps in partitions.items()
-            ],
-        )
 
         def call() -> dict[tuple[str, int], int]:
             out = {}
-            for t in self._call(K.LIST_OFFSETS, req).topics:
-                for p in t.partitions:
-                    if p.error_code != 0:
-                        raise AdminError(
-                            f"{t.name}-{p.partition_index}: {error_name(p.error_code)}",
-                            p.error_code,
+            brokers = self.brokers()
+            by_leader: dict[int, dict[str, list[int]]] = {}
+            for (t, p), node in self.leaders(list(partitions)).items():
+                if p in partitions[t]:
+                    by_leader.setdefault(node, {}).setdefault(t, []).append(p)
+            for node, parts in by_leader.items():
+                if node not in brokers:
+                    raise AdminError(f"no leader for {parts}", ErrorCode.LEADER_NOT_AVAILABLE)
+                req = ListOffsetsRequest(
+                    replica_id=-1,
+                    isolation_level=0,
+                    topics=[
+                        T(
+                            name=t,
+                            partitions=[P(partition_index=p, timestamp=timestamp) for p in ps],
                         )
-                    out[(t.name, p.partition_index)] = p.offset
+                        for t, ps in parts.items()
+                    ],
+                )
+                for t in self._call(K.LIST_OFFSETS, req, brokers[node]).topics:
+                    for p in t.partitions:
+                        if p.error_code != 0:
+                            raise AdminError(
+                                f"{t.name}-{p.partition_index}: {error_name(p.error_code)}",
+                                p.error_code,
+                            )
+                        out[(t.name, p.partition_index)] = p.offset
             return out
 
         return self._retrying(call)
 
     def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         """OffsetCommit outside any generation (as Kafka's tools do for an inactive group)."""
-        conn = self.coordinator(group_id)
         by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
         for (topic, p), offset in sorted(offsets.items()):
             by_topic.setdefault(topic, []).append(
@@ -425,6 +466,7 @@ class AdminClient:
         )
 
         def call() -> None:
+            conn = self.coordinator(group_id)
             for t in self._call(K.OFFSET_COMMIT, req, conn).topics:
                 for p in t.partitions:
                     if p.error_code != 0:

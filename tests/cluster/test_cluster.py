@@ -323,3 +323,29 @@ def test_producer_ids_are_unique_across_nodes(cluster: Cluster) -> None:
         with wire(cluster, node) as c:
             pids.append(init_producer_id(c)[0])
     assert len(set(pids)) == len(pids), pids
+
+
+def test_admin_tools_see_the_whole_cluster(cluster: Cluster) -> None:
+    """`kcoord groups` / `kcoord offsets` (broker/admin) through any one node: ListGroups is
+    asked of every node, a group's requests go to its coordinator, ListOffsets to each
+    partition's leader."""
+    from broker.admin.client import AdminClient
+
+    start_three(cluster)
+    with wire(cluster, 1) as c:
+        assert wire_create(c, TOPIC, 12).error_code == 0
+    groups = [f"g{i}" for i in range(12)]
+    owners = {g: wait_for(lambda g=g: cluster.settled(g), 15, f"{g}'s coordinator") for g in groups}
+    assert len(set(owners.values())) > 1
+    for g, owner in owners.items():
+        with wire(cluster, owner) as c:
+            wait_for(lambda c=c, g=g: commit(c, g, 3) == 0, 15, "a commit")
+    with AdminClient(cluster.nodes[1].bootstrap, timeout=20) as admin:
+        assert {g.group_id for g in admin.list_groups()} >= set(groups)
+        for g in groups:
+            assert admin.describe_group(g).state == "Empty"
+            assert admin.committed_offsets(g) == {(TOPIC, 0): 3}
+        admin.commit_offsets("g5", {(TOPIC, 0): 7})
+        assert admin.committed_offsets("g5") == {(TOPIC, 0): 7}
+        ends = admin.list_offsets({TOPIC: list(range(12))}, -1)
+        assert ends == {(TOPIC, p): 0 for p in range(12)}
