@@ -166,7 +166,14 @@ class AdminClient:
         try:
             return conn.request(api_key, self.version(api_key), request)
         except (OSError, ProtocolError) as e:
-            raise AdminError(f"{REQUESTS[api_key].name} to {conn.address[0]}: {e}") from None
+            code = None
+            if isinstance(e, OSError) and conn is not self._bootstrap:
+                # Another node of a cluster went away: forget the connection; retriable (the
+                # group's or partition's new owner is found on the next try).
+                self._conns.pop(conn.address, None)
+                conn.close()
+                code = ErrorCode.NETWORK_EXCEPTION
+            raise AdminError(f"{REQUESTS[api_key].name} to {conn.address[0]}: {e}", code) from None
 
     def request(self, api_key: int, version: int, request: Any) -> Any:
         """One request at a version the caller chose (checked against the broker's range)."""
@@ -224,9 +231,10 @@ class AdminClient:
         for b in resp.brokers:
             try:
                 out[b.node_id] = self._connect(b.host, b.port)
-            except AdminError:
+            except AdminError as e:
                 if len(resp.brokers) > 1:
-                    raise
+                    # A node just gone: retriable, Metadata drops it once its lease expires.
+                    raise AdminError(str(e), ErrorCode.NETWORK_EXCEPTION) from None
                 out[b.node_id] = self._bootstrap
         return out
 

@@ -43,7 +43,8 @@ def test_hadolint_passes() -> None:
 
 def test_compose_file_is_valid() -> None:
     env = {**os.environ, "DOCKER_CONFIG": str(docker_config())}
-    for profiles in ([], ["--profile", "report", "--profile", "test", "--profile", "postgres"]):
+    everything = ["--profile", "report", "--profile", "test", "--profile", "postgres"]
+    for profiles in ([], everything + ["--profile", "cluster"]):
         out = subprocess.run(
             [
                 "docker",
@@ -89,7 +90,10 @@ def topology(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             logs = compose("logs", "--no-color", "--tail", "60", check=False)
             log("compose logs (tail):\n" + logs.stdout[-6000:])
         t1 = time.monotonic()
-        compose("--profile", "postgres", "down", "-v", "--remove-orphans", "-t", "10", check=False)
+        compose(
+            "--profile", "postgres", "--profile", "cluster",
+            "down", "-v", "--remove-orphans", "-t", "10", check=False,
+        )  # fmt: skip
         engine.timings["down"] = time.monotonic() - t1
 
 
@@ -167,14 +171,16 @@ def test_offsets_and_groups_survive_a_broker_restart(topology: Compose) -> None:
     assert summary["demo"]["committed"] > summary["demo"]["committed_before"]
 
 
-def run_pg_scenario(compose: Compose, phase: str) -> dict:
+def run_pg_scenario(
+    compose: Compose, phase: str, bootstrap: str = "broker-pg:9092", state: str = "pg"
+) -> dict:
     out = compose(
         "run", "--rm", "-T", "--entrypoint", "python3", "runner",
-        "/opt/kcoord-scenarios/groups.py", "--bootstrap", "broker-pg:9092",
-        "--state", "/var/lib/kcoord/scenarios/pg", "--no-demo", phase,
+        "/opt/kcoord-scenarios/groups.py", "--bootstrap", bootstrap,
+        "--state", f"/var/lib/kcoord/scenarios/{state}", "--no-demo", phase,
         check=False, timeout=300,
     )  # fmt: skip
-    assert out.returncode == 0, f"{phase} on broker-pg failed:\n{out.stdout}\n{out.stderr}"
+    assert out.returncode == 0, f"{phase} on {bootstrap} failed:\n{out.stdout}\n{out.stderr}"
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -199,6 +205,28 @@ def test_the_postgres_profile_keeps_offsets_across_a_restart(topology: Compose) 
     assert after["kafka-python"]["resumed_with"] == 10
     assert after["confluent-kafka"]["resumed_with"] == 10
     assert after["kafka-python"]["committed"] == before["kafka-python"]["committed"]
+
+
+def test_the_cluster_profile_fails_over_when_a_node_is_killed(topology: Compose) -> None:
+    """Three nodes over the profile's PostgreSQL: the group scenarios pass through all three,
+    node1 is SIGKILLed, and on the two left the groups are there with their offsets and new
+    members resume after them."""
+    t0 = time.monotonic()
+    cl = ("--profile", "cluster")
+    topology(*cl, "up", "-d", "--no-build", "--wait", "--wait-timeout", "180",
+             "postgres", "node1", "node2", "node3", timeout=240)  # fmt: skip
+    topology.engine.timings["cluster profile up"] = time.monotonic() - t0
+    before = run_pg_scenario(
+        topology, "before-restart", "node1:9092,node2:9092,node3:9092", "cluster"
+    )
+    assert before["kafka-python"]["consumed"] >= 400
+    assert before["confluent-kafka"]["consumed"] >= 400
+    topology(*cl, "kill", "-s", "SIGKILL", "node1", timeout=60)
+    after = run_pg_scenario(topology, "after-restart", "node2:9092,node3:9092", "cluster")
+    assert after["kafka-python"]["resumed_with"] == 10
+    assert after["confluent-kafka"]["resumed_with"] == 10
+    assert after["kafka-python"]["committed"] == before["kafka-python"]["committed"]
+    topology.engine.timings["cluster scenarios"] = time.monotonic() - t0
 
 
 def test_every_rebalance_is_logged_once_with_its_fields(topology: Compose) -> None:
