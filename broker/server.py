@@ -133,6 +133,24 @@ class Broker:
                 "metrics endpoint: http://%s:%d/metrics", self.metrics_address[0], self.metrics_port
             )
 
+        if clustered:
+            self.cluster_node = ClusterNode(
+                self._group_store.pool,
+                state.cluster,
+                state.groups,
+                state.data,
+                (first.advertised_host, first.advertised_port),
+                cfg.get("kcoord.cluster.lease.ms"),
+                cfg.get("kcoord.cluster.renew.interval.ms"),
+            )
+            await self.cluster_node.start()
+            # Serve once the first round has taken this node's partitions: a client that
+            # connects at "ready" finds the leaders (the offsets partitions may still load).
+            await self.cluster_node.first_round.wait()
+            self._first_round = asyncio.ensure_future(
+                _loaded_after_first_round(state, self.cluster_node)
+            )
+
         def connect(listener: Listener) -> Connection:
             conn = Connection(state, max_frame, listener=listener)
             self._connections.add(conn)
@@ -148,20 +166,6 @@ class Broker:
         if self.tls is not None:
             self._tls_reloader = asyncio.ensure_future(
                 _reload_tls(self.tls, cfg.get("kcoord.ssl.reload.interval.ms"))
-            )
-        if clustered:
-            self.cluster_node = ClusterNode(
-                self._group_store.pool,
-                state.cluster,
-                state.groups,
-                state.data,
-                (first.advertised_host, first.advertised_port),
-                cfg.get("kcoord.cluster.lease.ms"),
-                cfg.get("kcoord.cluster.renew.interval.ms"),
-            )
-            await self.cluster_node.start()
-            self._first_round = asyncio.ensure_future(
-                _loaded_after_first_round(state, self.cluster_node)
             )
         idle_ms = cfg.get("connections.max.idle.ms")
         if idle_ms >= 0:

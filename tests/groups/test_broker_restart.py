@@ -27,7 +27,7 @@ from tests.kcoord_process import KcoordProcess, start_kcoord
 TOPIC = "ledger"
 GROUP = "auditors"
 PARTITIONS = 6
-CLIENT = "kafka-python"  # exposes the generation it commits with
+CLIENT = "aiokafka"  # exposes the generation it commits with
 
 
 def restart(k: KcoordProcess, sig: int) -> KcoordProcess:
