@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _NODE_ID_LOCK = 0x6B636F6F7264 + 1  # any constant: serialises node id allocation
+RESERVED_MAX_NODE_ID = 1000  # Kafka's reserved.broker.max.id default
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,17 @@ async def register_node(
 
 
 async def allocate_node_id(db: Any) -> int:
-    """A node id no registration uses yet (one more than the highest), for a node started
-    without ``node.id``; the caller registers it at once and keeps it in its data directory.
-    Serialised by an advisory lock so that two nodes starting together get different ids."""
+    """A node id no registration uses yet, for a node started without ``node.id``: above
+    RESERVED_MAX_NODE_ID (ids up to it are left for nodes given one, as Kafka's generated
+    broker ids start above ``reserved.broker.max.id``), one more than the highest. The caller
+    registers it at once and keeps it in its data directory. Serialised by an advisory lock so
+    that two nodes starting together get different ids."""
     async with db.acquire() as con, con.transaction():
         await con.execute("SELECT pg_advisory_xact_lock($1)", _NODE_ID_LOCK)
-        node_id = await con.fetchval("SELECT coalesce(max(node_id), 0) + 1 FROM kcoord_nodes")
+        node_id = await con.fetchval(
+            "SELECT greatest(coalesce(max(node_id), 0), $1) + 1 FROM kcoord_nodes",
+            RESERVED_MAX_NODE_ID,
+        )
         # Hold the id (expired at once: it owns nothing until the node registers for real).
         await con.execute(
             "INSERT INTO kcoord_nodes (node_id, host, port, expires_at)"

@@ -214,7 +214,7 @@ def test_the_cluster_profile_fails_over_when_a_node_is_killed(topology: Compose)
     t0 = time.monotonic()
     cl = ("--profile", "cluster")
     topology(*cl, "up", "-d", "--no-build", "--wait", "--wait-timeout", "180",
-             "postgres", "node1", "node2", "node3", timeout=240)  # fmt: skip
+             "cluster-db", "node1", "node2", "node3", timeout=240)  # fmt: skip
     topology.engine.timings["cluster profile up"] = time.monotonic() - t0
     before = run_pg_scenario(
         topology, "before-restart", "node1:9092,node2:9092,node3:9092", "cluster"

@@ -132,3 +132,26 @@ def test_cluster_status_shows_nodes_and_leases(pg_url: str) -> None:  # noqa: F8
     )  # fmt: skip
     assert [n["node_id"] for n in doc["nodes"]] == [7]
     assert sorted(x["partition"] for x in doc["partitions"] if x["owner"] == 7) == [0, 1, 2, 3]
+
+
+async def test_node_ids_and_registrations(pg_url: str) -> None:  # noqa: F811
+    """Allocated ids start above 1000 (ids up to it are left for nodes given one, as Kafka's
+    reserved.broker.max.id); a second process under a live node's id is refused until that
+    registration expires, then takes it over."""
+    import uuid
+
+    s = await PgStore.connect(pg_url)
+    try:
+        assert await L.register_node(s.pool, 1, "given", 9092, None, 60000, uuid.uuid4())
+        first = await L.allocate_node_id(s.pool)
+        second = await L.allocate_node_id(s.pool)
+        assert (first, second) == (1001, 1002)
+        a, b = uuid.uuid4(), uuid.uuid4()
+        assert await L.register_node(s.pool, 7, "a", 9092, None, LEASE_MS, a)
+        assert not await L.register_node(s.pool, 7, "b", 9092, None, LEASE_MS, b)
+        assert await L.renew_node(s.pool, 7, LEASE_MS, a)  # a again: its own registration
+        await asyncio.sleep(LEASE_MS / 1000 + 0.2)  # a stops renewing
+        assert await L.register_node(s.pool, 7, "b", 9092, None, LEASE_MS, b)
+        assert not await L.renew_node(s.pool, 7, LEASE_MS, a)  # a learns it was replaced
+    finally:
+        await s.close()
