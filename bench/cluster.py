@@ -47,9 +47,9 @@ from bench.groups import (  # noqa: E402
     Conn,
     HeartbeatRequest,
     JoinGroupRequest,
-    OffsetCommitRequest,
     SyncGroupRequest,
     commit_error_offset,
+    commit_request,
     encode_frame,
     error_offset,
     pipelined,
@@ -63,6 +63,7 @@ FindCoordinatorRequest = REQUESTS[ApiKey.FIND_COORDINATOR].cls
 CreateTopicsRequest = REQUESTS[ApiKey.CREATE_TOPICS].cls
 LEASE_MS, RENEW_MS = 3000, 500
 PARTITIONS = 100
+ALL = list(range(PARTITIONS))  # the partitions every commit names
 
 
 class Node:
@@ -185,32 +186,6 @@ class OneMember:
             group_instance_id=None,
         )
 
-    def commit(self, offset: int) -> Any:
-        T = OffsetCommitRequest.OffsetCommitRequestTopic
-        P = OffsetCommitRequest.OffsetCommitRequestPartition
-        return OffsetCommitRequest(
-            group_id=self.group,
-            generation_id_or_member_epoch=self.generation,
-            member_id=self.member_id,
-            group_instance_id=None,
-            retention_time_ms=-1,
-            topics=[
-                T(
-                    name=TOPIC,
-                    partitions=[
-                        P(
-                            partition_index=p,
-                            committed_offset=offset + p,
-                            committed_leader_epoch=-1,
-                            commit_timestamp=-1,
-                            committed_metadata="",
-                        )
-                        for p in range(PARTITIONS)
-                    ],
-                )
-            ],
-        )
-
 
 async def throughput(nodes: list[Node], args: argparse.Namespace) -> tuple[float, float]:
     groups = [f"bench-{i}" for i in range(args.groups)]
@@ -243,7 +218,7 @@ async def throughput(nodes: list[Node], args: argparse.Namespace) -> tuple[float
     hb_rate = replies / elapsed
     if errors:
         print(f"  heartbeats: {errors} errors")
-    cm = frames(lambda m, k: encode_frame(OFFSET_COMMIT, COMMIT_V, m.commit(k), k))
+    cm = frames(lambda m, k: encode_frame(OFFSET_COMMIT, COMMIT_V, commit_request(m, ALL, k), k))
     replies, errors, elapsed = await pipelined(
         conns, cm, args.window, args.seconds, commit_error_offset()
     )

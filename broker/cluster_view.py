@@ -10,8 +10,10 @@ a stale leader gets NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER there and asks agai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker import placement
+from protocol.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,20 @@ class ClusterView:
         if found is not None and found[0] != self.self_id and found[0] in self.others:
             return found
         return -1, -1
+
+    def partition_fields(self, topic: str, partition: int) -> dict[str, Any]:
+        """A partition's leader as Metadata and DescribeTopicPartitions give it: its one
+        replica, or LEADER_NOT_AVAILABLE with leader -1 while no live node holds it."""
+        node, epoch = self.leader(topic, partition)
+        replicas = [node] if node >= 0 else []
+        return {
+            "error_code": ErrorCode.NONE if node >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": partition,
+            "leader_id": node,
+            "leader_epoch": epoch,
+            "replica_nodes": replicas,
+            "isr_nodes": replicas,
+        }
 
     def leads(self, topic: str, partition: int) -> bool:
         return not self.clustered or (topic, partition) in self.own

@@ -58,23 +58,15 @@ def handle(
             continue
         start = first_partition if name == names[0] else 0
         end = min(t.partitions, start + budget)
-        parts = []
-        for p in range(start, end):
-            node, epoch = view.leader(name, p)
-            replicas = [node] if node >= 0 else []
-            parts.append(
-                Resp.DescribeTopicPartitionsResponsePartition(
-                    error_code=ErrorCode.NONE if node >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-                    partition_index=p,
-                    leader_id=node,
-                    leader_epoch=epoch,
-                    replica_nodes=replicas,
-                    isr_nodes=replicas,
-                    eligible_leader_replicas=[],
-                    last_known_elr=[],
-                    offline_replicas=[],
-                )
+        parts = [
+            Resp.DescribeTopicPartitionsResponsePartition(
+                **view.partition_fields(name, p),
+                eligible_leader_replicas=[],
+                last_known_elr=[],
+                offline_replicas=[],
             )
+            for p in range(start, end)
+        ]
         budget -= len(parts)
         topics.append(
             Resp.DescribeTopicPartitionsResponseTopic(

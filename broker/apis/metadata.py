@@ -28,20 +28,10 @@ Resp = MetadataResponse
 
 def _topic(ctx: RequestContext, t: Topic) -> Resp.MetadataResponseTopic:
     view = ctx.broker.cluster
-    parts = []
-    for p in range(t.partitions):
-        node, epoch = view.leader(t.name, p)
-        replicas = [node] if node >= 0 else []
-        parts.append(
-            Resp.MetadataResponsePartition(
-                error_code=ErrorCode.NONE if node >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=epoch,
-                replica_nodes=replicas,
-                isr_nodes=replicas,
-            )
-        )
+    parts = [
+        Resp.MetadataResponsePartition(**view.partition_fields(t.name, p))
+        for p in range(t.partitions)
+    ]
     return Resp.MetadataResponseTopic(
         name=t.name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts
     )
