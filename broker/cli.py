@@ -106,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the setting kcoord.storage (this flag wins over --config and KCOORD_STORAGE)",
     )
     serve.add_argument(
+        "--node-id",
+        type=int,
+        metavar="N",
+        help="this node's id, the setting node.id (cluster mode: by default one the database "
+        "allocates, kept in --data-dir)",
+    )
+    serve.add_argument(
         "--config", type=Path, metavar="FILE", help="server.properties-style settings file"
     )
     serve.add_argument(
@@ -283,6 +290,8 @@ def _serve(args: argparse.Namespace) -> int:
         overrides = list(args.set)
         if args.storage is not None:
             overrides.append(f"kcoord.storage={args.storage}")
+        if args.node_id is not None:
+            overrides.append(f"node.id={args.node_id}")
         config = load_config(args.config, overrides=overrides)
     except ConfigError as exc:
         return _fail(str(exc))

@@ -51,9 +51,8 @@ class Cluster:
         k = start_kcoord(
             self.base / f"node{node_id}",
             *self.settings,
-            f"node.id={node_id}",
             port=port,
-            extra_args=("--storage", self.url),
+            extra_args=("--storage", self.url, "--node-id", str(node_id)),
         )
         self.nodes[node_id] = k
         return k
