@@ -3,8 +3,9 @@
 The database decides who owns what (``storage/postgres/leases.py``); this module acts on it.
 Every ``kcoord.cluster.renew.interval.ms`` a balance round:
 
-1. reads the live nodes and the leases (the view Metadata and FindCoordinator answer from)
-   and, through the data plane, topics other nodes created or deleted;
+1. reads the live nodes and the leases (the view Metadata and FindCoordinator answer from),
+   topics other nodes created or deleted (through the data plane), and the users and ACLs
+   they changed;
 2. for every partition (the ``__consumer_offsets`` ones and every topic's), asks placement
    which live node should own it: one this node should own and nobody holds is acquired
    (a new fencing epoch) and loaded, replayed and served; one this node holds that placement
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from broker.cluster_view import ClusterView, NodeAddress
@@ -51,8 +53,12 @@ class ClusterNode:
         address: tuple[str, int],
         lease_ms: int,
         renew_interval_ms: int,
+        shared: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.db = db
+        # What other nodes change in the database and this one reads each round (the SCRAM
+        # credentials, the ACLs).
+        self.shared = list(shared)
         self.view = view
         self.groups = groups
         self.data = data
@@ -147,6 +153,8 @@ class ClusterNode:
         await self._refresh_view()
         if self.data.engine is not None:
             await leadership.refresh(self.data)
+        for refresh in self.shared:
+            await refresh()
         wanted = self._partitions()
         held = {(t, p): e for t, p, e in self.keeper.held}
         to_take = [tp for tp in wanted if tp not in held and self.view.target(*tp) == self.node_id]

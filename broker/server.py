@@ -142,6 +142,8 @@ class Broker:
                 (first.advertised_host, first.advertised_port),
                 cfg.get("kcoord.cluster.lease.ms"),
                 cfg.get("kcoord.cluster.renew.interval.ms"),
+                shared=[state.credentials.refresh]
+                + ([state.authorizer.refresh] if state.authorizer is not None else []),
             )
             await self.cluster_node.start()
             # Serve once the first round has taken this node's partitions: a client that

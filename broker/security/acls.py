@@ -168,8 +168,19 @@ class Authorizer:
         # Decisions by (principal, host, operation, type, name): the hot paths ask the same
         # question on every request of a connection. Cleared whenever the ACLs change.
         self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
-        for value in kv.items.values():
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """The index of the log's bindings."""
+        self._by_type, self._literal, self._prefixed = {}, {}, {}
+        for value in self._kv.items.values():
             self._index(AclBinding(**json.loads(value)))
+        self._decisions.clear()
+
+    async def refresh(self) -> None:
+        """Cluster mode: the ACLs other nodes created or deleted."""
+        if await self._kv.refresh():
+            self._rebuild()
 
     @classmethod
     async def open(
@@ -187,13 +198,6 @@ class Authorizer:
         self._by_type.setdefault(b.resource_type, []).append(b)
         table = self._literal if b.pattern_type == PatternType.LITERAL else self._prefixed
         table.setdefault(b.resource_type, {}).setdefault(b.resource_name, []).append(b)
-        self._decisions.clear()
-
-    def _reindex(self) -> None:
-        everything = self.bindings()
-        self._by_type, self._literal, self._prefixed = {}, {}, {}
-        for b in everything:
-            self._index(b)
         self._decisions.clear()
 
     def _naming(self, resource_type: int, name: str) -> list[AclBinding]:
@@ -246,15 +250,11 @@ class Authorizer:
     async def create(self, bindings: list[AclBinding]) -> None:
         new = [b for b in bindings if b.key() not in self._kv.items]
         await self._kv.write([(b.key(), b.key()) for b in new])
-        for b in new:
-            self._index(b)
+        self._rebuild()  # the log's state: other nodes' changes included, if it refreshed
 
     async def delete(self, bindings: list[AclBinding]) -> None:
         await self._kv.write([(b.key(), None) for b in bindings])
-        gone = set(bindings)
-        for t, bs in self._by_type.items():
-            self._by_type[t] = [b for b in bs if b not in gone]
-        self._reindex()
+        self._rebuild()
 
     async def close(self) -> None:
         await self._kv.close()

@@ -54,8 +54,17 @@ class CredentialStore:
     def __init__(self, kv: KeyValueLog) -> None:
         self._kv = kv
         self._by_user: dict[str, dict[str, ScramCredential]] = {}
-        for key, value in kv.items.items():
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._by_user = {}
+        for key, value in self._kv.items.items():
             self._replay(key, value)
+
+    async def refresh(self) -> None:
+        """Cluster mode: the users other nodes created, changed or deleted."""
+        if await self._kv.refresh():
+            self._rebuild()
 
     @classmethod
     async def open(
@@ -86,8 +95,7 @@ class CredentialStore:
         """Write the changes as one batch; they take effect once it is durable."""
         pairs = [(_key(m, u), None if c is None else _value(c)) for u, m, c in changes]
         await self._kv.write(pairs)
-        for key, value in pairs:
-            self._replay(key, value)
+        self._rebuild()  # the log's state: other nodes' changes included, if it refreshed
 
     async def close(self) -> None:
         await self._kv.close()

@@ -166,7 +166,10 @@ class PgLog(PgReads):
                 )
         except BaseException as e:  # noqa: BLE001 - whatever it was, nothing is acknowledged
             if self.failure is None:
-                log.error("%s: write failed: %s", self.name, e)
+                # Fenced: the partition moved on to another writer (cluster mode), which its
+                # owner handles (unload, or write again on the shared logs): not an error.
+                level = logging.WARNING if isinstance(e, FencedError) else logging.ERROR
+                log.log(level, "%s: write failed: %s", self.name, e)
                 self.failure = e
             # A fence stays a FencedError: the owner lost the partition (unload, do not retry).
             kind = FencedError if isinstance(e, FencedError) else LogFailedError

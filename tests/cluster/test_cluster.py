@@ -349,3 +349,69 @@ def test_admin_tools_see_the_whole_cluster(cluster: Cluster) -> None:
         assert admin.committed_offsets("g5") == {(TOPIC, 0): 7}
         ends = admin.list_offsets({TOPIC: list(range(12))}, -1)
         assert ends == {(TOPIC, p): 0 for p in range(12)}
+
+
+def test_users_and_acls_are_shared_by_the_nodes(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    """SCRAM users and ACLs live in the shared database: one created through a node is seen
+    by the others after a round, and two nodes writing one after the other both land (the
+    second writes again after the first's append, instead of failing)."""
+    from protocol.messages import (
+        CreateAclsRequest,
+        DescribeAclsRequest,
+        DescribeUserScramCredentialsRequest,
+    )
+    from tests.security.test_sasl import add_user
+
+    settings = SETTINGS + (
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found=true",
+    )
+    cluster = Cluster(tmp_path, pg_url, settings)
+    try:
+        start_three(cluster)
+        add_user(cluster.nodes[1], "alice", "pw-a")
+        add_user(cluster.nodes[2], "bob", "pw-b")  # likely before node 2 read alice's record
+
+        def users(node: int) -> set[str]:
+            with wire(cluster, node) as c:
+                resp = c.request(
+                    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                    0,
+                    DescribeUserScramCredentialsRequest(users=None),
+                )
+            return {r.user for r in resp.results if r.error_code == 0}
+
+        for n in (1, 2, 3):
+            wait_for(lambda n=n: users(n) == {"alice", "bob"}, 15, f"node {n} to see both")
+
+        acl = CreateAclsRequest.AclCreation(
+            resource_type=2,  # TOPIC
+            resource_name="orders",
+            resource_pattern_type=3,  # LITERAL
+            principal="User:alice",
+            host="*",
+            operation=3,  # READ
+            permission_type=3,  # ALLOW
+        )
+        with wire(cluster, 3) as c:
+            resp = c.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[acl]))
+            assert resp.results[0].error_code == 0
+
+        def acls(node: int) -> list[str]:
+            with wire(cluster, node) as c:
+                req = DescribeAclsRequest(
+                    resource_type_filter=1,  # ANY
+                    resource_name_filter=None,
+                    pattern_type_filter=1,  # ANY
+                    principal_filter=None,
+                    host_filter=None,
+                    operation=1,  # ANY
+                    permission_type=1,  # ANY
+                )
+                resp = c.request(ApiKey.DESCRIBE_ACLS, 3, req)
+            return [r.resource_name for r in resp.resources]
+
+        for n in (1, 2):
+            wait_for(lambda n=n: acls(n) == ["orders"], 15, f"node {n} to see the ACL")
+    finally:
+        cluster.stop_all()
