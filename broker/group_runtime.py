@@ -249,6 +249,7 @@ class GroupRuntime:
     async def _load(self, p: int) -> int:
         loop = asyncio.get_running_loop()
         path = self.data_dir / f"{OFFSETS_TOPIC}-{p}"
+        epoch: int | None = None
         if self.owned is None:
             plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
         else:
@@ -265,8 +266,8 @@ class GroupRuntime:
             except Exception as e:  # the replay's error is the one to report
                 log.debug("closing %s after a failed load: %s", path.name, e)
             raise
-        if self.owned is not None and self.owned.get(p) is None:
-            await plog.close()  # given up while it loaded
+        if self.owned is not None and self.owned.get(p) != epoch:
+            await plog.close()  # given up while it loaded (and perhaps taken again since)
             raise PartitionGivenUp(p)
         self.logs[p] = plog
         self.shards[p] = shard
