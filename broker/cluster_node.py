@@ -74,7 +74,7 @@ class ClusterNode:
         self._task: asyncio.Task[None] | None = None
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
-        self._loading: set[asyncio.Task[None]] = set()
+        self._loading: set[asyncio.Task[None]] = set()  # loads and unloads in flight
         self.first_round = asyncio.Event()
         self.stopping = False
 
@@ -245,9 +245,12 @@ class ClusterNode:
         for topic, partition, _ in lost:
             self.view.own.pop((topic, partition), None)
             if topic == OFFSETS_TOPIC:
-                loop.create_task(self.groups.give_up(partition, flush=False))
+                task = loop.create_task(self.groups.give_up(partition, flush=False))
             else:
-                loop.create_task(leadership.resign(self.data, topic, partition))
+                task = loop.create_task(leadership.resign(self.data, topic, partition))
+            # The loop keeps only weak references to tasks: hold each until it is done.
+            self._loading.add(task)
+            task.add_done_callback(self._loading.discard)
 
     def _fenced_offsets(self, partition: int) -> None:
         """A write of an offsets partition was refused as fenced: forget its lease."""
