@@ -63,9 +63,6 @@ class ClusterView:
             "isr_nodes": replicas,
         }
 
-    def leads(self, topic: str, partition: int) -> bool:
-        return not self.clustered or (topic, partition) in self.own
-
     def live_ids(self) -> list[int]:
         return sorted([self.self_id, *self.others])
 

@@ -1,7 +1,9 @@
 """Metadata: the live nodes and each partition's leader with its epoch (broker/cluster_view.py:
 on one node, this node and epoch 0 for every partition). A partition no live node holds yet
 (cluster mode, between a node's death and the takeover) has leader -1 and
-LEADER_NOT_AVAILABLE: clients ask again.
+LEADER_NOT_AVAILABLE: clients ask again. `controller_id` is the answering node, unlike Kafka's
+one active controller: every kcoord node takes admin requests (the topic catalog is shared and
+written compare-and-set), so admin clients may send them wherever they asked.
 
 Topics asked for by name that do not exist are created first when `auto.create.topics.enable`
 is on and the request allows it (v4+ has a flag; older versions always allow), with

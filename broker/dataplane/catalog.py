@@ -139,7 +139,10 @@ class EngineCatalog(Catalog):
 
     @classmethod
     async def load_from(cls, store: Any) -> EngineCatalog:
-        raw = await store.read_meta(CATALOG_FILE)
+        return cls.from_bytes(store, await store.read_meta(CATALOG_FILE))
+
+    @classmethod
+    def from_bytes(cls, store: Any, raw: bytes | None) -> EngineCatalog:
         if raw is None:
             return cls(store, {}, 0, existed=False)
         parsed = parse(raw, f"{CATALOG_FILE} in the database")

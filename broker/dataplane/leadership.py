@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker.dataplane.catalog import EngineCatalog
+from broker.dataplane.catalog import CATALOG_FILE, EngineCatalog
 from broker.dataplane.partition import Partition
 
 if TYPE_CHECKING:
@@ -59,8 +59,12 @@ async def _retire(part: Partition, keep: bool = False) -> None:
 
 async def refresh(store: TopicStore) -> None:
     """Register topics created on other nodes (not led here until their leases say so) and
-    drop the ones deleted there."""
-    fresh = await EngineCatalog.load_from(store.engine)
+    drop the ones deleted there. Every round calls it: nothing is parsed unless the stored
+    catalog changed."""
+    raw = await store.engine.read_meta(CATALOG_FILE)
+    if raw is None or (isinstance(store.catalog, EngineCatalog) and raw == store.catalog.stored):
+        return
+    fresh = EngineCatalog.from_bytes(store.engine, raw)
     known = store.catalog.topics
     for name, rec in fresh.topics.items():
         if rec.internal:

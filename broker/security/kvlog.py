@@ -14,7 +14,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 from protocol.records import build_kv_batch
 from storage.durability import Durability
@@ -22,7 +22,14 @@ from storage.log import Log, LogFailedError
 from storage.logconfig import LogConfig
 from storage.partitionlog import PartitionLog, TopicLog, replay_batches
 
-OpenLog = Callable[[str, int], Awaitable[TopicLog]]
+
+class SharedLog(TopicLog, Protocol):
+    """An engine's log that other nodes may append to (``storage.postgres.log.PgLog``)."""
+
+    async def stored_end(self) -> int: ...
+
+
+OpenLog = Callable[[str, int], Awaitable[SharedLog]]
 Change = tuple[bytes, bytes | None]  # key, value or None to delete
 SHARED_WRITE_ATTEMPTS = 5  # a write raced by other nodes' appends, made again after each
 
@@ -34,7 +41,7 @@ class KeyValueLog:
         self,
         plog: PartitionLog,
         items: dict[bytes, bytes],
-        reopen: Callable[[], Awaitable[TopicLog]] | None = None,
+        reopen: Callable[[], Awaitable[SharedLog]] | None = None,
     ) -> None:
         self._log = plog
         self.items = items
@@ -65,11 +72,10 @@ class KeyValueLog:
         """Engine: take in what other nodes appended (True if anything changed)."""
         if self._reopen is None:
             return False
-        fresh = await self._reopen()
-        current = cast(TopicLog, self._log)  # opened by _reopen too: an engine's log
-        if not force and fresh.log_end_offset == current.log_end_offset:
-            await fresh.close()
+        current = cast(SharedLog, self._log)  # opened by _reopen too: an engine's log
+        if not force and await current.stored_end() == current.log_end_offset:
             return False
+        fresh = await self._reopen()
         items = await _replay(fresh)
         old, self._log = self._log, fresh
         self.items = items

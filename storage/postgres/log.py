@@ -243,6 +243,17 @@ class PgLog(PgReads):
 
     # -- maintenance --------------------------------------------------------------------------
 
+    async def stored_end(self) -> int:
+        """The partition's next offset in the database: past this log's end once another
+        writer appended (the shared logs of cluster mode read it to know when to reread)."""
+        return int(
+            await self._pool.fetchval(
+                "SELECT next_offset FROM kcoord_partitions WHERE topic = $1 AND partition = $2",
+                self.topic,
+                self.partition,
+            )
+        )
+
     async def compact(self, now_ms: int | None = None) -> CleanerStats | None:
         """Keep the newest record per key among the committed batches, in one transaction:
         superseded batches are deleted, partly superseded ones replaced by rewritten copies
