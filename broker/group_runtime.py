@@ -26,6 +26,7 @@ from coordinator.shard import Shard
 from protocol.coordinator_records import OFFSETS_TOPIC, decode_record, encode_record_tails
 from protocol.errors import ErrorCode
 from protocol.records import build_tail_batch
+from protocol.txn_records import decode_marker, marker_batch
 from protocol.types import DecodeError
 from storage.durability import Durability
 from storage.log import FencedError, Log, LogFailedError
@@ -88,6 +89,54 @@ def group_config(cfg: Any) -> GroupConfig:
         consumer_assignors=tuple(cfg.get("group.consumer.assignors")),
         consumer_migration_policy=cfg.get("group.consumer.migration.policy"),
     )
+
+
+def _fold_transactional(
+    header: Any, records: list[tuple], open_txns: dict[int, list[tuple]], latest: dict
+) -> None:
+    """A transactional batch during replay: its records wait for their marker; a commit
+    marker makes them candidates for the newest record of their key (the newer by offset
+    wins, as Kafka keeps the later of a transactional and a plain commit), an abort drops
+    them."""
+    pid = header.producer_id
+    if not header.is_control:
+        open_txns.setdefault(pid, []).extend(records)
+        return
+    pending = open_txns.pop(pid, None)
+    if not pending or not records:
+        return
+    try:
+        marker = decode_marker(records[0][2], records[0][3])
+    except DecodeError:
+        return
+    if not marker.commit:
+        return
+    for record in pending:
+        key = record[2]
+        if key is None:
+            continue
+        old = latest.get(key)
+        if old is None or old[0] < record[0]:
+            latest[key] = record
+
+
+def _replay_open_txn(
+    path: Path, shard: Shard, pid: int, records: list[tuple], latest: dict
+) -> None:
+    """Offsets of a transaction still open at the log's end: pending again, unless a plain
+    commit of the same partition came later."""
+    pending = []
+    for record in records:
+        try:
+            decoded = decode_record(cast(bytes, record[2]), record[3])
+        except DecodeError as e:
+            log.warning("%s: skipping undecodable record at offset %d: %s", path.name, record[0], e)
+            continue
+        newer = latest.get(record[2])
+        value = None if newer is not None and newer[0] > record[0] else decoded.value
+        pending.append((decoded.key, value))
+    if pending:
+        shard.state.replay_txn_offsets(pid, pending)
 
 
 class GroupRuntime:
@@ -287,9 +336,14 @@ class GroupRuntime:
         per older record instead of a decode and a replay (most of an uncompacted log)."""
         shard = Shard(p, self.config)
         latest: dict[bytes, tuple] = {}
+        # Per producer id, the records of its transaction not yet ended by a marker.
+        open_txns: dict[int, list[tuple]] = {}
         count = since_yield = 0
         async for chunk in replay_batches(plog):
             for header, records in chunk:
+                if header.is_transactional:
+                    _fold_transactional(header, records, open_txns, latest)
+                    continue
                 if header.is_control:
                     continue
                 for record in records:
@@ -314,6 +368,8 @@ class GroupRuntime:
             shard.replay(decoded.key, decoded.value)
             if i % REPLAY_YIELD_EVERY == 0:
                 await asyncio.sleep(0)
+        for pid, records in open_txns.items():
+            _replay_open_txn(path, shard, pid, records, latest)
         return shard, count
 
     def on_topic_deleted(self, name: str, partitions: int) -> None:
@@ -444,13 +500,11 @@ class GroupRuntime:
         replies = result.replies
         if result.events:
             self._report(result.events)
-        if result.records:
-            tails, commits = encode_record_tails(result.records)
-            self.offset_commits += commits
+        if result.records or result.marker is not None:
             plog = self.logs[p]
             assert plog is not None
             try:
-                write = plog.append(build_tail_batch(tails, timestamp=now), built_here=True)
+                write = plog.append(self._batch_of(result, now), built_here=True)
             except LogFailedError as e:  # an earlier write failed: the log takes no more
                 write = loop.create_future()
                 write.set_exception(e)
@@ -471,6 +525,33 @@ class GroupRuntime:
                 self._release(replies, None)
             else:
                 tail.add_done_callback(lambda f: self._release(replies, None))
+
+    def _batch_of(self, result: Result, now: int) -> bytes:
+        """The one batch a result's records (or its transaction marker) are written as."""
+        m = result.marker
+        if m is not None:
+            return marker_batch(m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now)
+        tails, commits = encode_record_tails(result.records)
+        self.offset_commits += commits
+        if result.producer is None:
+            return build_tail_batch(tails, timestamp=now)
+        pid, epoch = result.producer
+        return build_tail_batch(
+            tails, timestamp=now, producer_id=pid, producer_epoch=epoch, transactional=True
+        )
+
+    def write_marker(
+        self, p: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> Awaitable[Any] | ErrorCode:
+        """The transaction coordinator ends ``producer_id``'s transaction in partition ``p``:
+        its pending offsets are committed or dropped. An awaitable that completes when the
+        marker is durable, or the error when the partition is not served here."""
+        shard = self.shards[p]
+        if shard is None:
+            return self.unavailable(p)
+        return self.run_on_partition(
+            p, lambda s, now: s.end_txn(producer_id, epoch, commit, coordinator_epoch, now)
+        )
 
     def _report(self, events: list[Any]) -> None:
         for event in events:

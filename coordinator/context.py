@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.group import MemberChange
-from coordinator.result import Result, Timer
+from coordinator.result import Marker, Result, Timer
 from coordinator.state import ShardState
 
 
@@ -23,6 +23,8 @@ class Ctx:
         "replies",
         "events",
         "member_changes",
+        "producer",
+        "marker",
         "_timer_ops",
     )
 
@@ -35,6 +37,8 @@ class Ctx:
         self.events: list[Any] = []  # e.g. RebalanceEvent: for the runtime's logs and metrics
         # Consumer-group members that joined or left, in the order the records said so.
         self.member_changes: list[MemberChange] = []
+        self.producer: tuple[int, int] | None = None  # set by a transactional write
+        self.marker: Marker | None = None
         # Last action per timer key: a deadline, or None for a cancel. Only the last action
         # reaches the runtime, so a schedule followed by a cancel in one call is a cancel.
         self._timer_ops: dict[tuple, int | None] = {}
@@ -51,6 +55,22 @@ class Ctx:
         tombstone), with the group looked up once rather than per partition."""
         self.records.extend(records)
         self.state.replay_offset_commits(group, topic, records)
+
+    def append_txn_offset_commits(
+        self, producer_id: int, epoch: int, records: list[tuple[Any, Any]]
+    ) -> None:
+        """Write OffsetCommit records in ``producer_id``'s transaction: pending until its
+        marker. A call holds one transaction's records and nothing else."""
+        assert self.producer in (None, (producer_id, epoch)) and self.marker is None
+        self.producer = (producer_id, epoch)
+        self.records.extend(records)
+        self.state.replay_txn_offsets(producer_id, records)
+
+    def end_txn(self, marker: Marker) -> None:
+        """Write the marker of a transaction (applied now, appended by the runtime)."""
+        assert self.marker is None and not self.records
+        self.marker = marker
+        self.state.end_txn(marker.producer_id, marker.commit)
 
     def reply(self, req_id: int, response: Any) -> None:
         self.replies[req_id] = response
@@ -74,4 +94,6 @@ class Ctx:
             timers=timers,
             cancel=cancel,
             events=self.events,
+            producer=self.producer,
+            marker=self.marker,
         )

@@ -145,13 +145,15 @@ def fetch_offsets(
     topics: list[tuple[str, list[int]]] | None,
     member_id: str | None = None,
     member_epoch: int = -1,
+    require_stable: bool = False,
 ) -> tuple[int, list[OffsetRow]]:
     """(group error, [(topic, partition, offset, leader epoch, metadata, error)]).
 
     An unknown group, or a partition without a commit, reads as offset -1 with no error; a
     group that does not exist has no partitions when all are asked for. The group checks the
     member first (a consumer group, for OffsetFetch v9+): an unknown member or a stale epoch
-    is a group error and no offsets.
+    is a group error and no offsets. With ``require_stable``, a partition with transactional
+    offsets waiting for their marker is UNSTABLE_OFFSET_COMMIT (the client retries).
     """
     group = state.groups.get(group_id)
     if group is None:
@@ -166,7 +168,7 @@ def fetch_offsets(
         for topic, partitions in committed.items():
             for partition, om in partitions.items():
                 rows.append((topic, partition, om.offset, om.leader_epoch, om.metadata, 0))
-        return 0, rows
+        return 0, _unstable(state, group_id, rows) if require_stable else rows
     for topic, partition_ids in topics:
         partitions = committed.get(topic, {})
         for partition in partition_ids:
@@ -175,7 +177,20 @@ def fetch_offsets(
                 rows.append((topic, partition, -1, -1, "", 0))
             else:
                 rows.append((topic, partition, found.offset, found.leader_epoch, found.metadata, 0))
-    return 0, rows
+    return 0, _unstable(state, group_id, rows) if require_stable else rows
+
+
+def _unstable(state: ShardState, group_id: str, rows: list[OffsetRow]) -> list[OffsetRow]:
+    if not state.pending_txn:
+        return rows
+    unstable = int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+    out = []
+    for row in rows:
+        topic, partition = row[0], row[1]
+        if state.has_pending(group_id, topic, partition):
+            row = (topic, partition, -1, -1, "", unstable)
+        out.append(row)
+    return out
 
 
 def delete_offsets(ctx: Ctx, req: OffsetDeleteRequest, meta: RequestMeta, req_id: int) -> None:

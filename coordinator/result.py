@@ -43,3 +43,15 @@ class Result:
     timers: list[Timer] = field(default_factory=list)
     cancel: list[tuple] = field(default_factory=list)
     events: list[Any] = field(default_factory=list)
+    # (producer id, epoch): ``records`` are a transaction's, written as a transactional batch.
+    producer: tuple[int, int] | None = None
+    # A transaction marker to write (after ``records``, if any).
+    marker: Marker | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int

@@ -15,6 +15,7 @@ from typing import Any
 
 from coordinator import groups as _groups
 from coordinator import offsets as _offsets
+from coordinator import txn_offsets as _txn_offsets
 from coordinator.classic import rebalance as _classic
 from coordinator.classic.heartbeat import expire_heartbeat, heartbeat
 from coordinator.classic.join import join_group
@@ -45,6 +46,7 @@ from protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 
 # Per group type: what a group of that type does once its partition is loaded.
@@ -132,6 +134,22 @@ class Shard:
     ) -> Result:
         ctx = Ctx(self.state, now)
         _offsets.commit_offsets(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def txn_offset_commit(
+        self, req: TxnOffsetCommitRequest, meta: RequestMeta, req_id: int, now: int
+    ) -> Result:
+        ctx = Ctx(self.state, now)
+        _txn_offsets.txn_offset_commit(ctx, req, meta, req_id)
+        return ctx.result()
+
+    def end_txn(
+        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, now: int
+    ) -> Result:
+        """The transaction coordinator's marker for this partition: replies[0] is None."""
+        ctx = Ctx(self.state, now)
+        _txn_offsets.end_txn(ctx, producer_id, epoch, commit, coordinator_epoch)
+        ctx.reply(0, None)
         return ctx.result()
 
     def delete_groups(self, group_ids: list[str], now: int) -> Result:
@@ -248,10 +266,11 @@ class Shard:
         member_id: str | None = None,
         member_epoch: int = -1,
     ) -> tuple[int, list[tuple[str, int, int, int, str, int]]]:
-        # require_stable only matters with pending transactional offsets, which the classic
-        # API never writes; api_version changes nothing the coordinator decides (member_id
-        # and member_epoch come with v9).
-        return _offsets.fetch_offsets(self.state, group_id, topics, member_id, member_epoch)
+        # api_version changes nothing the coordinator decides (member_id and member_epoch
+        # come with v9).
+        return _offsets.fetch_offsets(
+            self.state, group_id, topics, member_id, member_epoch, require_stable
+        )
 
     def describe_group(
         self, group_id: str, api_version: int

@@ -39,6 +39,10 @@ class ShardState:
         self.deadlines: dict[tuple, int] = {}
         # The latest topic metadata handed in (for describing consumer groups).
         self.topics: TopicsImage = EMPTY_IMAGE
+        # TxnOffsetCommit offsets waiting for their transaction's marker, per producer id:
+        # (group, topic, partition) -> the offset, or None once a plain commit of that
+        # partition came after it (Kafka keeps the newer of the two when the marker commits).
+        self.pending_txn: dict[int, dict[tuple[str, str, int], Any]] = {}
 
     # -- lookups of one kind, for the APIs of that kind -----------------------------------------
 
@@ -61,6 +65,8 @@ class ShardState:
                 # Offsets without a group: a "simple" group (no protocol type) holds them.
                 groups[key.group] = ClassicGroup(key.group, None)
             self.offsets.replay(key, value)
+            if self.pending_txn and value is not None:
+                self._supersede(key.group, key.topic, (key.partition,))
         elif isinstance(key, _modern_replay.KEY_TYPES):
             gid = key.group_id
             group = groups.get(gid)
@@ -98,3 +104,33 @@ class ShardState:
         if group not in self.groups:
             self.groups[group] = ClassicGroup(group, None)
         self.offsets.put_records(group, topic, records)
+        if self.pending_txn:
+            self._supersede(group, topic, [k.partition for k, _ in records])
+
+    # -- transactional offsets ----------------------------------------------------------------
+
+    def replay_txn_offsets(self, producer_id: int, records: list[tuple[Any, Any]]) -> None:
+        """OffsetCommit records written by a transaction: pending until its marker."""
+        pending = self.pending_txn.setdefault(producer_id, {})
+        for key, value in records:
+            pending[(key.group, key.topic, key.partition)] = value
+
+    def end_txn(self, producer_id: int, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction: its offsets become the committed ones
+        (commit) or vanish (abort)."""
+        pending = self.pending_txn.pop(producer_id, None)
+        if not commit or not pending:
+            return
+        for (group, topic, partition), value in pending.items():
+            if value is not None:
+                self.replay(OffsetCommitKey.make(group, topic, partition), value)
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        k = (group, topic, partition)
+        return any(k in pending for pending in self.pending_txn.values())
+
+    def _supersede(self, group: str, topic: str, partitions: Any) -> None:
+        for pending in self.pending_txn.values():
+            for p in partitions:
+                if (group, topic, p) in pending:
+                    pending[(group, topic, p)] = None

@@ -32,6 +32,7 @@ from protocol.records import (
     decode_record_tuples,
     iter_batches,
 )
+from protocol.txn_records import ABORT, marker_type
 from storage.batches import read_batch_headers
 from storage.logconfig import LogConfig
 from storage.segment import (
@@ -140,17 +141,71 @@ class _Counts:
         self.read = self.kept = self.tombstones_dropped = 0
 
 
-def build_offset_map(segments: list[LogSegment]) -> dict[bytes, int]:
-    """Newest offset of every key in ``segments`` (control batches carry no keys to keep)."""
-    latest: dict[bytes, int] = {}
+class TxnFates:
+    """What became of the transactional batches of the batches being cleaned, from the
+    markers among them: aborted ones are dropped, those whose marker is not among them yet
+    (still open, or ended in the active segment) are kept whole and supersede nothing; the
+    committed ones are cleaned like any other (a marker stays as long as its partition's log:
+    it is one small batch per transaction, and without it the records before it would read
+    as still open)."""
+
+    def __init__(self) -> None:
+        self._open: dict[int, list[int]] = {}  # producer id -> base offsets of its batches
+        self.aborted: set[int] = set()
+
+    def see(self, buf: bytes | memoryview, pos: int, h: BatchHeader) -> None:
+        """Every batch, in log order (only transactional ones matter)."""
+        if not h.is_transactional:
+            return
+        if not h.is_control:
+            self._open.setdefault(h.producer_id, []).append(h.base_offset)
+            return
+        bases = self._open.pop(h.producer_id, [])
+        if marker_type(buf, pos) == ABORT:
+            self.aborted.update(bases)
+
+    def undecided(self) -> set[int]:
+        return {b for bases in self._open.values() for b in bases}
+
+
+class OffsetMap(dict[bytes, int]):
+    """Newest offset of every key, and the fates of the transactional batches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fates = TxnFates()
+        self.undecided: set[int] = set()
+
+    def settle(self, txn_records: list[tuple[int, bytes, int]]) -> None:
+        """After every batch was seen: (batch base, key, offset) of each transactional record;
+        the committed ones count as the newest of their key where their offset is newer."""
+        self.undecided = self.fates.undecided()
+        for base, key, offset in txn_records:
+            if base not in self.fates.aborted and base not in self.undecided:
+                if self.get(key, -1) < offset:
+                    self[key] = offset
+
+
+def build_offset_map(segments: list[LogSegment]) -> OffsetMap:
+    """Newest offset of every key in ``segments`` (control batches carry no keys to keep;
+    records of aborted or still undecided transactions supersede nothing)."""
+    latest = OffsetMap()
+    fates = latest.fates
+    txn_records: list[tuple[int, bytes, int]] = []  # (batch base, key, offset)
     for seg in segments:
         for buf, q, end in seg.iter_batch_windows(0):
             for pos, header in iter_batches(buf, q, end, check_crc=True):
+                fates.see(buf, pos, header)
                 if header.is_control:
                     continue
                 for rec in decode_record_tuples(buf, pos, header):
-                    if rec[2] is not None:
+                    if rec[2] is None:
+                        continue
+                    if header.is_transactional:
+                        txn_records.append((header.base_offset, rec[2], rec[0]))
+                    else:
                         latest[rec[2]] = rec[0]
+    latest.settle(txn_records)
     return latest
 
 
@@ -162,12 +217,23 @@ def _clean_batch(
     tombstone_horizon: int,
     keep_empty: bool,
     counts: _Counts,
+    fates: tuple[set[int], set[int]] | None = None,
 ) -> bytes | None:
     """The batch with superseded records and expired tombstones removed; the original bytes
-    when nothing changes; None when it ends up empty (unless ``keep_empty``)."""
+    when nothing changes; None when it ends up empty (unless ``keep_empty``). ``fates``:
+    (aborted, undecided) transactional batch bases: aborted batches go whole, undecided ones
+    stay whole."""
     if header.is_control:
         return buf[pos : pos + header.size]
     records = decode_record_tuples(buf, pos, header)
+    if fates is not None and header.is_transactional:
+        aborted, undecided = fates
+        if header.base_offset in undecided:
+            counts.read += len(records)
+            counts.kept += len(records)
+            return buf[pos : pos + header.size]
+        if header.base_offset in aborted:
+            records = []
     kept = []
     for rec in records:
         key = rec[2]
@@ -201,7 +267,7 @@ def _clean_batch(
 
 
 def write_cleaned(
-    group: list[LogSegment], latest: dict[bytes, int], tombstone_horizon: int, counts: _Counts
+    group: list[LogSegment], latest: OffsetMap, tombstone_horizon: int, counts: _Counts
 ) -> Path:
     """Write the cleaned copy of ``group`` to ``<first base>.log.cleaned`` and fsync it."""
     first = group[0]
@@ -221,7 +287,14 @@ def write_cleaned(
                 for j, (pos, header) in enumerate(batches):
                     keep_empty = last_seg and j == len(batches) - 1 and last_window
                     out = _clean_batch(
-                        buf, pos, header, latest, tombstone_horizon, keep_empty, counts
+                        buf,
+                        pos,
+                        header,
+                        latest,
+                        tombstone_horizon,
+                        keep_empty,
+                        counts,
+                        (latest.fates.aborted, latest.undecided),
                     )
                     if out is not None:
                         pending.append(out)

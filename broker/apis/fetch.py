@@ -9,8 +9,10 @@
   A read may end inside a batch (clients drop the partial tail), as Kafka's does.
 * Long polling: with fewer than `min_bytes` the request waits up to `max_wait_ms` on the
   partitions it reads, woken as soon as an append to one of them is durable.
-* High watermark = last stable offset = what is durable; no transactions, so read_committed
-  reads like read_uncommitted. OFFSET_OUT_OF_RANGE below the log start or past the log end.
+* High watermark = what is durable. read_committed (isolation level 1) reads only below the
+  last stable offset (the first offset of the oldest open transaction) and gets the aborted
+  transactions of the range it reads, so the client drops their records. OFFSET_OUT_OF_RANGE
+  below the log start or past the log end.
 * Fetch sessions (KIP-227) are declined: every answer carries session id 0, so clients send
   full requests. An incremental request for a session we never created gets
   FETCH_SESSION_ID_NOT_FOUND, a bad epoch INVALID_FETCH_SESSION_EPOCH.
@@ -19,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -116,8 +119,7 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
     total = 0
     failed = False
     responses = []
-    # Never any aborted transaction here, but read_committed fetches get an empty list.
-    aborted: list[Resp.AbortedTransaction] | None = [] if committed else None
+    make_aborted = Resp.AbortedTransaction
     for t in topics:
         parts = []
         for w in t.partitions:
@@ -136,12 +138,22 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
                 failed = True
                 parts.append(_error(w.index, ErrorCode.OFFSET_OUT_OF_RANGE))
                 continue
+            lso = part.last_stable_offset
+            readable = lso if committed else hw
             data = b""
-            if w.offset < hw and (remaining > 0 or min_one):
+            aborted: list[Resp.AbortedTransaction] | None = None
+            if w.offset < readable and (remaining > 0 or min_one):
                 limit = max(min(w.max_bytes, remaining), 0)
                 data = log.read(w.offset, limit).data
+                if committed and readable < hw:
+                    data = _below(data, readable)
                 if len(data) > limit and not min_one:
                     data = b""
+                if committed and data:
+                    aborted = [
+                        make_aborted(producer_id=a.producer_id, first_offset=a.first_offset)
+                        for a in part.producers.txns.aborted_between(w.offset, _end_of(data))
+                    ]
                 if data:
                     min_one = False
                     remaining -= len(data)
@@ -150,14 +162,39 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
                 PartData(
                     partition_index=w.index,
                     high_watermark=hw,
-                    last_stable_offset=hw,
+                    last_stable_offset=lso,
                     log_start_offset=start,
-                    aborted_transactions=aborted,
+                    aborted_transactions=aborted if aborted or not committed else [],
                     records=data,
                 )
             )
         responses.append(TopicResp(topic=t.name, topic_id=t.topic_id, partitions=parts))
     return Resp(responses=responses), total, failed
+
+
+_BASE_AND_LENGTH = struct.Struct(">qi")
+
+
+def _below(data: bytes, end_offset: int) -> bytes:
+    """The whole batches of ``data`` that start below ``end_offset`` (the last stable offset
+    is always a batch's first offset)."""
+    pos, n = 0, len(data)
+    while pos + 12 <= n:
+        base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
+        if base >= end_offset:
+            return data[:pos]
+        pos += 12 + length
+    return data
+
+
+def _end_of(data: bytes) -> int:
+    """One past the base offset of the last batch that starts in ``data``."""
+    pos, n, last = 0, len(data), 0
+    while pos + 12 <= n:
+        base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
+        last = base
+        pos += 12 + length
+    return last + 1
 
 
 def _error(index: int, code: int) -> PartData:

@@ -40,6 +40,8 @@ def handle(
     ctx: RequestContext, req: ListOffsetsRequest
 ) -> ListOffsetsResponse | Awaitable[ListOffsetsResponse]:
     store = ctx.broker.data
+    # read_committed consumers start at the last stable offset, not the high watermark.
+    committed = ctx.api_version >= 2 and req.isolation_level == 1
     topics = []
     # Lookups the log answers by reading (an index, a query): awaited after the loop.
     queries: list[tuple[PartResp, Any, int, int]] = []
@@ -77,6 +79,8 @@ def handle(
                 parts.append(r)
                 queries.append((r, part.log, p.timestamp, part.leader_epoch))
                 continue
+            elif p.timestamp == LATEST and committed:
+                offset, ts = part.last_stable_offset, -1
             else:
                 offset, ts = _lookup(part.log, p.timestamp)
             parts.append(

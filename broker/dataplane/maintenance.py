@@ -121,6 +121,7 @@ async def apply_retention(part: Partition, now_ms: int) -> int:
     log_ = part.log
     n = await log_.apply_retention(now_ms, s.retention_ms, s.retention_bytes)
     if n:
+        part.producers.txns.trim(log_.log_start_offset)
         log.info(
             "%s-%d: retention deleted %d (segments or batches), log start offset now %d",
             part.topic,

@@ -18,8 +18,10 @@ from broker.dataplane.producers import (
     read_snapshot,
 )
 from broker.dataplane.topicconfig import TopicSettings
+from broker.dataplane.txnstate import ABORT, COMMIT, marker_type
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader
+from protocol.records import BatchHeader, parse_batch_header
+from protocol.txn_records import marker_batch
 from storage.durability import Durability
 from storage.log import AppendResult, Log, LogFailedError
 from storage.partitionlog import TopicLog
@@ -101,8 +103,8 @@ class Partition:
         log_ = await store.open_log(topic, index, settings.log_config(), epoch=epoch)
         producers = ProducerStateTable()
         if leading:
-            for h in await log_.headers(log_.log_start_offset):
-                producers.update_from_header(h)
+            for h, head in await log_.headers(log_.log_start_offset):
+                producers.update_from_header(h, marker_type(head) if h.is_control else None)
         return cls(
             topic,
             index,
@@ -139,6 +141,8 @@ class Partition:
                 )
             if verdict is not None:
                 return verdict, -1, None
+            if not h.is_transactional and pid in self.producers.txns.open:
+                return ErrorCode.INVALID_TXN_STATE, -1, None
         base = self.log.log_end_offset
         # partitionLeaderEpoch is outside the CRC: stamp ours as Kafka's leader does.
         stamped = batch[:12] + self._epoch_bytes + batch[16:]
@@ -156,9 +160,41 @@ class Partition:
                 base + h.last_offset_delta,
                 h.max_timestamp,
             )
+            if h.is_transactional:
+                self.producers.txns.on_batch(h._replace(base_offset=base))
         fut.add_done_callback(self._appended)
         self.bytes_since_check += len(batch)
         return ErrorCode.NONE, base, fut
+
+    def append_marker(
+        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
+    ) -> tuple[int, Awaitable | None]:
+        """Write the marker ending ``producer_id``'s transaction here: (error code, awaitable
+        that completes when it is durable). A marker under an epoch older than the producer's
+        here is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does."""
+        if self.closed:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if not self.leading:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        entry = self.producers.entries.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH, None
+        batch = marker_batch(producer_id, epoch, commit, coordinator_epoch, now_ms)
+        base = self.log.log_end_offset
+        stamped = batch[:12] + self._epoch_bytes + batch[16:]
+        try:
+            fut = self.log.append(stamped)
+        except LogFailedError:
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
+        h = parse_batch_header(stamped, 0, check_crc=False)._replace(base_offset=base)
+        self.producers.update_from_header(h, COMMIT if commit else ABORT)
+        fut.add_done_callback(self._appended)
+        return ErrorCode.NONE, fut
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction, else the high watermark."""
+        return self.producers.txns.last_stable_offset(self.log.high_watermark)
 
     def _appended(self, fut: asyncio.Future[AppendResult]) -> None:
         if not fut.cancelled() and fut.exception() is not None and not self._failed:
@@ -252,6 +288,6 @@ def load_producer_state(log_: Log) -> ProducerStateTable:
 def fold_headers(log_: Log, start_offset: int, table: ProducerStateTable) -> None:
     """Fold the header of every batch ending at or after ``start_offset`` into ``table``."""
     for seg, pos in log_.segments_from(start_offset):
-        for _, _, h in seg.batches(pos):
+        for buf, at, h in seg.batches(pos):
             if h.last_offset >= start_offset:
-                table.update_from_header(h)
+                table.update_from_header(h, marker_type(buf, at) if h.is_control else None)

@@ -23,15 +23,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.dataplane.txnstate import PartitionTxns
 from protocol.errors import ErrorCode
-from protocol.records import crc32c
+from protocol.records import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader, crc32c
 
 INT32_MAX = 2**31 - 1
 NO_SEQUENCE = -1
 BATCHES_KEPT = 5
 SNAPSHOT_FILE = "kcoord-producer-state"
 _SNAP_MAGIC = b"KCPS"
-_SNAP_VERSION = 1
+_SNAP_VERSION = 2  # 2 adds the transactions section (a version 1 snapshot had none open)
 _SNAP_HEAD = struct.Struct(">4shIqi")  # magic, version, crc of the rest, end offset, count
 _ENTRY = struct.Struct(">qhqb")  # producer id, epoch, last timestamp, batch count
 _BATCH = struct.Struct(">iiqq")  # first seq, last seq, first offset, last offset
@@ -70,6 +71,7 @@ class ProducerEntry:
 class ProducerStateTable:
     def __init__(self) -> None:
         self.entries: dict[int, ProducerEntry] = {}
+        self.txns = PartitionTxns()
         self.changes = 0  # bumped by every update and expiry: "is a new snapshot needed?"
 
     def __len__(self) -> int:
@@ -114,18 +116,45 @@ class ProducerStateTable:
         if timestamp > entry.last_timestamp:
             entry.last_timestamp = timestamp
 
-    def update_from_header(self, h: tuple) -> None:
-        """Fold one batch header (a ``protocol.records.HEADER`` tuple) into the state."""
-        pid = h[9]
-        if pid < 0 or h[11] < 0:
+    def update_from_header(self, h: BatchHeader, marker: int | None = None) -> None:
+        """Fold one batch header into the state; ``marker``: a control batch's marker type."""
+        if h.attributes & TRANSACTIONAL_MASK:
+            self.txns.on_batch(h, marker)
+            if h.attributes & CONTROL_MASK:
+                self.end_transaction(h.producer_id, h.producer_epoch, h.max_timestamp)
+                return
+        pid = h.producer_id
+        if pid < 0 or h.base_sequence < 0:
             return
-        base, delta = h[0], h[6]
-        self.update(pid, h[10], h[11], last_sequence(h[11], delta), base, base + delta, h[8])
+        base, delta, seq = h.base_offset, h.last_offset_delta, h.base_sequence
+        self.update(
+            pid,
+            h.producer_epoch,
+            seq,
+            last_sequence(seq, delta),
+            base,
+            base + delta,
+            h.max_timestamp,
+        )
+
+    def end_transaction(self, producer_id: int, epoch: int, timestamp: int) -> None:
+        """A marker of ``producer_id`` under ``epoch`` was appended: a higher epoch (a fenced
+        or bumped producer) becomes the producer's, whose next batch starts a new sequence."""
+        self.changes += 1
+        entry = self.entries.get(producer_id)
+        if entry is None or entry.epoch < epoch:
+            self.entries[producer_id] = ProducerEntry(epoch, timestamp)
+        elif timestamp > entry.last_timestamp:
+            entry.last_timestamp = timestamp
 
     def expire(self, now_ms: int, max_age_ms: int) -> int:
         """Forget producers whose newest batch is older than ``max_age_ms`` (Kafka's
         producer.id.expiration.ms); returns how many."""
-        old = [p for p, e in self.entries.items() if now_ms - e.last_timestamp > max_age_ms]
+        old = [
+            p
+            for p, e in self.entries.items()
+            if now_ms - e.last_timestamp > max_age_ms and p not in self.txns.open
+        ]
         for p in old:
             del self.entries[p]
         if old:
@@ -141,6 +170,7 @@ class ProducerStateTable:
             body += _ENTRY.pack(pid, e.epoch, e.last_timestamp, len(e.batches))
             for b in e.batches:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
+        body += self.txns.encode()
         rest = struct.pack(">qi", end_offset, len(self.entries)) + body
         return _SNAP_HEAD.pack(
             _SNAP_MAGIC, _SNAP_VERSION, crc32c(rest), end_offset, len(self.entries)
@@ -152,7 +182,7 @@ class ProducerStateTable:
         if len(data) < _SNAP_HEAD.size:
             raise ValueError("snapshot too short")
         magic, version, crc, end_offset, count = _SNAP_HEAD.unpack_from(data)
-        if magic != _SNAP_MAGIC or version != _SNAP_VERSION:
+        if magic != _SNAP_MAGIC or version not in (1, _SNAP_VERSION):
             raise ValueError("not a producer state snapshot")
         if crc32c(data[_SNAP_HEAD.size - 12 :]) != crc:
             raise ValueError("snapshot CRC mismatch")
@@ -166,6 +196,8 @@ class ProducerStateTable:
                 for _ in range(n):
                     entry.batches.append(BatchMeta(*_BATCH.unpack_from(data, pos)))
                     pos += _BATCH.size
+            if version >= 2:
+                table.txns, pos = PartitionTxns.decode(data, pos)
         except struct.error as e:
             raise ValueError(f"truncated snapshot: {e}") from None
         if pos != len(data):

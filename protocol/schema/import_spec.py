@@ -2,8 +2,9 @@
 
     python -m protocol.schema.import_spec ../shared/kafka-spec
 
-Writes `protocol/schema/messages.py` (wire messages) and `protocol/schema/coordinator.py`
-(`__consumer_offsets` record keys and values). Only the facts are kept: names, types, versions,
+Writes `protocol/schema/messages.py` (wire messages), `protocol/schema/coordinator.py`
+(`__consumer_offsets` record keys and values) and `protocol/schema/txnlog.py` (the
+`__transaction_state` record key and value). Only the facts are kept: names, types, versions,
 nullability, tags and defaults; documentation texts are dropped. The output is committed and
 never edited by hand.
 """
@@ -111,6 +112,11 @@ def main(spec_dir: str) -> None:
         (load_json(p) for p in (root / "coordinator").glob("*.json")), key=lambda s: s["name"]
     )
     write(HERE / "coordinator.py", "Records of the __consumer_offsets log (keys and values).", recs)
+    txn = sorted(
+        (load_json(p) for p in (root / "kafka-4.0-snapshot" / "coordinator").glob("Transaction*")),
+        key=lambda s: s["name"],
+    )
+    write(HERE / "txnlog.py", "Records of the __transaction_state log (key and value).", txn)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from protocol.records import (
     parse_batch_header,
     with_base_offset,
 )
-from storage.compaction import CleanerStats, _clean_batch, _Counts
+from storage.compaction import CleanerStats, OffsetMap, _clean_batch, _Counts
 from storage.groupcommit import LogFailedError
 from storage.log import AppendResult, FencedError
 from storage.logconfig import LogConfig
@@ -292,15 +292,22 @@ class PgLog(PgReads):
             )
             if epoch != self._epoch_fence:
                 return None
-            latest: dict[bytes, int] = {}
+            latest = OffsetMap()
+            txn_records: list[tuple[int, bytes, int]] = []
             async for row in con.cursor(q, self.topic, self.partition, end, prefetch=500):
                 data = row["data"]
                 h = parse_batch_header(data, 0, check_crc=True)
+                latest.fates.see(data, 0, h)
                 if h.is_control:
                     continue
                 for rec in decode_record_tuples(data, 0, h):
-                    if rec[2] is not None:
+                    if rec[2] is None:
+                        continue
+                    if h.is_transactional:
+                        txn_records.append((h.base_offset, rec[2], rec[0]))
+                    else:
                         latest[rec[2]] = rec[0]
+            latest.settle(txn_records)
             deletes: list[tuple[str, int, int]] = []
             updates: list[tuple[str, int, int, int, bytes]] = []
             async for row in con.cursor(q, self.topic, self.partition, end, prefetch=500):
@@ -308,7 +315,16 @@ class PgLog(PgReads):
                 h = parse_batch_header(data, 0, check_crc=True)
                 batches += 1
                 before += len(data)
-                out = _clean_batch(data, 0, h, latest, horizon, False, counts)
+                out = _clean_batch(
+                    data,
+                    0,
+                    h,
+                    latest,
+                    horizon,
+                    False,
+                    counts,
+                    (latest.fates.aborted, latest.undecided),
+                )
                 key = (self.topic, self.partition, row["base_offset"])
                 if out is None:
                     deletes.append(key)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 TAIL_CACHE_BYTES = 4 << 20  # per partition: the most recent committed batches
 READ_BATCHES = 500  # most batches one load fetches
 HEADER_BYTES = HEADER.size  # a RecordBatch v2 header: enough to fold the producer state
+MARKER_RECORD_BYTES = 32  # a transaction marker's record is 17 bytes
 _unpack_header, _make_header = HEADER.unpack_from, BatchHeader._make
 
 _Batch = tuple[int, int, bytes]  # base offset, last offset, RecordBatch bytes
@@ -146,18 +147,23 @@ class PgReads:
         h = parse_batch_header(data, 0, check_crc=False)
         return _first_at_or_after(data, h.max_timestamp)
 
-    async def headers(self, start_offset: int) -> list[BatchHeader]:
-        """The headers of the batches ending at or after ``start_offset``: the producer state
-        is folded from them at start-up."""
+    async def headers(self, start_offset: int) -> list[tuple[BatchHeader, bytes]]:
+        """The headers of the batches ending at or after ``start_offset``, each with the
+        first bytes of its batch (enough for a transaction marker's record): the producer
+        state is folded from them at start-up."""
         rows = await self._pool.fetch(
             "SELECT substring(data from 1 for $4) AS head FROM kcoord_batches"
             " WHERE topic = $1 AND partition = $2 AND last_offset >= $3 ORDER BY base_offset",
             self.topic,
             self.partition,
             start_offset,
-            HEADER_BYTES,
+            HEADER_BYTES + MARKER_RECORD_BYTES,
         )
-        return [_make_header(_unpack_header(bytes(r["head"]))) for r in rows]
+        out = []
+        for r in rows:
+            head = bytes(r["head"])
+            out.append((_make_header(_unpack_header(head)), head))
+        return out
 
     # -- retention -----------------------------------------------------------------------------
 

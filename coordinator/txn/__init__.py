@@ -1,0 +1,1 @@
+"""The transaction coordinator: pure decisions over `__transaction_state` records."""

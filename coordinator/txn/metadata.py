@@ -1,0 +1,111 @@
+"""One transactional id's state, as Kafka's TransactionMetadata keeps it.
+
+The persisted fields are exactly those of a `__transaction_state` record (TransactionLogValue);
+`pending` is transient: the state a write in flight will move to (requests meanwhile get
+CONCURRENT_TRANSACTIONS, as in Kafka).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from typing import Any
+
+from protocol.txn_records import PartitionsSchema, TransactionLogValue
+
+NO_PRODUCER_ID = -1
+NO_EPOCH = -1
+# Kafka bumps to a new producer id once the epoch reaches Short.MAX_VALUE - 1, keeping one
+# value for the fencing bump a timeout or a new incarnation makes.
+MAX_EPOCH = 32767
+
+
+class TxnState(IntEnum):
+    """Kafka's TransactionState, with its persisted ids."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        """The name DescribeTransactions and ListTransactions use."""
+        return "".join(w.capitalize() for w in self.name.split("_"))
+
+    @classmethod
+    def by_kafka_name(cls, name: str) -> TxnState | None:
+        for s in cls:
+            if s.kafka_name == name:
+                return s
+        return None
+
+
+COMPLETED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+PREPARED = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: frozenset[TopicPartition] = frozenset()
+    start_ms: int = -1
+    update_ms: int = -1
+    prev_producer_id: int = NO_PRODUCER_ID
+    last_epoch: int = NO_EPOCH  # the epoch before the last bump (KIP-360 retries)
+    pending: TxnState | None = field(default=None, compare=False)
+
+    def epoch_exhausted(self) -> bool:
+        return self.producer_epoch >= MAX_EPOCH - 1
+
+    def to_value(self) -> Any:
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(self.partitions):
+            by_topic.setdefault(topic, []).append(p)
+        return TransactionLogValue(
+            producer_id=self.producer_id,
+            previous_producer_id=self.prev_producer_id,
+            producer_epoch=self.producer_epoch,
+            transaction_timeout_ms=self.timeout_ms,
+            transaction_status=int(self.state),
+            transaction_partitions=[
+                PartitionsSchema(topic=t, partition_ids=ps) for t, ps in by_topic.items()
+            ],
+            transaction_last_update_timestamp_ms=self.update_ms,
+            transaction_start_timestamp_ms=self.start_ms,
+        )
+
+    @classmethod
+    def from_value(cls, transactional_id: str, v: Any) -> TxnMetadata:
+        parts = frozenset(
+            (t.topic, p) for t in (v.transaction_partitions or ()) for p in t.partition_ids
+        )
+        try:
+            state = TxnState(v.transaction_status)
+        except ValueError:
+            state = TxnState.DEAD
+        return cls(
+            transactional_id,
+            v.producer_id,
+            v.producer_epoch,
+            v.transaction_timeout_ms,
+            state,
+            parts,
+            v.transaction_start_timestamp_ms,
+            v.transaction_last_update_timestamp_ms,
+            v.previous_producer_id,
+        )
+
+    def but(self, **changes: Any) -> TxnMetadata:
+        """A copy with ``changes``: the target of a transition (never pending)."""
+        return replace(self, pending=None, **changes)
