@@ -220,6 +220,17 @@ _SETTINGS: tuple[Setting, ...] = (
             "Largest metadata string of one committed offset. kcoord: at least 0."),
     Setting("offsets.commit.timeout.ms", "int", 5000, _int(1),
             "How long an offset commit may wait for its write."),
+    # transactions and __transaction_state
+    Setting("transaction.state.log.num.partitions", "int", 50, _int(1),
+            "Partitions of __transaction_state; must not change once data exists."),
+    Setting("transaction.state.log.segment.bytes", "int", 104857600, _int(1),
+            "Segment size of __transaction_state."),
+    Setting("transaction.max.timeout.ms", "int", 900000, _int(1),
+            "Largest transaction timeout a producer may ask for."),
+    Setting("transactional.id.expiration.ms", "int", 604800000, _int(1),
+            "How long an idle transactional id is kept."),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+            _int(1), "How often timed-out transactions are looked for (and aborted)."),
     # network
     Setting("socket.request.max.bytes", "int", 104857600, _int(1),
             "Largest request frame accepted; a larger one closes the connection."),

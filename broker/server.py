@@ -25,6 +25,7 @@ from broker.security.acls import Authorizer, parse_super_users
 from broker.security.credentials import CredentialStore
 from broker.security.tls import TlsConfigError, TlsContext
 from broker.state import BrokerState
+from broker.txn_runtime import TxnRuntime
 from protocol.coordinator_records import OFFSETS_TOPIC
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError, TopicLog
@@ -125,6 +126,9 @@ class Broker:
         state.groups.on_event = self.metrics.on_event
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.groups.start()
+        if not clustered:
+            state.txns = TxnRuntime(self.data_dir, cfg, open_log, state.groups, state.data)
+            state.txns.start()
         self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
         if self.metrics_address is not None:
             self._metrics_server = await self.metrics.serve(*self.metrics_address)
@@ -224,6 +228,8 @@ class Broker:
             await self._finish_connections()
             for server in self._servers:
                 await server.wait_closed()
+        if self.state is not None and self.state.txns is not None:
+            await self.state.txns.close()
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:

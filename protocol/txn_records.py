@@ -108,7 +108,7 @@ def decode_marker(key: bytes | None, value: bytes | None) -> Marker:
     return Marker(kind == COMMIT, epoch)
 
 
-def marker_type(batch: bytes | memoryview, pos: int = 0) -> int | None:
+def marker_type(batch: bytes, pos: int = 0) -> int | None:
     """COMMIT or ABORT for the control batch at ``pos`` (uncompressed, as markers are), read
     from its first bytes only; None when its first record is not a transaction marker."""
     try:

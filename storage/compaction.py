@@ -153,7 +153,7 @@ class TxnFates:
         self._open: dict[int, list[int]] = {}  # producer id -> base offsets of its batches
         self.aborted: set[int] = set()
 
-    def see(self, buf: bytes | memoryview, pos: int, h: BatchHeader) -> None:
+    def see(self, buf: bytes, pos: int, h: BatchHeader) -> None:
         """Every batch, in log order (only transactional ones matter)."""
         if not h.is_transactional:
             return

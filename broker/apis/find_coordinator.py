@@ -1,8 +1,8 @@
 """FindCoordinator: the node that holds the group's `__consumer_offsets` partition (this one
 on a single node; in cluster mode, its lease's owner, COORDINATOR_NOT_AVAILABLE while none).
 
-Transactions are not served, so transaction keys get COORDINATOR_NOT_AVAILABLE and clients
-fall back as they do against a cluster whose transaction coordinator is down.
+Transaction keys: this node, whose transaction coordinator holds every `__transaction_state`
+partition. In cluster mode transactions are not served yet (COORDINATOR_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ GROUP, TRANSACTION = 0, 1
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str, int]:
     """(error, node id, host, port) for one key."""
     if key_type == TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        if ctx.broker.txns is None or not key:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
+        own = ctx.advertised()
+        return ErrorCode.NONE, ctx.broker.node_id, own[0], own[1]
     if key_type != GROUP or not key:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):

@@ -1,8 +1,9 @@
 """Produce v3-11: client record batches appended as they are.
 
 Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+). Its
-header is checked here (length, magic, CRC, offset count, no control or transactional
-batches, size against `max.message.bytes`), every record by `broker.dataplane.validation`
+header is checked here (length, magic, CRC, offset count, no control batches, a
+transactional batch only inside its producer's ongoing transaction that added the partition,
+size against `max.message.bytes`), every record by `broker.dataplane.validation`
 (structure, count, keys of compacted topics, timestamps; recompression for the topic's
 `compression.type`), and it is appended without touching the CRC-covered bytes; storage rewrites
 the base offset and we stamp the partition leader epoch, both outside the CRC. Idempotent
@@ -83,11 +84,25 @@ def check_batch(
         )
     if h.attributes & CONTROL_MASK:
         return ErrorCode.INVALID_RECORD, "Clients may not write control batches", None
-    if h.attributes & TRANSACTIONAL_MASK:
-        return ErrorCode.INVALID_TXN_STATE, "Transactions are not supported", None
+    if h.attributes & TRANSACTIONAL_MASK and h.producer_id < 0:
+        return ErrorCode.INVALID_RECORD, "Transactional batch without a producer id", None
     if h.producer_id >= 0 and h.base_sequence < 0:
         return ErrorCode.INVALID_RECORD, "Idempotent batch without a base sequence", None
     return ErrorCode.NONE, None, h
+
+
+def _verify_transactional(
+    ctx: RequestContext, tid: str | None, h: BatchHeader, topic: str, index: int
+) -> int:
+    """A transactional batch is appended only inside its producer's ongoing transaction
+    that added this partition (KIP-890's verification, asked of the local coordinator)."""
+    txns = ctx.broker.txns
+    if tid is None or txns is None:
+        return ErrorCode.INVALID_TXN_STATE
+    code = txns.verify(tid, h.producer_id, h.producer_epoch, (topic, index))
+    if code == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+        return ErrorCode.INVALID_TXN_STATE
+    return code
 
 
 def _part(
@@ -123,6 +138,15 @@ def handle(
             responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=parts))
         return ProduceResponse(responses=responses)
     now = store.now_ms() if store is not None else 0
+    tid = req.transactional_id
+    if tid is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        for t in req.topic_data:
+            parts = [
+                _part(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                for p in t.partition_data
+            ]
+            responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=parts))
+        return ProduceResponse(responses=responses)
     for t in req.topic_data:
         parts = []
         settings = store.settings.get(t.name) if store is not None else None
@@ -147,6 +171,11 @@ def handle(
             if header is None or records is None:  # check_batch refuses a null batch too
                 parts.append(_part(p.index, code, msg=msg))
                 continue
+            if header.attributes & TRANSACTIONAL_MASK:
+                refused = _verify_transactional(ctx, tid, header, t.name, p.index)
+                if refused != ErrorCode.NONE:
+                    parts.append(_part(p.index, refused))
+                    continue
             checked = validate(records, header, settings, now, ctx.api_version)
             if isinstance(checked, Refusal):
                 parts.append(_refused(p.index, checked))

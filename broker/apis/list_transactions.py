@@ -1,0 +1,45 @@
+"""ListTransactions v0-1: the transactional ids the client may describe, filtered by state,
+producer id and (v1) how long their transaction has been running."""
+
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
+from coordinator.txn.metadata import TxnState
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import ListTransactionsRequest, ListTransactionsResponse
+
+Resp = ListTransactionsResponse
+
+
+@serves(ApiKey.LIST_TRANSACTIONS, 0, 1)
+def handle(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransactionsResponse:
+    txns = ctx.broker.txns
+    if txns is None:
+        return Resp(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[])
+    states: set[TxnState] = set()
+    unknown = []
+    for name in req.state_filters:
+        state = TxnState.by_kafka_name(name)
+        if state is None:
+            unknown.append(name)
+        else:
+            states.add(state)
+    if unknown and not states:
+        return Resp(unknown_state_filters=unknown, transaction_states=[])
+    duration = req.duration_filter if ctx.api_version >= 1 else -1
+    found = txns.listing(states, set(req.producer_id_filters), duration)
+    return Resp(
+        unknown_state_filters=unknown,
+        transaction_states=[
+            Resp.TransactionState(
+                transactional_id=m.transactional_id,
+                producer_id=m.producer_id,
+                transaction_state=m.state.kafka_name,
+            )
+            for m in found
+            if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id)
+        ],
+    )

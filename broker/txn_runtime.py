@@ -1,0 +1,364 @@
+"""Drives the transaction coordinator: the `__transaction_state` logs and the markers.
+
+Each of the `transaction.state.log.num.partitions` partitions has its log (compacted, in the
+data directory or the storage engine, like `__consumer_offsets`) and a pure
+`coordinator.txn.TxnCoordinator` rebuilt from it at start-up. A transactional id lives in
+partition `Utils.abs(hashCode) % partitions`, Kafka's rule.
+
+A decision's record is written and made durable before its reply goes out; while it is in
+flight the id is pending (CONCURRENT_TRANSACTIONS to anything else it is asked). Ending a
+transaction writes PrepareCommit/PrepareAbort, then a marker to every partition of the
+transaction (topic partitions through the data plane, `__consumer_offsets` partitions through
+the group runtime, which commits or drops the pending offsets), then CompleteCommit /
+CompleteAbort. A transaction found prepared after a restart is completed the same way.
+Timed-out transactions are aborted under a bumped epoch (fencing their producer), and ids
+unused for `transactional.id.expiration.ms` are removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from coordinator.partitioning import partition_for
+from coordinator.txn.coordinator import (
+    NeedProducerId,
+    Reply,
+    TxnConfig,
+    TxnCoordinator,
+    Write,
+)
+from coordinator.txn.metadata import TopicPartition, TxnMetadata, TxnState
+from protocol.coordinator_records import OFFSETS_TOPIC
+from protocol.errors import ErrorCode
+from protocol.records import build_tail_batch, kv_record_tail
+from protocol.txn_records import TXN_TOPIC, decode, encode_key, encode_value
+from protocol.types import DecodeError
+from storage.log import Log
+from storage.logconfig import LogConfig
+from storage.partitionlog import PartitionLog, replay_batches
+
+if TYPE_CHECKING:
+    from broker.dataplane.store import TopicStore
+    from broker.group_runtime import GroupRuntime
+
+log = logging.getLogger("kcoord.txn")
+
+MARKER_RETRY_S = 0.1
+MARKER_RETRY_MAX_S = 5.0
+COMPACTION_INTERVAL_S = 60.0
+# Markers that can never be written: the partition is gone, or a newer epoch ended the
+# producer's transaction there already.
+_MARKER_DONE = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
+
+Opener = Callable[[Path, LogConfig], PartitionLog]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def txn_config(cfg: Any) -> TxnConfig:
+    return TxnConfig(
+        max_timeout_ms=cfg.get("transaction.max.timeout.ms"),
+        id_expiration_ms=cfg.get("transactional.id.expiration.ms"),
+    )
+
+
+class TxnRuntime:
+    def __init__(
+        self,
+        data_dir: Path,
+        cfg: Any,
+        open_log: Opener | None,
+        groups: GroupRuntime,
+        data: TopicStore,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.partitions: int = cfg.get("transaction.state.log.num.partitions")
+        self.config = txn_config(cfg)
+        self.log_config = LogConfig(
+            segment_bytes=cfg.get("transaction.state.log.segment.bytes"),
+            index_interval_bytes=cfg.get("log.index.interval.bytes"),
+            cleanup_policy="compact",
+            delete_retention_ms=cfg.get("log.cleaner.delete.retention.ms"),
+        )
+        self.abort_check_ms: int = cfg.get(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        )
+        durability = cfg.durability
+        # The file log unless the broker runs on another engine (as the group runtime).
+        self.open_log: Opener = open_log or (lambda path, c: Log.open(path, c, durability))
+        self.groups = groups
+        self.data = data
+        self.coordinators = [TxnCoordinator(self.config) for _ in range(self.partitions)]
+        self.logs: list[PartitionLog | None] = [None] * self.partitions
+        self.loaded = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._spawn(self._load_all())
+
+    async def _load_all(self) -> None:
+        loop = asyncio.get_running_loop()
+        for p in range(self.partitions):
+            path = self.data_dir / f"{TXN_TOPIC}-{p}"
+            while True:
+                try:
+                    plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
+                    await self._replay(p, plog)
+                    break
+                except Exception:
+                    log.exception("loading %s failed; retrying", path.name)
+                    await asyncio.sleep(1.0)
+            self.logs[p] = plog
+        self.loaded.set()
+        count = sum(len(c.txns) for c in self.coordinators)
+        log.info(
+            "loaded %d partitions of %s (%d transactional ids)", self.partitions, TXN_TOPIC, count
+        )
+        for p, coord in enumerate(self.coordinators):
+            for tid in coord.to_complete():
+                self._spawn(self._complete(p, tid, None))
+        self._spawn(self._expiry_loop())
+        self._spawn(self._compaction_loop())
+
+    async def _replay(self, p: int, plog: PartitionLog) -> None:
+        coord = self.coordinators[p]
+        async for chunk in replay_batches(plog):
+            for header, records in chunk:
+                if header.is_control:
+                    continue
+                for record in records:
+                    if record[2] is None:
+                        continue
+                    try:
+                        tid, value = decode(record[2], record[3])
+                    except DecodeError as e:
+                        log.warning("%s-%d: skipping undecodable record: %s", TXN_TOPIC, p, e)
+                        continue
+                    coord.replay(tid, None if value is None else TxnMetadata.from_value(tid, value))
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for plog in self.logs:
+            if plog is not None:
+                await plog.close()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("transaction runtime task failed", exc_info=task.exception())
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.partitions)
+
+    def _coordinator(self, transactional_id: str) -> tuple[int, TxnCoordinator | None]:
+        p = self.partition_of(transactional_id)
+        if self.logs[p] is None:
+            return p, None
+        return p, self.coordinators[p]
+
+    async def init_producer_id(
+        self, tid: str, timeout_ms: int, expected_pid: int, expected_epoch: int
+    ) -> Reply:
+        p, coord = self._coordinator(tid)
+        if coord is None:
+            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        fresh: int | None = None
+        while True:
+            outcome = coord.init_producer_id(
+                tid, timeout_ms, expected_pid, expected_epoch, now_ms(), fresh
+            )
+            if not isinstance(outcome, NeedProducerId):
+                break
+            fresh = await self.data.allocate_producer_id()
+        return await self._run(p, outcome)
+
+    async def add_partitions(
+        self, tid: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> Reply:
+        p, coord = self._coordinator(tid)
+        if coord is None:
+            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return await self._run(
+            p, coord.add_partitions(tid, producer_id, epoch, partitions, now_ms())
+        )
+
+    def verify(
+        self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> ErrorCode:
+        p, coord = self._coordinator(tid)
+        if coord is None:
+            return ErrorCode.NOT_COORDINATOR
+        return coord.verify(tid, producer_id, epoch, partition)
+
+    async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> Reply:
+        p, coord = self._coordinator(tid)
+        if coord is None:
+            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return await self._run(p, coord.end_txn(tid, producer_id, epoch, commit, now_ms()))
+
+    def describe(self, tid: str) -> TxnMetadata | None | ErrorCode:
+        p, coord = self._coordinator(tid)
+        if coord is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return coord.describe(tid)
+
+    def listing(
+        self, states: set[TxnState], producer_ids: set[int], min_duration_ms: int
+    ) -> list[TxnMetadata]:
+        now = now_ms()
+        out: list[TxnMetadata] = []
+        for p, coord in enumerate(self.coordinators):
+            if self.logs[p] is not None:
+                out.extend(coord.listing(states, producer_ids, min_duration_ms, now))
+        return out
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def _run(self, p: int, outcome: Reply | Write) -> Reply:
+        if isinstance(outcome, Reply):
+            return outcome
+        if not await self._write(p, outcome):
+            return Reply(ErrorCode.NOT_COORDINATOR)
+        if not outcome.markers:
+            return outcome.reply or Reply()
+        if outcome.reply_when_complete:
+            return await self._complete(p, outcome.transactional_id, outcome.reply)
+        self._spawn(self._complete(p, outcome.transactional_id, None))
+        return outcome.reply or Reply()
+
+    async def _write(self, p: int, write: Write) -> bool:
+        """Persist one decision; True once it is durable and applied."""
+        coord = self.coordinators[p]
+        plog = self.logs[p]
+        if plog is None:
+            return False
+        coord.begin(write)
+        value = None if write.target is None else encode_value(write.target.to_value())
+        batch = build_tail_batch([kv_record_tail(encode_key(write.transactional_id), value)])
+        try:
+            await plog.append(batch, built_here=True)
+        except Exception as e:
+            log.error("writing %s-%d failed: %s", TXN_TOPIC, p, e)
+            coord.fail(write)
+            return False
+        coord.finish(write)
+        return True
+
+    async def _complete(self, p: int, tid: str, reply: Reply | None) -> Reply:
+        """Write the markers of ``tid``'s prepared transaction, then its completion."""
+        coord = self.coordinators[p]
+        meta = coord.txns.get(tid)
+        if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return reply or Reply()
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        await self._write_markers(meta, commit, coordinator_epoch=0)
+        done = coord.complete(tid, now_ms())
+        delay = MARKER_RETRY_S
+        while done is not None and not self._closed:
+            if await self._write(p, done):
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MARKER_RETRY_MAX_S)
+            done = coord.complete(tid, now_ms())
+        return reply or Reply()
+
+    async def _write_markers(self, meta: TxnMetadata, commit: bool, coordinator_epoch: int) -> None:
+        """A marker in every partition of the transaction, retried until each is written
+        (or can never be: a deleted partition)."""
+        todo = set(meta.partitions)
+        delay = MARKER_RETRY_S
+        while todo and not self._closed:
+            waits: list[tuple[TopicPartition, Awaitable[Any]]] = []
+            for tp in sorted(todo):
+                result = self._marker(
+                    tp, meta.producer_id, meta.producer_epoch, commit, coordinator_epoch
+                )
+                if isinstance(result, ErrorCode):
+                    if result in _MARKER_DONE:
+                        todo.discard(tp)
+                    continue
+                waits.append((tp, result))
+            outcomes = await asyncio.gather(*(w for _, w in waits), return_exceptions=True)
+            for (tp, _), outcome in zip(waits, outcomes, strict=True):
+                if not isinstance(outcome, BaseException):
+                    todo.discard(tp)
+            if todo:
+                log.warning(
+                    "transaction %s: %d marker(s) not written yet, retrying in %.1fs",
+                    meta.transactional_id,
+                    len(todo),
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MARKER_RETRY_MAX_S)
+
+    def _marker(
+        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> Awaitable[Any] | ErrorCode:
+        topic, index = tp
+        if topic == OFFSETS_TOPIC:
+            return self.groups.write_marker(index, pid, epoch, commit, coordinator_epoch)
+        part = self.data.partition(topic, index)
+        if part is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        error, durable = part.append_marker(pid, epoch, commit, coordinator_epoch, now_ms())
+        if error != ErrorCode.NONE:
+            return ErrorCode(error)
+        if durable is None:
+            return asyncio.sleep(0)
+        return durable
+
+    # -- time ----------------------------------------------------------------------------------
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.abort_check_ms / 1000)
+            self.expire(now_ms())
+
+    def expire(self, now: int) -> int:
+        """Abort timed-out transactions and remove expired ids; returns how many."""
+        n = 0
+        for p, coord in enumerate(self.coordinators):
+            if self.logs[p] is None:
+                continue
+            for write in coord.expired(now):
+                n += 1
+                if write.target is not None:
+                    log.info(
+                        "aborting transaction %s: timed out after %d ms",
+                        write.transactional_id,
+                        write.target.timeout_ms,
+                    )
+                self._spawn(self._run(p, write))
+        return n
+
+    async def _compaction_loop(self) -> None:
+        while True:
+            await asyncio.sleep(COMPACTION_INTERVAL_S)
+            for p, plog in enumerate(self.logs):
+                if plog is None:
+                    continue
+                try:
+                    await plog.compact(now_ms())
+                except Exception:
+                    log.exception("compaction of %s-%d failed", TXN_TOPIC, p)
