@@ -1,0 +1,276 @@
+"""Transactions with confluent-kafka (librdkafka) against `kcoord serve`: commit and abort seen
+by read_committed and read_uncommitted consumers, transactional offsets, zombie fencing, the
+timeout abort, a broker restart in the middle of a transaction and in PrepareCommit, and an
+exactly-once consume-transform-produce group whose members are SIGKILLed at random."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from coordinator.partitioning import partition_for
+from coordinator.txn.metadata import TxnMetadata, TxnState
+from protocol.records import build_tail_batch, kv_record_tail
+from protocol.txn_records import TXN_TOPIC, decode, encode_key, encode_value
+from storage.durability import ALWAYS
+from storage.log import Log
+from storage.logconfig import LogConfig
+from tests.kcoord_process import KcoordProcess, start_kcoord
+
+SETTINGS = (
+    "group.initial.rebalance.delay.ms=0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms=200",
+)
+WORKER = Path(__file__).parent / "eos_worker.py"
+
+
+@pytest.fixture
+def broker(tmp_path: Path):
+    proc = start_kcoord(tmp_path / "data", *SETTINGS)
+    yield proc
+    proc.stop()
+
+
+def create(bootstrap: str, *topics: str, partitions: int = 3) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
+        f.result(10)
+
+
+def producer(bootstrap: str, tid: str, **extra: object) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, **extra})
+    p.init_transactions(20)
+    return p
+
+
+def read_all(bootstrap: str, topic: str, isolation: str, partitions: int = 3, quiet_s=2.0):
+    """Every value readable from ``topic`` (from the start) with the isolation level."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{random.random()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[bytes] = []
+    last = time.monotonic()
+    while time.monotonic() - last < quiet_s:
+        for m in c.consume(500, 0.3):
+            if m.error() is None:
+                got.append(m.value())
+                last = time.monotonic()
+    c.close()
+    return got
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int = 3) -> list[int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    out = c.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
+    c.close()
+    return [tp.offset for tp in out]
+
+
+def test_commit_and_abort_with_read_committed_and_uncommitted(broker: KcoordProcess) -> None:
+    b = broker.bootstrap
+    create(b, "out")
+    p = producer(b, "t-1")
+    p.begin_transaction()
+    for i in range(30):
+        p.produce("out", value=b"c%d" % i, partition=i % 3)
+    p.commit_transaction(20)
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("out", value=b"a%d" % i, partition=i % 3)
+    p.flush(10)  # sent, so the aborted records are in the log
+    p.abort_transaction(20)
+    p.begin_transaction()
+    p.produce("out", value=b"open", partition=1)
+    p.flush(10)
+    want_committed = {b"c%d" % i for i in range(30)}
+    assert Counter(read_all(b, "out", "read_committed")) == Counter(want_committed)
+    uncommitted = read_all(b, "out", "read_uncommitted")
+    assert set(uncommitted) == want_committed | {b"a%d" % i for i in range(20)} | {b"open"}
+    p.commit_transaction(20)
+    assert set(read_all(b, "out", "read_committed")) == want_committed | {b"open"}
+
+
+def test_send_offsets_to_transaction_commits_offsets_only_with_the_transaction(
+    broker: KcoordProcess,
+) -> None:
+    b = broker.bootstrap
+    create(b, "in", "out")
+    group = Consumer({"bootstrap.servers": b, "group.id": "g1", "enable.auto.commit": False})
+    p = producer(b, "t-2")
+    p.begin_transaction()
+    p.produce("out", value=b"x", partition=0)
+    p.send_offsets_to_transaction(
+        [TopicPartition("in", 0, 7), TopicPartition("in", 1, 9)],
+        group.consumer_group_metadata(),
+        20,
+    )
+    p.abort_transaction(20)
+    assert committed(b, "g1", "in") == [-1001, -1001, -1001]
+    p.begin_transaction()
+    p.produce("out", value=b"y", partition=0)
+    p.send_offsets_to_transaction(
+        [TopicPartition("in", 0, 11)], group.consumer_group_metadata(), 20
+    )
+    p.commit_transaction(20)
+    assert committed(b, "g1", "in") == [11, -1001, -1001]
+    group.close()
+
+
+def test_a_second_producer_with_the_same_id_fences_the_first(broker: KcoordProcess) -> None:
+    b = broker.bootstrap
+    create(b, "out")
+    old = producer(b, "zombie")
+    old.begin_transaction()
+    old.produce("out", value=b"old", partition=0)
+    old.flush(10)
+    new = producer(b, "zombie")  # aborts the old one's open transaction
+    new.begin_transaction()
+    new.produce("out", value=b"new", partition=0)
+    new.commit_transaction(20)
+    with pytest.raises(KafkaException) as e:
+        old.produce("out", value=b"old-2", partition=0)
+        old.commit_transaction(10)
+    assert e.value.args[0].fatal() or e.value.args[0].txn_requires_abort()
+    assert read_all(b, "out", "read_committed") == [b"new"]
+
+
+def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(broker: KcoordProcess) -> None:
+    b = broker.bootstrap
+    create(b, "out")
+    p = producer(b, "slow", **{"transaction.timeout.ms": 1500})
+    p.begin_transaction()
+    p.produce("out", value=b"late", partition=0)
+    p.flush(10)
+    time.sleep(3)
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
+    assert read_all(b, "out", "read_committed") == []
+    assert read_all(b, "out", "read_uncommitted") == [b"late"]
+
+
+def test_broker_restart_in_the_middle_of_a_transaction(tmp_path: Path) -> None:
+    """An ongoing transaction survives a SIGKILL of the broker: the producer commits it after
+    the restart and everything it wrote is there once."""
+    broker = start_kcoord(tmp_path / "data", *SETTINGS)
+    b = broker.bootstrap
+    try:
+        create(b, "out")
+        p = producer(b, "survivor")
+        p.begin_transaction()
+        for i in range(10):
+            p.produce("out", value=b"v%d" % i, partition=i % 3)
+        p.flush(10)
+        broker.stop(signal.SIGKILL)
+        broker = start_kcoord(tmp_path / "data", *SETTINGS, port=broker.port)
+        assert read_all(b, "out", "read_committed") == []
+        p.commit_transaction(30)
+        assert sorted(read_all(b, "out", "read_committed")) == sorted(b"v%d" % i for i in range(10))
+    finally:
+        broker.stop()
+
+
+def test_a_transaction_left_in_prepare_commit_is_completed_after_a_restart(tmp_path: Path) -> None:
+    """The broker stopped after writing PrepareCommit and before the markers: at start-up it
+    writes them and completes the transaction."""
+    data = tmp_path / "data"
+    broker = start_kcoord(data, *SETTINGS)
+    b = broker.bootstrap
+    try:
+        create(b, "out")
+        p = producer(b, "prepared")
+        p.begin_transaction()
+        for i in range(6):
+            p.produce("out", value=b"p%d" % i, partition=i % 3)
+        p.flush(10)
+    finally:
+        broker.stop(signal.SIGKILL)
+    # What the coordinator writes first when it commits: the PrepareCommit record.
+    asyncio.run(_append_prepare_commit(data / f"{TXN_TOPIC}-{partition_for('prepared', 50)}"))
+    broker = start_kcoord(data, *SETTINGS, port=broker.port)
+    try:
+        values = read_all(broker.bootstrap, "out", "read_committed")
+        assert sorted(values) == sorted(b"p%d" % i for i in range(6))
+    finally:
+        broker.stop()
+
+
+async def _append_prepare_commit(directory: Path) -> None:
+    plog = Log.open(directory, LogConfig(cleanup_policy="compact"), ALWAYS)
+    last = None
+    for _, records in plog.replay():
+        last = records[-1]
+    assert last is not None
+    meta = TxnMetadata.from_value("prepared", decode(last[2], last[3]).value)
+    assert meta.state == TxnState.ONGOING and len(meta.partitions) == 3
+    prepared = meta.but(state=TxnState.PREPARE_COMMIT)
+    value = encode_value(prepared.to_value())
+    await plog.append(build_tail_batch([kv_record_tail(encode_key("prepared"), value)]))
+    await plog.close()
+
+
+def test_exactly_once_group_with_members_killed_at_random(tmp_path: Path) -> None:
+    """A 3-member consume-transform-produce group, members SIGKILLed and replaced while it
+    works: `out` (read_committed) holds every input exactly once, and the group's committed
+    offsets are the end of `in`."""
+    n = 3000
+    broker = start_kcoord(tmp_path / "data", *SETTINGS)
+    b = broker.bootstrap
+    workers: dict[int, subprocess.Popen] = {}
+
+    def spawn(slot: int) -> None:
+        log = open(tmp_path / f"worker-{slot}-{time.monotonic_ns()}.log", "w")
+        workers[slot] = subprocess.Popen(
+            [sys.executable, str(WORKER), b, str(slot), "8"], stdout=log, stderr=log
+        )
+
+    try:
+        create(b, "in", "out")
+        src = Producer({"bootstrap.servers": b, "enable.idempotence": True})
+        for i in range(n):
+            src.produce("in", key=b"%d" % i, value=b"v%d" % i, partition=i % 3)
+        src.flush(30)
+        for slot in range(3):
+            spawn(slot)
+        rng = random.Random(17)
+        for _ in range(4):
+            time.sleep(rng.uniform(1.5, 3.0))
+            slot = rng.randrange(3)
+            workers[slot].send_signal(signal.SIGKILL)
+            workers[slot].wait()
+            spawn(slot)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for slot, w in list(workers.items()):
+                if w.poll() not in (None, 0):
+                    spawn(slot)  # it failed (e.g. fenced by a rebalance): start afresh
+            if committed(b, "eos", "in") == [n // 3] * 3:
+                break
+            time.sleep(1)
+        assert committed(b, "eos", "in") == [n // 3] * 3
+        out = read_all(b, "out", "read_committed", quiet_s=3.0)
+        counts = Counter(out)
+        dups = [v for v, c in counts.items() if c > 1]
+        assert not dups, f"{len(dups)} values written twice, e.g. {dups[:5]}"
+        assert set(counts) == {b"V%d" % i for i in range(n)}
+    finally:
+        for w in workers.values():
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        broker.stop()
