@@ -1,5 +1,6 @@
 """`kcoord dump-log`: print the batches of a segment file or a partition directory, decoding
-`__consumer_offsets` records by Kafka's schemas, like `kafka-dump-log --offsets-decoder`.
+`__consumer_offsets` and `__transaction_state` records by Kafka's schemas and transaction markers,
+like `kafka-dump-log --offsets-decoder --transaction-log-decoder`.
 
 Reads the files directly and never modifies them; a torn or corrupt tail is reported and
 the dump stops there, as recovery would truncate it.
@@ -23,6 +24,8 @@ from protocol.records import (
     decode_records,
     parse_batch_header,
 )
+from protocol.txn_records import TXN_TOPIC, decode_marker
+from protocol.txn_records import decode as decode_txn_record
 
 COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -46,10 +49,21 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _decoded(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+def _decoded(
+    key: bytes | None, value: bytes | None, txn_log: bool = False, control: bool = False
+) -> dict[str, Any]:
     if key is None:
         return {"key": None, "value_size": -1 if value is None else len(value)}
     try:
+        if control:
+            m = decode_marker(key, value)
+            return {
+                "marker": "COMMIT" if m.commit else "ABORT",
+                "coordinator_epoch": m.coordinator_epoch,
+            }
+        if txn_log:
+            t = decode_txn_record(key, value)
+            return {"transactional_id": t.transactional_id, "value": _plain(t.value)}
         rec = decode_record(key, value)
     except DecodeError:
         return {"key_size": len(key), "value_size": -1 if value is None else len(value)}
@@ -80,12 +94,18 @@ def _batch_info(h: BatchHeader, position: int) -> dict[str, Any]:
     }
 
 
+def _is_txn_log(name: str) -> bool:
+    return name.startswith(TXN_TOPIC + "-")
+
+
 def dump_segment(path: Path) -> Iterator[dict[str, Any]]:
-    """One dict per batch, with its records decoded; a final {"error": ...} on a bad tail."""
-    return dump_bytes(path.read_bytes())
+    """One dict per batch, with its records decoded (as `__transaction_state` records in that
+    topic's directories, else as `__consumer_offsets` ones; markers of control batches); a
+    final {"error": ...} on a bad tail."""
+    return dump_bytes(path.read_bytes(), _is_txn_log(path.parent.name))
 
 
-def dump_bytes(data: bytes) -> Iterator[dict[str, Any]]:
+def dump_bytes(data: bytes, txn_log: bool = False) -> Iterator[dict[str, Any]]:
     """:func:`dump_segment` of batches in memory (a PostgreSQL row holds one)."""
     pos = 0
     while pos < len(data):
@@ -101,7 +121,11 @@ def dump_bytes(data: bytes) -> Iterator[dict[str, Any]]:
             return
         info = _batch_info(header, pos)
         info["records"] = [
-            {"offset": r.offset, "timestamp": r.timestamp, **_decoded(r.key, r.value)}
+            {
+                "offset": r.offset,
+                "timestamp": r.timestamp,
+                **_decoded(r.key, r.value, txn_log, header.is_control),
+            }
             for r in records
         ]
         yield info
@@ -163,7 +187,7 @@ def dump_engine(url: str, name: str, as_json: bool, out: TextIO | None = None) -
     if not as_json:
         print(f"Dumping {name} from the database", file=out)
     for data in asyncio.run(batches()):
-        for batch in dump_bytes(data):
+        for batch in dump_bytes(data, _is_txn_log(name)):
             status = 1 if "error" in batch else status
             if as_json:
                 print(json.dumps({"segment": name, **batch}), file=out)
