@@ -28,6 +28,8 @@ from broker.admin.client import (
     client_of,
     parse_bootstrap,
 )
+from broker.admin.tables import table
+from broker.admin.transactions import add_parser as add_transactions_parser
 from broker.admin.users import add_parser as add_users_parser
 from coordinator.partitioning import DEFAULT_OFFSETS_PARTITIONS, partition_for
 from protocol.errors import ErrorCode
@@ -92,6 +94,7 @@ def add_parsers(commands: Any) -> None:
 
     add_users_parser(commands, common)
     add_acls_parser(commands, common)
+    add_transactions_parser(commands, common)
 
     offsets = commands.add_parser("offsets", help="reset a group's committed offsets")
     osub = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")
@@ -121,14 +124,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _client(args: argparse.Namespace) -> AdminClient:
     return client_of(args)
-
-
-def _table(rows: list[list[Any]], header: list[str]) -> str:
-    cells = [header] + [["-" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join(
-        " ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
-    )
 
 
 # -- health ---------------------------------------------------------------------------------
@@ -226,7 +221,7 @@ def _groups_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
     elif rows:
-        print(_table([list(r.values()) for r in rows], ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]))
+        print(table([list(r.values()) for r in rows], ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]))
     return 0
 
 
@@ -305,7 +300,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
             ]
             for m in info["members"]
         ]
-        print(_table(rows, ["MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"]))
+        print(table(rows, ["MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"]))
     if info["offsets"]:
         print()
         rows = [
@@ -322,7 +317,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
             for o in info["offsets"]
         ]
         header = ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
-        print(_table(rows, header + ["CONSUMER-ID", "HOST", "CLIENT-ID"]))
+        print(table(rows, header + ["CONSUMER-ID", "HOST", "CLIENT-ID"]))
     return 0
 
 
@@ -381,7 +376,7 @@ def _offsets_reset(args: argparse.Namespace) -> int:
         print(json.dumps({"group": args.group, "dry_run": args.dry_run, "offsets": rows}))
     else:
         print(
-            _table(
+            table(
                 [[args.group, r["topic"], r["partition"], r["new_offset"]] for r in rows],
                 ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
             )

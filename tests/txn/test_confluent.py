@@ -6,6 +6,7 @@ exactly-once consume-transform-produce group whose members are SIGKILLed at rand
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
 import subprocess
@@ -274,3 +275,44 @@ def test_exactly_once_group_with_members_killed_at_random(tmp_path: Path) -> Non
                 w.kill()
                 w.wait()
         broker.stop()
+
+
+def kcoord_cli(*args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "broker.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_transactions_commands_list_and_describe(broker: KcoordProcess) -> None:
+    b = broker.bootstrap
+    create(b, "out")
+    p = producer(b, "ops-tx")
+    p.begin_transaction()
+    p.produce("out", value=b"x", partition=2)
+    p.flush(10)
+    listed = json.loads(kcoord_cli("transactions", "list", "--bootstrap", b, "--json"))
+    assert [(t["transactional_id"], t["state"]) for t in listed] == [("ops-tx", "Ongoing")]
+    assert (
+        json.loads(
+            kcoord_cli("transactions", "list", "--bootstrap", b, "--json", "--state", "Empty")
+        )
+        == []
+    )
+    desc = json.loads(kcoord_cli("transactions", "describe", "ops-tx", "--bootstrap", b, "--json"))
+    assert desc["state"] == "Ongoing" and desc["partitions"] == {"out": [2]}
+    assert desc["producer_epoch"] == 0 and desc["timeout_ms"] == 60000
+    p.commit_transaction(10)
+    desc = json.loads(kcoord_cli("transactions", "describe", "ops-tx", "--bootstrap", b, "--json"))
+    assert desc["state"] == "CompleteCommit" and desc["partitions"] == {}
+    missing = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "transactions", "describe", "nope", "--bootstrap", b],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
