@@ -18,9 +18,10 @@ unused for `transactional.id.expiration.ms` are removed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,16 @@ def txn_config(cfg: Any) -> TxnConfig:
     )
 
 
+class _Turn:
+    """The lock that orders one transactional id's decisions, and how many hold or await it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class TxnRuntime:
     def __init__(
         self,
@@ -99,6 +110,7 @@ class TxnRuntime:
         self.logs: list[PartitionLog | None] = [None] * self.partitions
         self.loaded = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        self._turns: dict[str, _Turn] = {}  # transactional id -> its turn (_decide)
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -126,7 +138,7 @@ class TxnRuntime:
         )
         for p, coord in enumerate(self.coordinators):
             for tid in coord.to_complete():
-                self._spawn(self._complete(p, tid, None))
+                self._spawn(self._complete_in_turn(p, tid))
         self._spawn(self._expiry_loop())
         self._spawn(self._compaction_loop())
 
@@ -179,27 +191,17 @@ class TxnRuntime:
     async def init_producer_id(
         self, tid: str, timeout_ms: int, expected_pid: int, expected_epoch: int
     ) -> Reply:
-        p, coord = self._coordinator(tid)
-        if coord is None:
-            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        fresh: int | None = None
-        while True:
-            outcome = coord.init_producer_id(
-                tid, timeout_ms, expected_pid, expected_epoch, now_ms(), fresh
-            )
-            if not isinstance(outcome, NeedProducerId):
-                break
-            fresh = await self.data.allocate_producer_id()
-        return await self._run(p, outcome)
+        def decide(coord: TxnCoordinator, now: int, fresh: int | None) -> Any:
+            return coord.init_producer_id(tid, timeout_ms, expected_pid, expected_epoch, now, fresh)
+
+        return await self._decide(tid, decide)
 
     async def add_partitions(
         self, tid: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
     ) -> Reply:
-        p, coord = self._coordinator(tid)
-        if coord is None:
-            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        return await self._run(
-            p, coord.add_partitions(tid, producer_id, epoch, partitions, now_ms())
+        wanted = list(partitions)
+        return await self._decide(
+            tid, lambda coord, now, _: coord.add_partitions(tid, producer_id, epoch, wanted, now)
         )
 
     def verify(
@@ -211,10 +213,9 @@ class TxnRuntime:
         return coord.verify(tid, producer_id, epoch, partition)
 
     async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> Reply:
-        p, coord = self._coordinator(tid)
-        if coord is None:
-            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        return await self._run(p, coord.end_txn(tid, producer_id, epoch, commit, now_ms()))
+        return await self._decide(
+            tid, lambda coord, now, _: coord.end_txn(tid, producer_id, epoch, commit, now)
+        )
 
     def describe(self, tid: str) -> TxnMetadata | None | ErrorCode:
         p, coord = self._coordinator(tid)
@@ -234,16 +235,49 @@ class TxnRuntime:
 
     # -- writing -------------------------------------------------------------------------------
 
+    async def _decide(
+        self, tid: str, decide: Callable[[TxnCoordinator, int, int | None], Any]
+    ) -> Reply:
+        """One decision about ``tid``, taken in its turn: the requests of one transactional
+        id are decided one after another, each after the previous one's records are durable
+        (and a transaction's end after its markers and completion). Kafka answers a request
+        that arrives while a write is in flight CONCURRENT_TRANSACTIONS and the client retries
+        after a backoff; waiting here gives the same answer without the round trips (a
+        producer sends AddOffsetsToTxn while its AddPartitionsToTxn is being written)."""
+        p, coord = self._coordinator(tid)
+        if coord is None:
+            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        async with self._turn(tid):
+            fresh: int | None = None
+            while True:
+                outcome = decide(coord, now_ms(), fresh)
+                if not isinstance(outcome, NeedProducerId):
+                    break
+                fresh = await self.data.allocate_producer_id()
+            return await self._run(p, outcome)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, tid: str) -> AsyncIterator[None]:
+        turn = self._turns.get(tid)
+        if turn is None:
+            turn = self._turns[tid] = _Turn()
+        turn.users += 1
+        try:
+            async with turn.lock:
+                yield
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._turns[tid]  # nobody holds or waits for it: forget it
+
     async def _run(self, p: int, outcome: Reply | Write) -> Reply:
+        """Carry out a decision (in its id's turn)."""
         if isinstance(outcome, Reply):
             return outcome
         if not await self._write(p, outcome):
             return Reply(ErrorCode.NOT_COORDINATOR)
-        if not outcome.markers:
-            return outcome.reply or Reply()
-        if outcome.reply_when_complete:
-            return await self._complete(p, outcome.transactional_id, outcome.reply)
-        self._spawn(self._complete(p, outcome.transactional_id, None))
+        if outcome.markers:
+            await self._complete(p, outcome.transactional_id)
         return outcome.reply or Reply()
 
     async def _write(self, p: int, write: Write) -> bool:
@@ -264,12 +298,16 @@ class TxnRuntime:
         coord.finish(write)
         return True
 
-    async def _complete(self, p: int, tid: str, reply: Reply | None) -> Reply:
+    async def _complete_in_turn(self, p: int, tid: str) -> None:
+        async with self._turn(tid):
+            await self._complete(p, tid)
+
+    async def _complete(self, p: int, tid: str) -> None:
         """Write the markers of ``tid``'s prepared transaction, then its completion."""
         coord = self.coordinators[p]
         meta = coord.txns.get(tid)
         if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return reply or Reply()
+            return
         commit = meta.state == TxnState.PREPARE_COMMIT
         await self._write_markers(meta, commit, coordinator_epoch=0)
         done = coord.complete(tid, now_ms())
@@ -280,7 +318,6 @@ class TxnRuntime:
             await asyncio.sleep(delay)
             delay = min(delay * 2, MARKER_RETRY_MAX_S)
             done = coord.complete(tid, now_ms())
-        return reply or Reply()
 
     async def _write_markers(self, meta: TxnMetadata, commit: bool, coordinator_epoch: int) -> None:
         """A marker in every partition of the transaction, retried until each is written
@@ -336,21 +373,27 @@ class TxnRuntime:
             self.expire(now_ms())
 
     def expire(self, now: int) -> int:
-        """Abort timed-out transactions and remove expired ids; returns how many."""
+        """Abort timed-out transactions and remove expired ids (each in its id's turn, where
+        it is decided again); returns how many were found."""
         n = 0
         for p, coord in enumerate(self.coordinators):
             if self.logs[p] is None:
                 continue
             for write in coord.expired(now):
                 n += 1
+                self._spawn(self._expire_in_turn(p, write.transactional_id))
+        return n
+
+    async def _expire_in_turn(self, p: int, tid: str) -> None:
+        async with self._turn(tid):
+            for write in self.coordinators[p].expired(now_ms(), only=tid):
                 if write.target is not None:
                     log.info(
                         "aborting transaction %s: timed out after %d ms",
-                        write.transactional_id,
+                        tid,
                         write.target.timeout_ms,
                     )
-                self._spawn(self._run(p, write))
-        return n
+                await self._run(p, write)
 
     async def _compaction_loop(self) -> None:
         while True:

@@ -270,11 +270,15 @@ class TxnCoordinator:
 
     # -- time ---------------------------------------------------------------------------
 
-    def expired(self, now: int) -> list[Write]:
+    def expired(self, now: int, only: str | None = None) -> list[Write]:
         """Ongoing transactions past their timeout: aborted, their producer fenced; and
-        transactional ids unused for transactional.id.expiration.ms: removed (tombstones)."""
+        transactional ids unused for transactional.id.expiration.ms: removed (tombstones).
+        ``only``: look at that transactional id alone."""
         out: list[Write] = []
-        for tid, meta in self.txns.items():
+        items = self.txns.items() if only is None else [(only, self.txns.get(only))]
+        for tid, meta in items:
+            if meta is None:
+                continue
             if meta.pending is not None:
                 continue
             if meta.state == TxnState.ONGOING and now - meta.start_ms > meta.timeout_ms:
