@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from exporter import fastscan as FS
+from exporter.txnfilter import excluded_ranges
 from protocol.codec import DecodeError
 from protocol.coordinator_records import OFFSETS_TOPIC, decode_record
 from protocol.records import (
@@ -498,13 +499,17 @@ def decode_segment(
     idx = np.nonzero(keep)[0]
     if idx.size == 0:
         return
+    # Offsets of transactions that did not commit: left out, as the coordinator leaves them.
+    uncommitted = excluded_ranges(scan.path, data, starts)
     # Chunks of about chunk_records records.
     cum = np.cumsum(counts[idx])
     bounds = np.searchsorted(cum, np.arange(chunk_records, cum[-1], chunk_records), "left")
     for part in np.split(idx, bounds + 1 if bounds.size else []):
         if part.size == 0:
             continue
-        table = _decode_batches(scan, u8, starts[part], log_partition, filters, columns)
+        table = _decode_batches(
+            scan, u8, starts[part], log_partition, filters, columns, uncommitted
+        )
         if table.num_rows:
             if columns:
                 table = table.select(columns)
@@ -518,6 +523,7 @@ def _decode_batches(
     log_partition: int,
     filters: Filters,
     columns: list[str] | None = None,
+    uncommitted: list[tuple[int, int]] | None = None,
 ) -> pa.Table:
     counts = FS.record_counts(u8, starts)
     kind, ints, pos = _SCRATCH.get(int(counts.sum()))
@@ -536,6 +542,10 @@ def _decode_batches(
         fast &= timestamps <= filters.max_timestamp
     if filters.min_timestamp is not None:
         fast &= timestamps >= filters.min_timestamp
+    dropped = np.zeros(offsets.size, bool)
+    for lo, hi in uncommitted or ():
+        dropped |= (offsets >= lo) & (offsets <= hi)
+    fast &= ~dropped
 
     fi = np.nonzero(fast)[0]
     tables = []
@@ -581,7 +591,7 @@ def _decode_batches(
 
     # Python path: other record types in good batches, then whole slow/bad batches.
     rows: list[dict[str, Any]] = []
-    slow = kind == FS.PYTHON
+    slow = (kind == FS.PYTHON) & ~dropped
     if filters.record_types is not None:
         slow &= np.isin(ktype, np.fromiter(filters.record_types, np.int64))
     data = scan.data
@@ -604,6 +614,8 @@ def _decode_batches(
             continue
         for off, ts, key, value, _headers in recs:
             if not _row_wanted(filters, off, ts):
+                continue
+            if any(lo <= off <= hi for lo, hi in uncommitted or ()):
                 continue
             row = record_row(key, value)
             if row is None:

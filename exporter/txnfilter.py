@@ -1,0 +1,84 @@
+"""Which records of a `__consumer_offsets` segment belong to transactions that did not commit.
+
+TxnOffsetCommit writes ordinary OffsetCommit records in a transactional batch; they count only
+once the transaction's commit marker follows (an abort drops them, and until a marker comes
+they are pending). A segment is read by one task, so the marker of a transaction near its end
+may be in a later segment: for a segment file, the later segments of the same partition are
+read (batch headers, and the marker record of control batches) until every open transaction
+is decided; a transaction still undecided at the log's end is pending and left out, as
+OffsetFetch leaves it out. (A range read from the PostgreSQL engine has no later files: its
+undecided transactions are left out too.)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from protocol.records import HEADER_SIZE
+from protocol.txn_records import COMMIT, marker_type
+from storage.batches import read_batch_headers
+
+_ATTRIBUTES = 21
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
+
+
+def _be(u8: np.ndarray, at: int, width: int) -> int:
+    return int.from_bytes(u8[at : at + width].tobytes(), "big", signed=True)
+
+
+def excluded_ranges(path: Path, data: bytes, starts: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) offsets of the transactional batches in ``data`` (batch ``starts``) whose
+    transaction did not commit, or did not end yet."""
+    u8 = np.frombuffer(data, np.uint8)
+    if not starts.size:
+        return []
+    attrs = (u8[starts + _ATTRIBUTES].astype(np.int64) << 8) | u8[starts + _ATTRIBUTES + 1]
+    txn = np.nonzero(attrs & _TRANSACTIONAL)[0]
+    if not txn.size:
+        return []
+    open_: dict[int, list[tuple[int, int]]] = {}  # producer id -> its batches' offset ranges
+    dropped: list[tuple[int, int]] = []
+    for i in txn:
+        at = int(starts[i])
+        pid = _be(u8, at + 43, 8)
+        base = _be(u8, at, 8)
+        if attrs[i] & _CONTROL:
+            ranges = open_.pop(pid, [])
+            if marker_type(data, at) != COMMIT:
+                dropped += ranges
+        else:
+            open_.setdefault(pid, []).append((base, base + _be(u8, at + 23, 4)))
+    if open_:
+        committed = _decided_later(path, set(open_))
+        for pid, ranges in open_.items():
+            if not committed.get(pid, False):
+                dropped += ranges
+    return dropped
+
+
+def _decided_later(path: Path, pids: set[int]) -> dict[int, bool]:
+    """For producers whose transaction is still open at the end of segment ``path``: whether
+    the first marker after it (in the partition's later segments) commits."""
+    found: dict[int, bool] = {}
+    if path.suffix != ".log" or not path.parent.is_dir():
+        return found
+    later = sorted(p for p in path.parent.glob("*.log") if p.name > path.name)
+    for seg in later:
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            end = os.fstat(fd).st_size
+            for pos, h in read_batch_headers(fd, 0, end):
+                if not h.is_control or h.producer_id not in pids or h.producer_id in found:
+                    continue
+                head = os.pread(fd, HEADER_SIZE + 32, pos)
+                found[h.producer_id] = marker_type(head) == COMMIT
+                if len(found) == len(pids):
+                    return found
+        except Exception:
+            return found  # a damaged later segment: what was found so far
+        finally:
+            os.close(fd)
+    return found

@@ -1,0 +1,68 @@
+"""The exporter counts transactional offset commits only once their transaction committed:
+aborted ones and those still open are left out, and a marker in a later segment decides the
+transactions open at a segment's end. No Spark here."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pyarrow as pa
+
+from exporter import logread as L
+from protocol.coordinator_records import TYPES, encode_record
+from protocol.records import build_tail_batch, kv_record_tail
+from protocol.txn_records import marker_batch
+
+Key, Value = TYPES["OffsetCommitKey"].cls, TYPES["OffsetCommitValue"].cls
+
+
+def commit(partition: int, offset: int, pid: int = -1) -> bytes:
+    k, v = encode_record(Key(group="g", topic="t", partition=partition), Value(offset=offset))
+    tail = kv_record_tail(k, v)
+    if pid < 0:
+        return build_tail_batch([tail], timestamp=1)
+    return build_tail_batch(
+        [tail], timestamp=1, producer_id=pid, producer_epoch=0, transactional=True
+    )
+
+
+def write_segments(pdir: Path, segments: list[list[bytes]]) -> None:
+    pdir.mkdir()
+    offset = 0
+    for batches in segments:
+        data = bytearray()
+        base = offset
+        for b in batches:
+            data += struct.pack(">q", offset) + b[8:]  # the base offset is outside the CRC
+            offset += 1  # one record per batch
+        (pdir / f"{base:020d}.log").write_bytes(bytes(data))
+
+
+def committed_rows(pdir: Path) -> list[tuple[int, int]]:
+    rows = []
+    for base, path in L.list_segments(pdir):
+        batches = list(L.decode_segment(L.read_segment(path, base), 0))
+        table = pa.Table.from_batches(batches, schema=L.RECORD_SCHEMA)
+        rows += [(r["partition"], r["committed_offset"]) for r in table.to_pylist()]
+    return rows
+
+
+def test_only_committed_transactions_count(tmp_path: Path) -> None:
+    pdir = tmp_path / "__consumer_offsets-0"
+    write_segments(
+        pdir,
+        [
+            [
+                commit(0, 10),  # a plain commit
+                commit(1, 11, pid=7),
+                marker_batch(7, 0, True, 0, 1),  # committed
+                commit(2, 12, pid=8),
+                marker_batch(8, 0, False, 0, 1),  # aborted
+                commit(3, 13, pid=9),  # its marker is in the next segment
+                commit(4, 14, pid=10),  # never ends
+            ],
+            [marker_batch(9, 0, True, 0, 1), commit(5, 15)],
+        ],
+    )
+    assert sorted(committed_rows(pdir)) == [(0, 10), (1, 11), (3, 13), (5, 15)]
