@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from broker.loading import PartitionHealth, load_until_served
+from broker.tasks import BackgroundTasks
 from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
 from coordinator.result import RebalanceEvent, Result
@@ -182,7 +183,7 @@ class GroupRuntime:
         self._parked: dict[int, tuple[asyncio.Future, ErrorReply]] = {}
         self._ids = itertools.count(1)
         self._partition_cache: dict[str, int] = {}  # the Java hash costs per request otherwise
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(log, "group runtime")
         self.loaded = asyncio.Event()
         self.health = [PartitionHealth() for _ in range(self.partitions)]
         # A few loads at a time: one opens its log in a thread while another replays, and
@@ -203,10 +204,10 @@ class GroupRuntime:
 
     def start(self) -> None:
         if self.owned is None:
-            self._spawn(self._load_all())
+            self._tasks.spawn(self._load_all())
         else:  # cluster mode: the node's leases decide what to load (take)
-            self._spawn(self._retention_loop())
-            self._spawn(self._compaction_loop())
+            self._tasks.spawn(self._retention_loop())
+            self._tasks.spawn(self._compaction_loop())
 
     def unavailable(self, p: int) -> ErrorCode:
         """The error for a request to a partition without a shard: loading here, or
@@ -263,8 +264,8 @@ class GroupRuntime:
         started = time.monotonic()
         # Retention and compaction skip partitions not loaded yet: start them now, so a
         # partition that keeps failing to load does not stop them for the others.
-        self._spawn(self._retention_loop())
-        self._spawn(self._compaction_loop())
+        self._tasks.spawn(self._retention_loop())
+        self._tasks.spawn(self._compaction_loop())
         counts = await asyncio.gather(*(self._load_partition(p) for p in range(self.partitions)))
         self.loaded.set()
         log.info(
@@ -384,8 +385,7 @@ class GroupRuntime:
                 self._apply(p, shard.delete_topic_offsets({name}, now_ms()))
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -598,7 +598,7 @@ class GroupRuntime:
             # Another node holds the partition now: unload (replies get NOT_COORDINATOR),
             # never reopen; the cluster node forgets the lease.
             log.warning("%s-%d: fenced by a newer owner; unloading", OFFSETS_TOPIC, p)
-            self._spawn(self.give_up(p, flush=False))
+            self._tasks.spawn(self.give_up(p, flush=False))
             if self.on_fenced is not None:
                 self.on_fenced(p)
             return
@@ -608,7 +608,7 @@ class GroupRuntime:
         self._release(shard.on_unloaded().replies, None)
         for key in [k for k in self._timers if k[0] == p]:
             self._timers.pop(key).cancel()
-        self._spawn(self._reload(p))
+        self._tasks.spawn(self._reload(p))
 
     async def _reload(self, p: int) -> None:
         delay = 0.1
@@ -688,13 +688,3 @@ class GroupRuntime:
                     continue
                 if stats is not None:
                     log.info("compacted %s-%d: %s", OFFSETS_TOPIC, p, stats)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group runtime task failed", exc_info=task.exception())

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from broker.tasks import BackgroundTasks
 from coordinator.partitioning import partition_for
 from coordinator.txn.coordinator import (
     NeedProducerId,
@@ -109,14 +110,14 @@ class TxnRuntime:
         self.coordinators = [TxnCoordinator(self.config) for _ in range(self.partitions)]
         self.logs: list[PartitionLog | None] = [None] * self.partitions
         self.loaded = asyncio.Event()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(log, "transaction runtime")
         self._turns: dict[str, _Turn] = {}  # transactional id -> its turn (_decide)
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._spawn(self._load_all())
+        self._tasks.spawn(self._load_all())
 
     async def _load_all(self) -> None:
         loop = asyncio.get_running_loop()
@@ -138,9 +139,9 @@ class TxnRuntime:
         )
         for p, coord in enumerate(self.coordinators):
             for tid in coord.to_complete():
-                self._spawn(self._complete_in_turn(p, tid))
-        self._spawn(self._expiry_loop())
-        self._spawn(self._compaction_loop())
+                self._tasks.spawn(self._complete_in_turn(p, tid))
+        self._tasks.spawn(self._expiry_loop())
+        self._tasks.spawn(self._compaction_loop())
 
     async def _replay(self, p: int, plog: PartitionLog) -> None:
         coord = self.coordinators[p]
@@ -160,22 +161,10 @@ class TxnRuntime:
 
     async def close(self) -> None:
         self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks.cancel(), return_exceptions=True)
         for plog in self.logs:
             if plog is not None:
                 await plog.close()
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("transaction runtime task failed", exc_info=task.exception())
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -381,7 +370,7 @@ class TxnRuntime:
                 continue
             for write in coord.expired(now):
                 n += 1
-                self._spawn(self._expire_in_turn(p, write.transactional_id))
+                self._tasks.spawn(self._expire_in_turn(p, write.transactional_id))
         return n
 
     async def _expire_in_turn(self, p: int, tid: str) -> None:

@@ -174,7 +174,8 @@ def handle(
             if header.attributes & TRANSACTIONAL_MASK:
                 refused = _verify_transactional(ctx, tid, header, t.name, p.index)
                 if refused != ErrorCode.NONE:
-                    parts.append(_part(p.index, refused))
+                    msg = "Transactional batch outside its producer's ongoing transaction"
+                    parts.append(_part(p.index, refused, msg=msg))
                     continue
             checked = validate(records, header, settings, now, ctx.api_version)
             if isinstance(checked, Refusal):
