@@ -30,12 +30,14 @@ from broker.cluster_view import ClusterView, NodeAddress
 from broker.dataplane import leadership
 from broker.lease_keeper import Held, LeaseKeeper
 from protocol.coordinator_records import OFFSETS_TOPIC
+from protocol.txn_records import TXN_TOPIC
 from storage.log import FencedError
 from storage.postgres import leases as L
 
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
+    from broker.txn_runtime import TxnRuntime
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -50,6 +52,7 @@ class ClusterNode:
         view: ClusterView,
         groups: GroupRuntime,
         data: TopicStore,
+        txns: TxnRuntime | None,
         address: tuple[str, int],
         lease_ms: int,
         renew_interval_ms: int,
@@ -61,6 +64,7 @@ class ClusterNode:
         self.shared = list(shared)
         self.view = view
         self.groups = groups
+        self.txns = txns
         self.data = data
         self.address = address
         self.lease_ms = lease_ms
@@ -71,6 +75,8 @@ class ClusterNode:
             db, self.node_id, lease_ms, renew_interval_ms, self._lost, self.incarnation
         )
         groups.on_fenced = self._fenced_offsets
+        if txns is not None:
+            txns.on_fenced = lambda p: self._fenced(TXN_TOPIC, p)
         self._task: asyncio.Task[None] | None = None
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
@@ -171,6 +177,8 @@ class ClusterNode:
 
     def _partitions(self) -> set[tuple[str, int]]:
         found = {(OFFSETS_TOPIC, p) for p in range(self.groups.partitions)}
+        if self.txns is not None:
+            found.update((TXN_TOPIC, p) for p in range(self.txns.partitions))
         for topic in self.data.registry.all():
             if not topic.internal:
                 found.update((topic.name, p) for p in range(topic.partitions))
@@ -208,10 +216,15 @@ class ClusterNode:
                 return  # another live node holds it: it hands it off or its lease expires
             self.view.own[topic, partition] = epoch
             log.info("took %s-%d (epoch %d)", topic, partition, epoch)
-            if topic == OFFSETS_TOPIC:
+            if topic in (OFFSETS_TOPIC, TXN_TOPIC):
                 # Loading replays the partition: in its own task, so that a long replay does
                 # not hold the round (requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile).
-                task = asyncio.get_running_loop().create_task(self.groups.take(partition, epoch))
+                load = (
+                    self.groups.take(partition, epoch)
+                    if topic == OFFSETS_TOPIC
+                    else self._txns().take(partition, epoch)
+                )
+                task = asyncio.get_running_loop().create_task(load)
                 self._loading.add(task)
                 task.add_done_callback(self._loading.discard)
                 return
@@ -227,6 +240,8 @@ class ClusterNode:
         self.view.own.pop((topic, partition), None)
         if topic == OFFSETS_TOPIC:
             await self.groups.give_up(partition, flush=True)
+        elif topic == TXN_TOPIC:
+            await self._txns().give_up(partition)
         else:
             await leadership.resign(self.data, topic, partition)
         await self.keeper.release(topic, partition, epoch)
@@ -246,6 +261,8 @@ class ClusterNode:
             self.view.own.pop((topic, partition), None)
             if topic == OFFSETS_TOPIC:
                 task = loop.create_task(self.groups.give_up(partition, flush=False))
+            elif topic == TXN_TOPIC:
+                task = loop.create_task(self._txns().give_up(partition))
             else:
                 task = loop.create_task(leadership.resign(self.data, topic, partition))
             # The loop keeps only weak references to tasks: hold each until it is done.
@@ -254,5 +271,12 @@ class ClusterNode:
 
     def _fenced_offsets(self, partition: int) -> None:
         """A write of an offsets partition was refused as fenced: forget its lease."""
-        self.view.own.pop((OFFSETS_TOPIC, partition), None)
-        self.keeper.held = {h for h in self.keeper.held if h[:2] != (OFFSETS_TOPIC, partition)}
+        self._fenced(OFFSETS_TOPIC, partition)
+
+    def _fenced(self, topic: str, partition: int) -> None:
+        self.view.own.pop((topic, partition), None)
+        self.keeper.held = {h for h in self.keeper.held if h[:2] != (topic, partition)}
+
+    def _txns(self) -> TxnRuntime:
+        assert self.txns is not None
+        return self.txns

@@ -21,6 +21,7 @@ from broker.group_runtime import GroupRuntime, LogOpener
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
+from broker.peers import PeerClients
 from broker.security.acls import Authorizer, parse_super_users
 from broker.security.credentials import CredentialStore
 from broker.security.tls import TlsConfigError, TlsContext
@@ -66,6 +67,7 @@ class Broker:
         self._tls_reloader: asyncio.Future | None = None
         self._group_store: Any = None  # storage.postgres.store.PgStore when configured
         self.cluster_node: ClusterNode | None = None  # cluster mode (the PostgreSQL engine)
+        self._peers: PeerClients | None = None  # requests to other nodes (txn markers)
         self._first_round: asyncio.Future | None = None
 
     async def start(self) -> None:
@@ -126,9 +128,18 @@ class Broker:
         state.groups.on_event = self.metrics.on_event
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.groups.start()
-        if not clustered:
-            state.txns = TxnRuntime(self.data_dir, cfg, open_log, state.groups, state.data)
-            state.txns.start()
+        self._peers = PeerClients(f"kcoord-node-{identity.node_id}")
+        state.txns = TxnRuntime(
+            self.data_dir,
+            cfg,
+            open_log,
+            state.groups,
+            state.data,
+            open_leased=self._group_store.open_leased if clustered else None,
+            view=state.cluster if clustered else None,
+            peers=self._peers,
+        )
+        state.txns.start()
         self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
         if self.metrics_address is not None:
             self._metrics_server = await self.metrics.serve(*self.metrics_address)
@@ -143,6 +154,7 @@ class Broker:
                 state.cluster,
                 state.groups,
                 state.data,
+                state.txns,
                 (first.advertised_host, first.advertised_port),
                 cfg.get("kcoord.cluster.lease.ms"),
                 cfg.get("kcoord.cluster.renew.interval.ms"),
@@ -230,6 +242,8 @@ class Broker:
                 await server.wait_closed()
         if self.state is not None and self.state.txns is not None:
             await self.state.txns.close()
+        if self._peers is not None:
+            self._peers.close()
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:

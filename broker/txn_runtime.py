@@ -35,18 +35,22 @@ from coordinator.txn.coordinator import (
     Write,
 )
 from coordinator.txn.metadata import TopicPartition, TxnMetadata, TxnState
+from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
+from protocol.messages import WriteTxnMarkersRequest
 from protocol.records import build_tail_batch, kv_record_tail
 from protocol.txn_records import TXN_TOPIC, decode, encode_key, encode_value
 from protocol.types import DecodeError
-from storage.log import Log
+from storage.log import FencedError, Log
 from storage.logconfig import LogConfig
 from storage.partitionlog import PartitionLog, replay_batches
 
 if TYPE_CHECKING:
+    from broker.cluster_view import ClusterView
     from broker.dataplane.store import TopicStore
-    from broker.group_runtime import GroupRuntime
+    from broker.group_runtime import GroupRuntime, LeasedOpener
+    from broker.peers import PeerClients
 
 log = logging.getLogger("kcoord.txn")
 
@@ -56,6 +60,13 @@ COMPACTION_INTERVAL_S = 60.0
 # Markers that can never be written: the partition is gone, or a newer epoch ended the
 # producer's transaction there already.
 _MARKER_DONE = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
+# Cluster mode: the partition is led (or coordinated) by another node.
+_NOT_HERE = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR)
+
+
+class MarkerNotWritten(Exception):
+    """A marker another node could not write yet: retried."""
+
 
 Opener = Callable[[Path, LogConfig], PartitionLog]
 
@@ -89,6 +100,10 @@ class TxnRuntime:
         open_log: Opener | None,
         groups: GroupRuntime,
         data: TopicStore,
+        *,
+        open_leased: LeasedOpener | None = None,
+        view: ClusterView | None = None,
+        peers: PeerClients | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.partitions: int = cfg.get("transaction.state.log.num.partitions")
@@ -109,6 +124,14 @@ class TxnRuntime:
         self.data = data
         self.coordinators = [TxnCoordinator(self.config) for _ in range(self.partitions)]
         self.logs: list[PartitionLog | None] = [None] * self.partitions
+        # Cluster mode: the partitions this node's leases give it (partition -> fencing
+        # epoch), loaded by ``take``; markers for partitions led elsewhere go to their leader.
+        self.open_leased = open_leased
+        self.owned: dict[int, int] | None = None if open_leased is None else {}
+        self.view = view
+        self.peers = peers
+        # Called with a partition whose write was fenced (another node holds it now).
+        self.on_fenced: Callable[[int], None] | None = None
         self.loaded = asyncio.Event()
         self._tasks = BackgroundTasks(log, "transaction runtime")
         self._turns: dict[str, _Turn] = {}  # transactional id -> its turn (_decide)
@@ -117,7 +140,66 @@ class TxnRuntime:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._tasks.spawn(self._load_all())
+        if self.owned is None:
+            self._tasks.spawn(self._load_all())
+        else:  # cluster mode: the node's leases decide what to load (take)
+            self.loaded.set()
+            self._tasks.spawn(self._expiry_loop())
+            self._tasks.spawn(self._compaction_loop())
+
+    async def take(self, p: int, epoch: int) -> None:
+        """Cluster mode: this node acquired partition ``p``'s lease under ``epoch``: load it
+        (retrying while it stays this node's) and finish the transactions found prepared."""
+        assert self.owned is not None and self.open_leased is not None
+        self.owned[p] = epoch
+        delay = 0.1
+        while self.owned.get(p) == epoch and not self._closed:
+            coord = TxnCoordinator(self.config)
+            try:
+                plog = await self.open_leased(TXN_TOPIC, p, self.log_config, epoch)
+            except FencedError:
+                log.warning("%s-%d: fenced while loading; giving it up", TXN_TOPIC, p)
+                self._fenced(p, epoch)
+                return
+            except Exception as e:
+                log.warning("loading %s-%d failed (%s); retrying in %.1fs", TXN_TOPIC, p, e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            try:
+                await self._replay_into(coord, p, plog)
+            except Exception as e:
+                await plog.close()
+                log.warning("replaying %s-%d failed (%s); retrying", TXN_TOPIC, p, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            if self.owned.get(p) != epoch:
+                await plog.close()  # given up while it loaded
+                return
+            self.coordinators[p], self.logs[p] = coord, plog
+            for tid in coord.to_complete():
+                self._tasks.spawn(self._complete_in_turn(p, tid))
+            return
+
+    async def give_up(self, p: int) -> None:
+        """Cluster mode: stop coordinating partition ``p`` (a handoff or a lost lease):
+        requests get NOT_COORDINATOR, the log is closed."""
+        assert self.owned is not None
+        self.owned.pop(p, None)
+        plog, self.logs[p] = self.logs[p], None
+        self.coordinators[p] = TxnCoordinator(self.config)
+        if plog is not None:
+            try:
+                await plog.close()
+            except Exception as e:  # it may have failed (fenced): nothing more to do with it
+                log.debug("closing %s-%d on give-up: %s", TXN_TOPIC, p, e)
+
+    def _fenced(self, p: int, epoch: int) -> None:
+        if self.owned is not None and self.owned.get(p) == epoch:
+            del self.owned[p]
+            if self.on_fenced is not None:
+                self.on_fenced(p)
 
     async def _load_all(self) -> None:
         loop = asyncio.get_running_loop()
@@ -144,7 +226,9 @@ class TxnRuntime:
         self._tasks.spawn(self._compaction_loop())
 
     async def _replay(self, p: int, plog: PartitionLog) -> None:
-        coord = self.coordinators[p]
+        await self._replay_into(self.coordinators[p], p, plog)
+
+    async def _replay_into(self, coord: TxnCoordinator, p: int, plog: PartitionLog) -> None:
         async for chunk in replay_batches(plog):
             for header, records in chunk:
                 if header.is_control:
@@ -177,6 +261,12 @@ class TxnRuntime:
             return p, None
         return p, self.coordinators[p]
 
+    def _unavailable(self, p: int) -> Reply:
+        """Loading here, or (cluster mode) coordinated by another node."""
+        if self.owned is None or p in self.owned:
+            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return Reply(ErrorCode.NOT_COORDINATOR)
+
     async def init_producer_id(
         self, tid: str, timeout_ms: int, expected_pid: int, expected_epoch: int
     ) -> Reply:
@@ -198,6 +288,10 @@ class TxnRuntime:
     ) -> ErrorCode:
         p, coord = self._coordinator(tid)
         if coord is None:
+            if self.owned is not None and p not in self.owned:
+                # Coordinated by another node: asking it (KIP-890's AddPartitionsToTxn
+                # verify_only) is not done yet, so the write is taken as the client says.
+                return ErrorCode.NONE
             return ErrorCode.NOT_COORDINATOR
         return coord.verify(tid, producer_id, epoch, partition)
 
@@ -209,7 +303,7 @@ class TxnRuntime:
     def describe(self, tid: str) -> TxnMetadata | None | ErrorCode:
         p, coord = self._coordinator(tid)
         if coord is None:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            return ErrorCode(self._unavailable(p).error)
         return coord.describe(tid)
 
     def listing(
@@ -235,7 +329,7 @@ class TxnRuntime:
         producer sends AddOffsetsToTxn while its AddPartitionsToTxn is being written)."""
         p, coord = self._coordinator(tid)
         if coord is None:
-            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            return self._unavailable(p)
         async with self._turn(tid):
             fresh: int | None = None
             while True:
@@ -283,6 +377,9 @@ class TxnRuntime:
         except Exception as e:
             log.error("writing %s-%d failed: %s", TXN_TOPIC, p, e)
             coord.fail(write)
+            if isinstance(e, FencedError) and self.owned is not None and p in self.owned:
+                self._fenced(p, self.owned[p])
+                self._tasks.spawn(self.give_up(p))
             return False
         coord.finish(write)
         return True
@@ -339,6 +436,42 @@ class TxnRuntime:
                 delay = min(delay * 2, MARKER_RETRY_MAX_S)
 
     def _marker(
+        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> Awaitable[Any] | ErrorCode:
+        local = self._local_marker(tp, pid, epoch, commit, coordinator_epoch)
+        if self.view is None or local not in _NOT_HERE:
+            return local
+        return self._remote_marker(tp, pid, epoch, commit, coordinator_epoch)
+
+    async def _remote_marker(
+        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> None:
+        """WriteTxnMarkers to the node that leads ``tp`` (raises while it cannot be
+        written there, so the caller retries)."""
+        assert self.view is not None and self.peers is not None
+        topic, index = tp
+        node, _ = self.view.leader(topic, index)
+        address = self.view.address(node, ("", -1)) if node >= 0 else None
+        if address is None or node == self.view.self_id:
+            raise MarkerNotWritten(f"{topic}-{index} has no leader yet")
+        W = WriteTxnMarkersRequest
+        req = W(
+            markers=[
+                W.WritableTxnMarker(
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    transaction_result=commit,
+                    topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[index])],
+                    coordinator_epoch=coordinator_epoch,
+                )
+            ]
+        )
+        resp = await self.peers.request(address, ApiKey.WRITE_TXN_MARKERS, 1, req)
+        code = resp.markers[0].topics[0].partitions[0].error_code
+        if code != ErrorCode.NONE and code not in _MARKER_DONE:
+            raise MarkerNotWritten(f"{topic}-{index} on node {node}: error {code}")
+
+    def _local_marker(
         self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
     ) -> Awaitable[Any] | ErrorCode:
         topic, index = tp

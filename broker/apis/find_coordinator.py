@@ -1,8 +1,8 @@
 """FindCoordinator: the node that holds the group's `__consumer_offsets` partition (this one
 on a single node; in cluster mode, its lease's owner, COORDINATOR_NOT_AVAILABLE while none).
 
-Transaction keys: this node, whose transaction coordinator holds every `__transaction_state`
-partition. In cluster mode transactions are not served yet (COORDINATOR_NOT_AVAILABLE).
+Transaction keys: likewise, the node that holds the transactional id's `__transaction_state`
+partition.
 """
 
 from __future__ import annotations
@@ -14,25 +14,26 @@ from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.txn_records import TXN_TOPIC
 
 GROUP, TRANSACTION = 0, 1
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str, int]:
     """(error, node id, host, port) for one key."""
+    b = ctx.broker
     if key_type == TRANSACTION:
-        if ctx.broker.txns is None or not key:
+        if b.txns is None or not key:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
-        own = ctx.advertised()
-        return ErrorCode.NONE, ctx.broker.node_id, own[0], own[1]
-    if key_type != GROUP or not key:
+        node, _ = b.cluster.leader(TXN_TOPIC, b.txns.partition_of(key))
+    elif key_type != GROUP or not key:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
+    elif not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
-    b = ctx.broker
-    node, _ = b.cluster.leader(OFFSETS_TOPIC, b.groups.partition_of(key))
+    else:
+        node, _ = b.cluster.leader(OFFSETS_TOPIC, b.groups.partition_of(key))
     address = b.cluster.address(node, ctx.advertised()) if node >= 0 else None
     if address is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
