@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from broker.loading import PartitionHealth, load_until_served
 from broker.tasks import BackgroundTasks
 from coordinator.partitioning import partition_for
 from coordinator.txn.coordinator import (
@@ -133,6 +134,7 @@ class TxnRuntime:
         # Called with a partition whose write was fenced (another node holds it now).
         self.on_fenced: Callable[[int], None] | None = None
         self.loaded = asyncio.Event()
+        self.health = [PartitionHealth() for _ in range(self.partitions)]
         self._tasks = BackgroundTasks(log, "transaction runtime")
         self._turns: dict[str, _Turn] = {}  # transactional id -> its turn (_decide)
         self._closed = False
@@ -202,31 +204,39 @@ class TxnRuntime:
                 self.on_fenced(p)
 
     async def _load_all(self) -> None:
-        loop = asyncio.get_running_loop()
-        for p in range(self.partitions):
-            path = self.data_dir / f"{TXN_TOPIC}-{p}"
-            while True:
-                try:
-                    plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
-                    await self._replay(p, plog)
-                    break
-                except Exception:
-                    log.exception("loading %s failed; retrying", path.name)
-                    await asyncio.sleep(1.0)
-            self.logs[p] = plog
+        """Every partition on its own (a damaged one is quarantined or retried without holding
+        the others back, as the group runtime's), then the timers."""
+        counts = await asyncio.gather(*(self._load_partition(p) for p in range(self.partitions)))
         self.loaded.set()
-        count = sum(len(c.txns) for c in self.coordinators)
         log.info(
-            "loaded %d partitions of %s (%d transactional ids)", self.partitions, TXN_TOPIC, count
+            "loaded %d partitions of %s (%d transactional ids)",
+            self.partitions,
+            TXN_TOPIC,
+            sum(counts),
         )
-        for p, coord in enumerate(self.coordinators):
-            for tid in coord.to_complete():
-                self._tasks.spawn(self._complete_in_turn(p, tid))
         self._tasks.spawn(self._expiry_loop())
         self._tasks.spawn(self._compaction_loop())
 
-    async def _replay(self, p: int, plog: PartitionLog) -> None:
-        await self._replay_into(self.coordinators[p], p, plog)
+    async def _load_partition(self, p: int) -> int:
+        name = f"{TXN_TOPIC}-{p}"
+        loop = asyncio.get_running_loop()
+
+        async def attempt() -> int:
+            plog = await loop.run_in_executor(
+                None, self.open_log, self.data_dir / name, self.log_config
+            )
+            coord = TxnCoordinator(self.config)
+            try:
+                await self._replay_into(coord, p, plog)
+            except BaseException:
+                await plog.close()  # a retry opens it again
+                raise
+            self.coordinators[p], self.logs[p] = coord, plog
+            for tid in coord.to_complete():
+                self._tasks.spawn(self._complete_in_turn(p, tid))
+            return len(coord.txns)
+
+        return await load_until_served(name, self.data_dir / name, attempt, self.health[p])
 
     async def _replay_into(self, coord: TxnCoordinator, p: int, plog: PartitionLog) -> None:
         async for chunk in replay_batches(plog):

@@ -316,3 +316,36 @@ def test_transactions_commands_list_and_describe(broker: KcoordProcess) -> None:
         timeout=60,
     )
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
+
+
+def test_a_damaged_transaction_log_partition_does_not_stop_the_others(tmp_path: Path) -> None:
+    """Garbage in one `__transaction_state` partition: the broker starts, that partition comes
+    back empty (recovery cuts what does not parse), and transactions go on."""
+    data = tmp_path / "data"
+    broker = start_kcoord(data, *SETTINGS)
+    try:
+        create(broker.bootstrap, "out")
+        p = producer(broker.bootstrap, "damaged")
+        p.begin_transaction()
+        p.produce("out", value=b"x", partition=0)
+        p.commit_transaction(10)
+    finally:
+        broker.stop()
+    seg = data / f"{TXN_TOPIC}-{partition_for('damaged', 50)}" / "00000000000000000000.log"
+    raw = bytearray(seg.read_bytes())
+    raw[20:40] = b"\xff" * 20  # the first batch's CRC and attributes
+    seg.write_bytes(bytes(raw))
+    broker = start_kcoord(data, *SETTINGS, port=broker.port)
+    try:
+        for tid in ("damaged", "healthy"):
+            q = producer(broker.bootstrap, tid)
+            q.begin_transaction()
+            q.produce("out", value=tid.encode(), partition=1)
+            q.commit_transaction(10)
+        assert sorted(read_all(broker.bootstrap, "out", "read_committed")) == [
+            b"damaged",
+            b"healthy",
+            b"x",
+        ]
+    finally:
+        broker.stop()
