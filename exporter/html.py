@@ -248,12 +248,14 @@ def render(
     rebalance_events: dict[str, list[tuple[int, int, str]]],
     warnings: list[str],
     max_partition_rows: int = 500,
+    open_transactions: Sequence[dict] = (),
 ) -> str:
     parts = [
         *head(title, meta, groups),
         *warnings_box(warnings),
         "<h2>Groups</h2>",
         groups_table(groups),
+        *open_transactions_section(open_transactions),
         "<h2>Lag over time</h2>",
         line_chart(lag_series, y_label="messages behind"),
         "<h2>Top lagging partitions</h2>",
@@ -285,6 +287,27 @@ def head(title: str, meta: dict[str, str], groups: list[dict]) -> list[str]:
         '<div class="cards">'
         + "".join(f'<div class="card">{esc(k)}<b>{v}</b></div>' for k, v in cards)
         + "</div>",
+    ]
+
+
+def open_transactions_section(rows: Sequence[dict]) -> list[str]:
+    """Offsets committed in transactions that have not ended: the group's committed offsets
+    stay behind them until the transaction commits or aborts."""
+    if not rows:
+        return []
+    body = [
+        [
+            esc(r["group"]),
+            esc(f"{r['topic']}-{r['partition']}"),
+            fmt_num(r["pending_offset"]),
+            str(r["producer_id"]),
+            fmt_ts(r["open_since"]),
+        ]
+        for r in rows
+    ]
+    return [
+        "<h2>Open transactions</h2>",
+        table(["group", "partition", "pending offset", "producer", "open since"], body, [0, 1]),
     ]
 
 

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from exporter.analytics import Settings, Tables, build
 from exporter.html import fmt_duration, fmt_ts, render
 from exporter.topics import TIMESTAMPS_AT_DDL, timestamps_at_arrow
+from exporter.txnfilter import open_transactions
 
 COMMIT_COLUMNS = (
     "log_partition,offset,timestamp,record_type,tombstone,group,topic,partition,"
@@ -248,6 +249,7 @@ def run_report(
             spark, data_dir, s, snapshot
         )
         warnings = input_warnings(segments, topic_parts)
+        open_txns = [] if is_storage_url(data_dir) else open_transactions(Path(data_dir))
         for w in warnings:
             prog.step(f"warning: {w}")
         tables = build(records, ends, parts, s, ts_at, meta=meta)
@@ -258,9 +260,9 @@ def run_report(
         groups, partitions = read_lags(spark, paths)
         prog.step("writing report.html")
         html_path = write_html(
-            out, spark, paths, groups, partitions, warnings, data_dir, s, snapshot
+            out, spark, paths, groups, partitions, warnings, data_dir, s, snapshot, open_txns
         )
-        write_summary(out, groups, partitions, console)
+        write_summary(out, groups, partitions, console, open_txns)
         elapsed = time.monotonic() - t_start
         prog.step(f"done in {elapsed:.1f}s: {out}")
         return ReportResult(out, s.at, groups, partitions, warnings, html_path, elapsed, timings)
@@ -280,6 +282,7 @@ def write_html(
     data_dir: str,
     s: Settings,
     snapshot: str | None,
+    open_txns: list[dict] | None = None,
 ) -> Path:
     """report.html from the written tables."""
     series = lag_series(spark, paths["lag_over_time"], groups)
@@ -294,16 +297,21 @@ def write_html(
             lag_series=series,
             rebalance_events=events,
             warnings=warnings,
+            open_transactions=open_txns or [],
         )
     )
     return path
 
 
 def write_summary(
-    out: Path, groups: list[dict], partitions: list[dict], console: TextIO | None
+    out: Path,
+    groups: list[dict],
+    partitions: list[dict],
+    console: TextIO | None,
+    open_txns: list[dict] | None = None,
 ) -> None:
     """summary.txt, printed to ``console`` (default stdout) too."""
-    summary = console_summary(groups, partitions)
+    summary = console_summary(groups, partitions) + open_transactions_summary(open_txns or [])
     (out / "summary.txt").write_text(summary)
     print(summary, file=console if console is not None else sys.stdout, end="")
 
@@ -452,6 +460,22 @@ def console_summary(groups: list[dict], partitions: list[dict]) -> str:
         lines.append("")
     if not groups:
         lines.append("No consumer groups found.")
+    return "\n".join(lines) + "\n"
+
+
+def open_transactions_summary(rows: list[dict]) -> str:
+    """The offsets open transactions hold back, a line per group and transaction."""
+    if not rows:
+        return ""
+    by: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        by.setdefault((r["group"], r["producer_id"]), []).append(r)
+    lines = ["Open transactions holding committed offsets back:"]
+    for (group, pid), rs in sorted(by.items()):
+        held = ", ".join(f"{r['topic']}-{r['partition']}@{r['pending_offset']}" for r in rs)
+        lines.append(
+            f"  group '{group}': producer {pid}, open since {fmt_ts(rs[0]['open_since'])}: {held}"
+        )
     return "\n".join(lines) + "\n"
 
 

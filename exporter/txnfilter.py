@@ -82,3 +82,60 @@ def _decided_later(path: Path, pids: set[int]) -> dict[int, bool]:
         finally:
             os.close(fd)
     return found
+
+
+def open_transactions(data_dir: Path) -> list[dict]:
+    """Transactions still open at the end of the `__consumer_offsets` logs in ``data_dir``, one
+    row per offset they hold back (group, topic, partition, the pending offset, the producer id,
+    where and when its transaction's first offsets were written): what a group's committed
+    offsets wait for (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them).
+    Only batch headers are walked; only the open transactions' batches are decoded."""
+    from exporter import logread as L
+    from protocol.coordinator_records import decode_record
+    from protocol.records import decode_record_tuples
+    from protocol.types import DecodeError
+
+    rows: list[dict] = []
+    for _, log_partition, pdir in L.list_partition_dirs(data_dir):
+        # producer id -> (segment data, batch position) of its open transaction's batches
+        open_: dict[int, list[tuple[bytes, int]]] = {}
+        for base, path in L.list_segments(pdir):
+            scan = L.read_segment(path, base)
+            data, starts = scan.data, scan.starts
+            if not starts.size:
+                continue
+            u8 = np.frombuffer(data, np.uint8)
+            attrs = (u8[starts + _ATTRIBUTES].astype(np.int64) << 8) | u8[starts + _ATTRIBUTES + 1]
+            for i in np.nonzero(attrs & _TRANSACTIONAL)[0]:
+                at = int(starts[i])
+                pid = _be(u8, at + 43, 8)
+                if attrs[i] & _CONTROL:
+                    open_.pop(pid, None)
+                else:
+                    open_.setdefault(pid, []).append((data, at))
+        for pid, batches in open_.items():
+            first = batches[0]
+            since = _be(np.frombuffer(first[0], np.uint8), first[1] + 27, 8)
+            first_offset = _be(np.frombuffer(first[0], np.uint8), first[1], 8)
+            for data, at in batches:
+                for rec in decode_record_tuples(data, at):
+                    try:
+                        r = decode_record(rec[2], rec[3]) if rec[2] is not None else None
+                    except DecodeError:
+                        continue
+                    if r is None or r.value is None or not hasattr(r.key, "topic"):
+                        continue
+                    rows.append(
+                        {
+                            "group": r.key.group,
+                            "topic": r.key.topic,
+                            "partition": r.key.partition,
+                            "pending_offset": r.value.offset,
+                            "producer_id": pid,
+                            "log_partition": log_partition,
+                            "first_offset": first_offset,
+                            "open_since": since,
+                        }
+                    )
+    rows.sort(key=lambda r: (r["group"], r["topic"], r["partition"]))
+    return rows

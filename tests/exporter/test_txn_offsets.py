@@ -10,6 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from exporter import logread as L
+from exporter.html import open_transactions_section
+from exporter.report import open_transactions_summary
+from exporter.txnfilter import open_transactions
 from protocol.coordinator_records import TYPES, encode_record
 from protocol.records import build_tail_batch, kv_record_tail
 from protocol.txn_records import marker_batch
@@ -28,7 +31,7 @@ def commit(partition: int, offset: int, pid: int = -1) -> bytes:
 
 
 def write_segments(pdir: Path, segments: list[list[bytes]]) -> None:
-    pdir.mkdir()
+    pdir.mkdir(parents=True)
     offset = 0
     for batches in segments:
         data = bytearray()
@@ -66,3 +69,27 @@ def test_only_committed_transactions_count(tmp_path: Path) -> None:
         ],
     )
     assert sorted(committed_rows(pdir)) == [(0, 10), (1, 11), (3, 13), (5, 15)]
+
+
+def test_open_transactions_are_listed_with_the_offsets_they_hold_back(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    write_segments(
+        data / "__consumer_offsets-3",
+        [
+            [
+                commit(0, 10),
+                commit(1, 11, pid=7),
+                marker_batch(7, 0, True, 0, 1),
+                commit(2, 12, pid=9),
+            ]
+        ],
+    )
+    rows = open_transactions(data)
+    assert [(r["group"], r["topic"], r["partition"], r["pending_offset"]) for r in rows] == [
+        ("g", "t", 2, 12)
+    ]
+    assert rows[0]["producer_id"] == 9 and rows[0]["log_partition"] == 3
+    assert rows[0]["first_offset"] == 3
+    assert "producer 9" in open_transactions_summary(rows)
+    assert "Open transactions" in "".join(open_transactions_section(rows))
