@@ -145,13 +145,18 @@ class TxnFates:
     """What became of the transactional batches of the batches being cleaned, from the
     markers among them: aborted ones are dropped, those whose marker is not among them yet
     (still open, or ended in the active segment) are kept whole and supersede nothing; the
-    committed ones are cleaned like any other (a marker stays as long as its partition's log:
-    it is one small batch per transaction, and without it the records before it would read
-    as still open)."""
+    committed ones are cleaned like any other. A marker goes once no record of its
+    transaction is left and it is older than delete.retention.ms (as Kafka's cleaner removes
+    them): without the records it ends, it ends nothing; with them, it must stay, or they would
+    read as still open."""
 
     def __init__(self) -> None:
         self._open: dict[int, list[int]] = {}  # producer id -> base offsets of its batches
         self.aborted: set[int] = set()
+        self.undecided: set[int] = set()  # set by OffsetMap.settle
+        # While writing the cleaned copy, in log order: producers with records kept since
+        # their last marker.
+        self.kept_since_marker: set[int] = set()
 
     def see(self, buf: bytes, pos: int, h: BatchHeader) -> None:
         """Every batch, in log order (only transactional ones matter)."""
@@ -164,7 +169,7 @@ class TxnFates:
         if marker_type(buf, pos) == ABORT:
             self.aborted.update(bases)
 
-    def undecided(self) -> set[int]:
+    def undecided_bases(self) -> set[int]:
         return {b for bases in self._open.values() for b in bases}
 
 
@@ -179,7 +184,7 @@ class OffsetMap(dict[bytes, int]):
     def settle(self, txn_records: list[tuple[int, bytes, int]]) -> None:
         """After every batch was seen: (batch base, key, offset) of each transactional record;
         the committed ones count as the newest of their key where their offset is newer."""
-        self.undecided = self.fates.undecided()
+        self.undecided = self.fates.undecided = self.fates.undecided_bases()
         for base, key, offset in txn_records:
             if base not in self.fates.aborted and base not in self.undecided:
                 if self.get(key, -1) < offset:
@@ -217,22 +222,30 @@ def _clean_batch(
     tombstone_horizon: int,
     keep_empty: bool,
     counts: _Counts,
-    fates: tuple[set[int], set[int]] | None = None,
+    fates: TxnFates | None = None,
 ) -> bytes | None:
     """The batch with superseded records and expired tombstones removed; the original bytes
-    when nothing changes; None when it ends up empty (unless ``keep_empty``). ``fates``:
-    (aborted, undecided) transactional batch bases: aborted batches go whole, undecided ones
-    stay whole."""
+    when nothing changes; None when it ends up empty (unless ``keep_empty``). ``fates``: of
+    the transactional batches (aborted ones go whole, undecided ones stay whole, markers go
+    when nothing of their transaction is left); batches must come in log order."""
+    txn = fates is not None and header.is_transactional
     if header.is_control:
+        if txn:
+            assert fates is not None
+            needed = header.producer_id in fates.kept_since_marker
+            fates.kept_since_marker.discard(header.producer_id)
+            if not needed and not keep_empty and header.max_timestamp < tombstone_horizon:
+                return None
         return buf[pos : pos + header.size]
     records = decode_record_tuples(buf, pos, header)
-    if fates is not None and header.is_transactional:
-        aborted, undecided = fates
-        if header.base_offset in undecided:
+    if txn:
+        assert fates is not None
+        if header.base_offset in fates.undecided:
             counts.read += len(records)
             counts.kept += len(records)
+            fates.kept_since_marker.add(header.producer_id)
             return buf[pos : pos + header.size]
-        if header.base_offset in aborted:
+        if header.base_offset in fates.aborted:
             records = []
     kept = []
     for rec in records:
@@ -245,6 +258,9 @@ def _clean_batch(
         kept.append(rec)
     counts.read += len(records)
     counts.kept += len(kept)
+    if txn and kept:
+        assert fates is not None
+        fates.kept_since_marker.add(header.producer_id)
     if not kept and not keep_empty:
         # Also an empty batch an earlier round kept as its group's last: it is needed no
         # more, and keeping it would pile up one per round.
@@ -294,7 +310,7 @@ def write_cleaned(
                         tombstone_horizon,
                         keep_empty,
                         counts,
-                        (latest.fates.aborted, latest.undecided),
+                        latest.fates,
                     )
                     if out is not None:
                         pending.append(out)

@@ -323,7 +323,7 @@ class PgLog(PgReads):
                     horizon,
                     False,
                     counts,
-                    (latest.fates.aborted, latest.undecided),
+                    latest.fates,
                 )
                 key = (self.topic, self.partition, row["base_offset"])
                 if out is None:

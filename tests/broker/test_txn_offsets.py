@@ -4,6 +4,7 @@ compaction in between) rebuilds the same committed and pending offsets from the 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,4 +134,28 @@ async def test_pending_offsets_commit_abort_and_survive_a_restart(
     assert fetch(again, True)[1] == (-1, UNSTABLE)
     await marker(again, 103, True)
     assert fetch(again, True)[1] == (40, 0)
+    await again.close()
+
+
+async def test_compaction_drops_markers_whose_transactions_left_nothing(tmp_path: Path) -> None:
+    """Past delete.retention.ms, a marker whose transaction's records were all superseded (or
+    aborted) goes; the marker of a transaction with a record still kept stays."""
+    rt = await start(tmp_path)
+    for i in range(20):
+        await txn_commit(rt, 200 + i, 0, i)
+        await marker(rt, 200 + i, i % 5 != 4)  # every fifth one aborted
+    plog = rt.logs[0]
+    assert isinstance(plog, Log)
+    plog.roll()
+    await commit(rt, 1, 1)  # the active segment
+    later = int(time.time() * 1000) + 2 * 86_400_000
+    assert await plog.compact(later) is not None
+    markers = [h for seg in plog.segments for _, _, h in seg.batches(0) if h.is_control]
+    # What is left: the newest committed transaction's record (offset 18) and its marker
+    # (the last batch of the cleaned segment is kept in any case: it holds its end offset).
+    assert 1 <= len(markers) <= 2, markers
+    assert fetch(rt, True)[0] == (18, 0)
+    await rt.close()
+    again = await start(tmp_path)
+    assert fetch(again, True) == {0: (18, 0), 1: (1, 0), 2: (-1, 0)}
     await again.close()
