@@ -58,6 +58,7 @@ log = logging.getLogger("kcoord.txn")
 MARKER_RETRY_S = 0.1
 MARKER_RETRY_MAX_S = 5.0
 COMPACTION_INTERVAL_S = 60.0
+PARTITION_CACHE_SIZE = 100_000
 # Markers that can never be written: the partition is gone, or a newer epoch ended the
 # producer's transaction there already.
 _MARKER_DONE = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
@@ -136,6 +137,7 @@ class TxnRuntime:
         self.loaded = asyncio.Event()
         self.health = [PartitionHealth() for _ in range(self.partitions)]
         self._tasks = BackgroundTasks(log, "transaction runtime")
+        self._partition_cache: dict[str, int] = {}
         self._turns: dict[str, _Turn] = {}  # transactional id -> its turn (_decide)
         self._closed = False
 
@@ -263,7 +265,14 @@ class TxnRuntime:
     # -- requests ----------------------------------------------------------------------------
 
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.partitions)
+        p = self._partition_cache.get(transactional_id)
+        if p is None:
+            if len(self._partition_cache) >= PARTITION_CACHE_SIZE:
+                self._partition_cache.clear()
+            p = partition_for(transactional_id, self.partitions)
+            # Java's String.hashCode in Python costs ~18 us; every request asks.
+            self._partition_cache[transactional_id] = p
+        return p
 
     def _coordinator(self, transactional_id: str) -> tuple[int, TxnCoordinator | None]:
         p = self.partition_of(transactional_id)
@@ -390,9 +399,25 @@ class TxnRuntime:
             if isinstance(e, FencedError) and self.owned is not None and p in self.owned:
                 self._fenced(p, self.owned[p])
                 self._tasks.spawn(self.give_up(p))
+            elif self.logs[p] is plog:
+                # The log takes no more writes: reopen it (recovery keeps whole batches) and
+                # replay; requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+                self.logs[p] = None
+                self._tasks.spawn(self._reload(p, plog))
             return False
         coord.finish(write)
         return True
+
+    async def _reload(self, p: int, failed: PartitionLog) -> None:
+        try:
+            await failed.close()
+        except Exception as e:  # it failed already; what matters is the reopen
+            log.debug("closing failed %s-%d: %s", TXN_TOPIC, p, e)
+        if self.owned is None:
+            await self._load_partition(p)
+        elif (epoch := self.owned.get(p)) is not None:
+            await self.take(p, epoch)
+        log.warning("reloaded %s-%d after a failed write", TXN_TOPIC, p)
 
     async def _complete_in_turn(self, p: int, tid: str) -> None:
         async with self._turn(tid):
