@@ -39,7 +39,7 @@ from coordinator.txn.metadata import TopicPartition, TxnMetadata, TxnState
 from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
-from protocol.messages import WriteTxnMarkersRequest
+from protocol.messages import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
 from protocol.records import build_tail_batch, kv_record_tail
 from protocol.txn_records import TXN_TOPIC, decode, encode_key, encode_value
 from protocol.types import DecodeError
@@ -62,6 +62,13 @@ PARTITION_CACHE_SIZE = 100_000
 # Markers that can never be written: the partition is gone, or a newer epoch ended the
 # producer's transaction there already.
 _MARKER_DONE = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
+# A transactional id's coordinator that cannot answer yet (its partition moves or loads).
+_COORDINATOR_MOVING = (
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+)
 # Cluster mode: the partition is led (or coordinated) by another node.
 _NOT_HERE = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR)
 
@@ -304,15 +311,56 @@ class TxnRuntime:
 
     def verify(
         self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
-    ) -> ErrorCode:
+    ) -> ErrorCode | None:
+        """Whether a transactional write to ``partition`` is in the producer's ongoing
+        transaction (KIP-890's verification); None when another node coordinates ``tid``
+        (cluster mode): ask it with ``verify_remote``."""
         p, coord = self._coordinator(tid)
         if coord is None:
             if self.owned is not None and p not in self.owned:
-                # Coordinated by another node: asking it (KIP-890's AddPartitionsToTxn
-                # verify_only) is not done yet, so the write is taken as the client says.
-                return ErrorCode.NONE
-            return ErrorCode.NOT_COORDINATOR
+                return None
+            return ErrorCode.NOT_ENOUGH_REPLICAS  # loading here: retriable for every client
         return coord.verify(tid, producer_id, epoch, partition)
+
+    async def verify_remote(
+        self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> ErrorCode:
+        """``verify`` asked of the node that coordinates ``tid``, with AddPartitionsToTxn v4
+        verify_only as Kafka's leaders ask. While that node cannot answer: NOT_ENOUGH_REPLICAS,
+        which every producer retries (Kafka's answer too)."""
+        assert self.view is not None and self.peers is not None
+        node, _ = self.view.leader(TXN_TOPIC, self.partition_of(tid))
+        address = self.view.address(node, ("", -1)) if node >= 0 else None
+        if address is None or node == self.view.self_id:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        A = AddPartitionsToTxnRequest
+        req = A(
+            transactions=[
+                A.AddPartitionsToTxnTransaction(
+                    transactional_id=tid,
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                    verify_only=True,
+                    topics=[
+                        A.AddPartitionsToTxnTopic(name=partition[0], partitions=[partition[1]])
+                    ],
+                )
+            ]
+        )
+        try:
+            resp = await self.peers.request(address, ApiKey.ADD_PARTITIONS_TO_TXN, 4, req)
+            code = ErrorCode(
+                resp.results_by_transaction[0]
+                .topic_results[0]
+                .results_by_partition[0]
+                .partition_error_code
+            )
+        except Exception as e:  # noqa: BLE001 - unreachable, or an answer without a result
+            log.warning("verifying %s's write to %s-%d with node %d: %s", tid, *partition, node, e)
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        if resp.error_code or code in _COORDINATOR_MOVING:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return code
 
     async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> Reply:
         return await self._decide(

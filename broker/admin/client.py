@@ -262,17 +262,19 @@ class AdminClient:
         resp = self._call(K.OFFSET_FETCH, OffsetFetchRequest(group_id=group_id, topics=None))
         return int(resp.error_code)
 
-    def coordinator(self, group_id: str) -> Client:
-        """FindCoordinator for the group, and a connection to it."""
+    def coordinator(self, group_id: str, key_type: int = 0) -> Client:
+        """FindCoordinator for the group (``key_type`` 1: the transactional id), and a
+        connection to it."""
 
         def find() -> tuple[str, int]:
             v = self.version(K.FIND_COORDINATOR)
             if v >= 4:
-                req = FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id])
+                req = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[group_id])
                 c = self._call(K.FIND_COORDINATOR, req).coordinators[0]
                 code, host, port = c.error_code, c.host, c.port
             else:
-                resp = self._call(K.FIND_COORDINATOR, FindCoordinatorRequest(key=group_id))
+                req = FindCoordinatorRequest(key=group_id, key_type=key_type)
+                resp = self._call(K.FIND_COORDINATOR, req)
                 code, host, port = resp.error_code, resp.host, resp.port
             if code != 0:
                 raise AdminError(f"FindCoordinator {group_id}: {error_name(code)}", code)

@@ -35,28 +35,29 @@ def add_parser(commands: Any, common: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
+    req = ListTransactionsRequest(
+        state_filters=args.state or [],
+        producer_id_filters=[],
+        duration_filter=args.running_longer_than_ms,
+    )
+    found: dict[str, Any] = {}
     with client_of(args) as a:
-        version = 1 if args.running_longer_than_ms >= 0 else 0
-        r = a.request(
-            ApiKey.LIST_TRANSACTIONS,
-            version,
-            ListTransactionsRequest(
-                state_filters=args.state or [],
-                producer_id_filters=[],
-                duration_filter=args.running_longer_than_ms,
-            ),
-        )
-    if r.error_code:
-        raise AdminError(f"ListTransactions: {error_name(r.error_code)}", r.error_code)
-    if r.unknown_state_filters:
-        raise ValueError(f"unknown states: {', '.join(r.unknown_state_filters)}")
+        # Each node lists the transactional ids it coordinates (cluster mode splits them).
+        for conn in a.brokers().values():
+            version = 1 if args.running_longer_than_ms >= 0 else 0
+            r = conn.request(ApiKey.LIST_TRANSACTIONS, version, req)
+            if r.error_code:
+                raise AdminError(f"ListTransactions: {error_name(r.error_code)}", r.error_code)
+            if r.unknown_state_filters:
+                raise ValueError(f"unknown states: {', '.join(r.unknown_state_filters)}")
+            found.update((t.transactional_id, t) for t in r.transaction_states)
     rows = [
         {
             "transactional_id": t.transactional_id,
             "producer_id": t.producer_id,
             "state": t.transaction_state,
         }
-        for t in sorted(r.transaction_states, key=lambda t: t.transactional_id)
+        for _, t in sorted(found.items())
     ]
     if args.json:
         print(json.dumps(rows, indent=1))
@@ -72,7 +73,8 @@ def _list(args: argparse.Namespace) -> int:
 
 def _describe(args: argparse.Namespace) -> int:
     with client_of(args) as a:
-        r = a.request(
+        conn = a.coordinator(args.transactional_id, key_type=1)
+        r = conn.request(
             ApiKey.DESCRIBE_TRANSACTIONS,
             0,
             DescribeTransactionsRequest(transactional_ids=[args.transactional_id]),

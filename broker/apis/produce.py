@@ -16,13 +16,16 @@ none.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import logging
+from collections.abc import Awaitable, Coroutine
+from typing import Any
 
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.dataplane.validation import Refusal, validate
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
+from broker.tasks import BackgroundTasks
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceRequest, ProduceResponse
@@ -91,18 +94,48 @@ def check_batch(
     return ErrorCode.NONE, None, h
 
 
+_REFUSED_TXN = "Transactional batch outside its producer's ongoing transaction"
+
+
+# Appends waiting for a remote verification when the producer asked for no reply (acks=0).
+_BACKGROUND = BackgroundTasks(logging.getLogger("kcoord.data"), "produce")
+
+
 def _verify_transactional(
     ctx: RequestContext, tid: str | None, h: BatchHeader, topic: str, index: int
-) -> int:
+) -> int | None:
     """A transactional batch is appended only inside its producer's ongoing transaction
-    that added this partition (KIP-890's verification, asked of the local coordinator)."""
+    that added this partition (KIP-890's verification). The error code, or None when the
+    transactional id's coordinator is another node (cluster mode) and must be asked."""
     txns = ctx.broker.txns
     if tid is None or txns is None:
         return ErrorCode.INVALID_TXN_STATE
     code = txns.verify(tid, h.producer_id, h.producer_epoch, (topic, index))
-    if code == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
-        return ErrorCode.INVALID_TXN_STATE
-    return code
+    return None if code is None else _produce_code(code)
+
+
+def _produce_code(code: int) -> int:
+    return ErrorCode.INVALID_TXN_STATE if code == ErrorCode.INVALID_PRODUCER_ID_MAPPING else code
+
+
+async def _append_verified(
+    ctx: RequestContext, tid: str, checked: tuple, part: Partition, r: PartResp
+) -> None:
+    """Append a transactional batch once the remote coordinator says it belongs to the
+    ongoing transaction (the reply waits; ``r`` is filled in here)."""
+    txns = ctx.broker.txns
+    assert txns is not None
+    h = checked[1]
+    code = _produce_code(
+        await txns.verify_remote(tid, h.producer_id, h.producer_epoch, (part.topic, part.index))
+    )
+    if code != ErrorCode.NONE:
+        r.error_code, r.base_offset, r.error_message = code, -1, _REFUSED_TXN
+        return
+    code, base, wait = part.append(*checked)
+    r.error_code, r.base_offset = code, base if code == ErrorCode.NONE else -1
+    if wait is not None:
+        await wait
 
 
 def _part(
@@ -139,6 +172,7 @@ def handle(
         return ProduceResponse(responses=responses)
     now = store.now_ms() if store is not None else 0
     tid = req.transactional_id
+    deferred: list[Coroutine[Any, Any, None]] = []  # appends after a remote verification
     if tid is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         for t in req.topic_data:
             parts = [
@@ -171,15 +205,29 @@ def handle(
             if header is None or records is None:  # check_batch refuses a null batch too
                 parts.append(_part(p.index, code, msg=msg))
                 continue
-            if header.attributes & TRANSACTIONAL_MASK:
+            remote = False
+            if (
+                header.attributes & TRANSACTIONAL_MASK
+                and header.producer_id not in part.producers.txns.open
+            ):
+                # The first batch of a transaction in this partition is checked against the
+                # coordinator; the rest of it is in the partition's open transaction already.
                 refused = _verify_transactional(ctx, tid, header, t.name, p.index)
-                if refused != ErrorCode.NONE:
-                    msg = "Transactional batch outside its producer's ongoing transaction"
-                    parts.append(_part(p.index, refused, msg=msg))
+                remote = refused is None
+                if refused is not None and refused != ErrorCode.NONE:
+                    parts.append(_part(p.index, refused, msg=_REFUSED_TXN))
                     continue
             checked = validate(records, header, settings, now, ctx.api_version)
             if isinstance(checked, Refusal):
                 parts.append(_refused(p.index, checked))
+                continue
+            if remote:
+                assert tid is not None
+                r = _part(p.index, ErrorCode.NONE, start=part.log.log_start_offset)
+                parts.append(r)
+                append = _append_verified(ctx, tid, checked, part, r)
+                deferred.append(append)
+                waits.append((r, part, append))
                 continue
             code, base, wait = part.append(*checked)
             r = _part(
@@ -191,8 +239,10 @@ def handle(
         responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=parts))
     resp = ProduceResponse(responses=responses)
     if acks == 0:
+        for append in deferred:
+            _BACKGROUND.spawn(append)  # still to append: nobody waits for it, it must run
         for _, _, w in waits:
-            if asyncio.iscoroutine(w):
+            if asyncio.iscoroutine(w) and not any(w is d for d in deferred):
                 w.close()  # a duplicate's wait for durability: nobody is owed a reply
         return None
     if not waits:

@@ -34,15 +34,38 @@ def handle(ctx: RequestContext, req: TxnOffsetCommitRequest):
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
         return error_response(req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     p = b.groups.partition_of(req.group_id)
-    verdict: int = b.txns.verify(
+    verdict = b.txns.verify(
+        req.transactional_id, req.producer_id, req.producer_epoch, (OFFSETS_TOPIC, p)
+    )
+    if verdict is None:  # the transactional id's coordinator is another node: ask it
+        return _after_remote_verify(ctx, req, p)
+    if verdict != ErrorCode.NONE:
+        return error_response(req, _refusal(ctx, verdict))
+    return _commit(ctx, req)
+
+
+async def _after_remote_verify(ctx: RequestContext, req: TxnOffsetCommitRequest, p: int) -> Resp:
+    txns = ctx.broker.txns
+    assert txns is not None
+    verdict = await txns.verify_remote(
         req.transactional_id, req.producer_id, req.producer_epoch, (OFFSETS_TOPIC, p)
     )
     if verdict != ErrorCode.NONE:
-        if verdict == ErrorCode.INVALID_PRODUCER_EPOCH:
-            verdict = fenced_for(
-                ErrorCode.PRODUCER_FENCED, ctx.api_version, PRODUCER_FENCED_VERSION
-            )
-        return error_response(req, verdict)
+        return error_response(req, _refusal(ctx, verdict))
+    reply = _commit(ctx, req)
+    return await reply if hasattr(reply, "__await__") else reply
+
+
+def _refusal(ctx: RequestContext, verdict: int) -> int:
+    if verdict == ErrorCode.INVALID_PRODUCER_EPOCH:
+        return fenced_for(ErrorCode.PRODUCER_FENCED, ctx.api_version, PRODUCER_FENCED_VERSION)
+    if verdict == ErrorCode.NOT_ENOUGH_REPLICAS:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE  # TxnOffsetCommit's retriable error
+    return verdict
+
+
+def _commit(ctx: RequestContext, req: TxnOffsetCommitRequest):
+    b = ctx.broker
     rejected: list[Resp.TxnOffsetCommitResponseTopic] = []
     known = []
     for t in req.topics:

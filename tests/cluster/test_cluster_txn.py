@@ -5,6 +5,7 @@ node (the new owner of its `__transaction_state` partition finishes it)."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -12,10 +13,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorRequest
 from tests.cluster.harness import Cluster, wait_for
+from tests.dataplane.wire import batch, produce_request
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
-from tests.txn.test_confluent import committed, create, producer, read_all
+from tests.txn.test_confluent import committed, create, kcoord_cli, producer, read_all
+from tests.wire import WireClient
 
 PARTITIONS = 6
 
@@ -76,3 +80,39 @@ def test_transactions_across_nodes_and_a_coordinator_failover(cluster: Cluster) 
     got = read_all(cluster.bootstrap, "out", "read_committed", PARTITIONS, quiet_s=3.0)
     assert sorted(got) == sorted([b"a%d" % i for i in range(30)] + [b"b%d" % i for i in range(12)])
     group.close()
+
+
+def test_a_transactional_write_is_verified_with_a_coordinator_on_another_node(
+    cluster: Cluster,
+) -> None:
+    """A transactional batch to a partition led by one node, for a transactional id another
+    node coordinates: refused (INVALID_TXN_STATE) unless the partition is in the producer's
+    ongoing transaction there (AddPartitionsToTxn verify_only between the nodes)."""
+    for n in (1, 2):
+        cluster.start(n)
+    for n in (1, 2):
+        wait_for(lambda n=n: set(cluster.brokers(n)) == {1, 2}, 20, f"node {n} to see both")
+    b = cluster.bootstrap
+    create(b, "v", partitions=4)
+    wait_for(lambda: -1 not in cluster.leaders("v", 1).values(), 20, "leaders of v")
+    leaders = cluster.leaders("v", 1)
+    assert set(leaders.values()) == {1, 2}, leaders
+    tid = "verify-me"
+    coordinator = wait_for(lambda: txn_coordinator(cluster, tid, 1), 20, "a txn coordinator")
+    # A partition of `v` the other node leads.
+    partition, leader = next((p, n) for p, n in leaders.items() if n != coordinator)
+    p = producer(b, tid)
+    pid_epoch = json.loads(kcoord_cli("transactions", "describe", tid, "--bootstrap", b, "--json"))
+    pid, epoch = pid_epoch["producer_id"], pid_epoch["producer_epoch"]
+    records = batch(2, producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+    req = produce_request("v", partition, records)
+    req.transactional_id = tid
+    node = cluster.nodes[leader]
+    with WireClient(node.host, node.port) as c:
+        resp = c.request(ApiKey.PRODUCE, 11, req)
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE
+    # Inside the transaction (the client adds the partition first), it is accepted.
+    p.begin_transaction()
+    p.produce("v", value=b"ok", partition=partition)
+    p.commit_transaction(30)
+    assert read_all(b, "v", "read_committed", 4) == [b"ok"]
