@@ -268,3 +268,36 @@ def test_the_acls_command(tmp_path: Path) -> None:
         assert bad.returncode == 1 and "INVALID_REQUEST" in bad.stderr
     finally:
         k.stop()
+
+
+def test_transactional_ids_need_their_acls(secured: KcoordProcess) -> None:
+    """WRITE on the transactional id for init_transactions (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    without), WRITE on the topic to produce in the transaction, READ on the group for the
+    offsets sent to it; with them, a transaction commits."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    k = secured
+    alice = sasl(k, "SCRAM-SHA-256", "alice", "pw")
+    refused = Producer({**alice, "transactional.id": "alice-tx"})
+    with pytest.raises(KafkaException) as e:
+        refused.init_transactions(15)
+    assert e.value.args[0].name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    grant(
+        k,
+        binding("TRANSACTIONAL_ID", "alice-", "User:alice", "WRITE", pattern="PREFIXED"),
+        binding("TOPIC", "orders", "User:alice", "WRITE"),
+        binding("TOPIC", "orders", "User:alice", "READ"),
+        binding("GROUP", "g-tx", "User:alice", "READ"),
+    )
+    p = Producer({**alice, "transactional.id": "alice-tx2"})
+    p.init_transactions(20)
+    group = Consumer({**alice, "group.id": "g-tx"})
+    p.begin_transaction()
+    p.produce("orders", b"in-a-transaction")
+    p.send_offsets_to_transaction(
+        [TopicPartition("orders", 0, 3)], group.consumer_group_metadata(), 20
+    )
+    p.commit_transaction(20)
+    committed = group.committed([TopicPartition("orders", 0)], 20)
+    assert committed[0].offset == 3
+    group.close()
