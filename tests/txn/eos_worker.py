@@ -5,10 +5,16 @@ replacement fences a killed predecessor at once (InitProducerId bumps the epoch)
 
 from __future__ import annotations
 
+import faulthandler
+import os
+import signal
 import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer
+
+BATCH = 20  # records per transaction at most
+PAUSE_S = 0.05  # per transaction: keeps the group working long enough to be killed mid-way
 
 
 def main(bootstrap: str, slot: str, idle_s: float) -> None:
@@ -29,13 +35,14 @@ def main(bootstrap: str, slot: str, idle_s: float) -> None:
             "transactional.id": f"eos-{slot}",
             "transaction.timeout.ms": 10000,
             "linger.ms": 5,
+            **({"debug": os.environ["EOS_DEBUG"]} if os.environ.get("EOS_DEBUG") else {}),
         }
     )
     producer.init_transactions(30)
     consumer.subscribe(["in"])
     last = time.monotonic()
     while time.monotonic() - last < idle_s:
-        msgs = consumer.consume(100, 0.5)
+        msgs = consumer.consume(BATCH, 0.5)
         msgs = [m for m in msgs if m.error() is None]
         if not msgs:
             continue
@@ -55,8 +62,10 @@ def main(bootstrap: str, slot: str, idle_s: float) -> None:
             print("failed", e, flush=True)
             sys.exit(3)
         print("committed", len(msgs), flush=True)
+        time.sleep(PAUSE_S)
     consumer.close()
 
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1)  # the test asks a stuck member where it is
     main(sys.argv[1], sys.argv[2], float(sys.argv[3]))
