@@ -46,7 +46,15 @@ def live(broker: KcoordProcess, members: Members, admin: Any) -> Iterator[Live]:
     create_topic("kafka-python", broker.bootstrap, TOPIC, PARTITIONS)
     produced = produce("kafka-python", broker.bootstrap, TOPIC, keyed("b1", keys=12, per_key=1))
     m = members.start("kafka-python", "live", TOPIC, "live-0")
-    m.wait(lambda m: len(m.messages) >= len(produced), 30, "every record")
+    try:
+        m.wait(lambda m: len(m.messages) >= len(produced), 30, "every record")
+    except AssertionError:
+        # kafka-python 3.0.12 can leave a lone leader without the assignment it computed
+        # (the hang tests/groups/member.py works around; seen once under a loaded CI run):
+        # a second member takes over once the first one's session expires.
+        m.kill()
+        m = members.start("kafka-python", "live", TOPIC, "live-1")
+        m.wait(lambda m: len(m.messages) >= len(produced), 60, "every record")
     m.commit()
     # kafka-python commits its position for every assigned partition, 0 where it read nothing.
     ends = {p: max(x.o for x in produced if x.p == p) + 1 for p in {x.p for x in produced}}
