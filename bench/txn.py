@@ -82,9 +82,11 @@ def measure(peer: Peer, producers: int, seconds: float) -> dict[str, float]:
         t.start()
     time.sleep(2.0)  # warm-up: init_transactions, connections
     n0, cpu0, t0 = sum(counts), peer.cpu_seconds(), time.monotonic()
+    clients0 = time.process_time()  # this process: the producers and librdkafka's threads
     latencies.clear()
     time.sleep(seconds)
     n1, cpu1, t1 = sum(counts), peer.cpu_seconds(), time.monotonic()
+    clients1 = time.process_time()
     stop.set()
     for t in threads:
         t.join()
@@ -97,6 +99,7 @@ def measure(peer: Peer, producers: int, seconds: float) -> dict[str, float]:
         "broker_cpu_ms_per_txn": (
             1000 * (cpu1 - cpu0) / txns if cpu0 is not None and cpu1 is not None and txns else 0
         ),
+        "client_cpu_ms_per_txn": 1000 * (clients1 - clients0) / txns if txns else 0,
     }
 
 
@@ -115,7 +118,10 @@ def main() -> None:
         f"consume-transform-produce: {args.producers} transactional producers, {RECORDS}"
         f" records + 1 offset commit per transaction, {args.seconds:.0f} s"
     )
-    print(f"{'broker':8} {'txn/s':>9} {'EndTxn p50':>11} {'p99':>8} {'broker CPU/txn':>15}")
+    print(
+        f"{'broker':8} {'txn/s':>9} {'EndTxn p50':>11} {'p99':>8}"
+        f" {'broker CPU/txn':>15} {'client CPU/txn':>15}"
+    )
     for name in args.brokers:
         try:
             peer = starters[name]()
@@ -129,6 +135,7 @@ def main() -> None:
         print(
             f"{name:8} {r['txn_per_s']:9,.0f} {r['end_txn_p50_ms']:9.2f}ms"
             f" {r['end_txn_p99_ms']:6.2f}ms {r['broker_cpu_ms_per_txn']:12.3f}ms"
+            f" {r['client_cpu_ms_per_txn']:12.3f}ms"
         )
 
 
