@@ -120,6 +120,18 @@ def _list(*choices: str) -> Parser:
     return parse
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """Comma-separated free-form names (case kept); empty items are dropped, so an empty
+    text is the empty list."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _jwks_url(text: str) -> str:
+    if not text.startswith(("https://", "http://", "file:")):
+        raise ValueError("expected an https://, http:// or file: URL")
+    return text
+
+
 def _protocol_map(text: str) -> str:
     try:
         parse_protocol_map(text)
@@ -130,7 +142,7 @@ def _protocol_map(text: str) -> str:
 
 def _mechanisms(text: str) -> tuple[str, ...]:
     items = tuple(item.strip().upper() for item in text.split(",") if item.strip())
-    known = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    known = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
     for item in items:
         if item not in known:
             raise ValueError(f"{item} is not one of {', '.join(known)}")
@@ -338,7 +350,27 @@ _SETTINGS: tuple[Setting, ...] = (
             "Rules mapping a client certificate's distinguished name to a principal name."),
     Setting("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"),
             _mechanisms,
-            "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+            "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512,"
+            " OAUTHBEARER."),
+    Setting("sasl.oauthbearer.jwks.endpoint.url", "string", None, _jwks_url,
+            "OAUTHBEARER tokens must be signed by a key of this JSON Web Key Set (https, http"
+            " or file URL); if not set, unsecured tokens are accepted (development only)."),
+    Setting("sasl.oauthbearer.expected.audience", "list", (), _names,
+            "Audiences a token's aud claim must name one of (not checked if not set)."),
+    Setting("sasl.oauthbearer.expected.issuer", "string", None, _string,
+            "The iss claim a token must carry (not checked if not set)."),
+    Setting("sasl.oauthbearer.sub.claim.name", "string", "sub", _string,
+            "The claim that names the principal."),
+    Setting("sasl.oauthbearer.scope.claim.name", "string", "scope", _string,
+            "The claim that lists the token's scopes."),
+    Setting("sasl.oauthbearer.clock.skew.seconds", "int", 30, _int(0),
+            "Clock difference allowed when checking exp, nbf and iat."),
+    Setting("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3_600_000, _long(1000),
+            "How often the JWKS is fetched again (also, rate-limited, on an unknown key id)."),
+    Setting("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100, _long(1),
+            "First wait after a failed JWKS fetch; doubles up to the maximum."),
+    Setting("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10_000, _long(1),
+            "Longest wait between failed JWKS fetches."),
     Setting("connections.max.reauth.ms", "long", 0, _long(0),
             "Lifetime of a SASL session: a client must re-authenticate (KIP-368) before it"
             " ends or its connection is closed (0: no limit)."),

@@ -304,6 +304,19 @@ class Connection(asyncio.Protocol):
 
         ctx = RequestContext(self.broker, 36, 0, -1, None, self.host, self.listener, self.security)
         resp: Any = authenticate(ctx, SaslAuthenticateRequest(auth_bytes=token))
+        if inspect.isawaitable(resp):  # OAUTHBEARER fetching keys first
+            fut = asyncio.ensure_future(resp)
+            fut.add_done_callback(self._raw_sasl_done)
+            return
+        self._raw_sasl_reply(resp)
+
+    def _raw_sasl_done(self, fut: asyncio.Future) -> None:
+        if not fut.cancelled():
+            self._raw_sasl_reply(fut.result())
+
+    def _raw_sasl_reply(self, resp: Any) -> None:
+        if self.closed:
+            return
         if resp.error_code:
             self.abort(f"SASL authentication failed: {resp.error_message}", logging.INFO)
             return
@@ -363,6 +376,8 @@ class Connection(asyncio.Protocol):
             return
         self._park(entry, fut.result())
         self._flush()
+        if self.security.close_after_reply:  # an authentication that failed after a wait
+            self._close_after_replies()
 
     def _flush(self) -> None:
         while self.pending and self.pending[0].done:

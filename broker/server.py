@@ -24,6 +24,7 @@ from broker.metrics import Metrics
 from broker.peers import PeerClients
 from broker.security.acls import Authorizer, parse_super_users
 from broker.security.credentials import CredentialStore
+from broker.security.oauth import OAuthSettings, OAuthValidator
 from broker.security.tls import TlsConfigError, TlsContext
 from broker.state import BrokerState
 from broker.txn_runtime import TxnRuntime
@@ -106,6 +107,9 @@ class Broker:
         state.credentials = await CredentialStore.open(
             self.data_dir, cfg.durability, self._credentials_opener()
         )
+        if "OAUTHBEARER" in cfg.get("sasl.enabled.mechanisms"):
+            state.oauth = OAuthValidator(OAuthSettings.from_config(cfg))
+            state.oauth.start()
         if cfg.get("authorizer.class.name") is not None:
             state.authorizer = await Authorizer.open(
                 self.data_dir,
@@ -248,6 +252,8 @@ class Broker:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:
             await self.state.data.close()
+        if self.state is not None and self.state.oauth is not None:
+            await self.state.oauth.close()
         if self.state is not None and self.state.credentials is not None:
             await self.state.credentials.close()
         if self.state is not None and self.state.authorizer is not None:

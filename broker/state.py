@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from broker.metrics import Metrics
     from broker.security.acls import Authorizer
     from broker.security.credentials import CredentialStore
+    from broker.security.oauth import OAuthValidator
     from broker.txn_runtime import TxnRuntime
 
 
@@ -27,10 +28,11 @@ class BrokerState:
     topics: TopicRegistry = field(default_factory=TopicRegistry)
     data: TopicStore | None = None  # the data plane: topic partitions (broker.dataplane)
     groups: GroupRuntime = None  # type: ignore[assignment]  # set before serving
-    txns: TxnRuntime | None = None  # the transaction coordinator (none in cluster mode yet)
+    txns: TxnRuntime | None = None  # the transaction coordinator (broker.txn_runtime)
     metrics: Metrics | None = None  # request, connection and rebalance metrics (broker.metrics)
     credentials: CredentialStore | None = None  # SCRAM users (broker.security.credentials)
     authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name is set
+    oauth: OAuthValidator | None = None  # when OAUTHBEARER is enabled (broker.security.oauth)
     cluster: ClusterView = None  # type: ignore[assignment]  # set in __post_init__
 
     def __post_init__(self) -> None:

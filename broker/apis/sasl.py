@@ -1,6 +1,7 @@
-"""SaslHandshake v0-1 and SaslAuthenticate v0-2: PLAIN and SCRAM-SHA-256/512 on SASL
-listeners, with KIP-368 re-authentication. After a v0 handshake the tokens come as bare frames
-(the connection hands each to :func:`authenticate` and writes its answer back bare). Kafka 4.0
+"""SaslHandshake v0-1 and SaslAuthenticate v0-2: PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER
+(`broker/security/oauth.py`) on SASL listeners, with KIP-368 re-authentication. After a v0
+handshake the tokens come as bare frames (the connection hands each to :func:`authenticate`
+and writes its answer back bare). Kafka 4.0
 dropped SaslHandshake v0 (KIP-896); kcoord keeps it because librdkafka before 2.x (Debian's
 kcat) starts SASL only when v0 is advertised, even though it then uses v1.
 
@@ -18,6 +19,13 @@ import time
 
 from broker.context import RequestContext
 from broker.registry import serves
+from broker.security.oauth import (
+    BearerToken,
+    OAuthError,
+    OAuthValidator,
+    UnknownKey,
+    client_first_message,
+)
 from broker.security.scram import MECHANISMS, ScramError, ScramServer
 from broker.security.session import SecuritySession
 from protocol.api_keys import ApiKey
@@ -55,7 +63,7 @@ def handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeRe
 
 
 @serves(ApiKey.SASL_AUTHENTICATE, 0, 2)
-def authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
+def authenticate(ctx: RequestContext, req: SaslAuthenticateRequest):
     s = ctx.security
     if s is None or not s.sasl or s.mechanism is None:
         if s is not None:
@@ -66,32 +74,93 @@ def authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthe
         )
     mechanism = s.mechanism
     try:
+        if mechanism == "OAUTHBEARER":
+            return _bearer(ctx, s, req.auth_bytes)
         reply, user = _step(ctx, s, mechanism, req.auth_bytes)
-        if user is not None:
-            principal = "User:" + user
-            if s.reauthenticating and principal != s.principal:
-                raise ScramError(f"re-authentication as {principal} instead of {s.principal}")
-    except (ScramError, ValueError, UnicodeDecodeError) as e:
-        log.info("SASL %s authentication from %s failed: %s", mechanism, ctx.client_host, e)
-        if ctx.broker.metrics is not None:
-            ctx.broker.metrics.authentication_failed(mechanism)
-        s.close_after_reply = True
-        s.exchange = None
-        return SaslAuthenticateResponse(
-            error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
-            error_message="Authentication failed during authentication due to invalid"
-            f" credentials with SASL mechanism {mechanism}",
-        )
+    except (ScramError, OAuthError, ValueError, UnicodeDecodeError) as e:
+        return _failed(ctx, s, mechanism, e)
     if user is None:
         return SaslAuthenticateResponse(auth_bytes=reply)
+    return _succeeded(ctx, s, mechanism, user, reply)
+
+
+def _failed(
+    ctx: RequestContext, s: SecuritySession, mechanism: str, why: Exception
+) -> SaslAuthenticateResponse:
+    log.info("SASL %s authentication from %s failed: %s", mechanism, ctx.client_host, why)
+    if ctx.broker.metrics is not None:
+        ctx.broker.metrics.authentication_failed(mechanism)
+    s.close_after_reply = True
+    s.exchange = None
+    return SaslAuthenticateResponse(
+        error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+        error_message="Authentication failed during authentication due to invalid"
+        f" credentials with SASL mechanism {mechanism}",
+    )
+
+
+def _succeeded(
+    ctx: RequestContext,
+    s: SecuritySession,
+    mechanism: str,
+    user: str,
+    reply: bytes,
+    credential_expires_ms: int | None = None,
+) -> SaslAuthenticateResponse:
+    principal = "User:" + user
+    if s.reauthenticating and principal != s.principal:
+        why = ScramError(f"re-authentication as {principal} instead of {s.principal}")
+        return _failed(ctx, s, mechanism, why)
     s.principal, s.authenticated, s.reauthenticating = principal, True, False
     s.mechanism = s.exchange = None
     s.raw_tokens = False
     lifetime = ctx.broker.config.get("connections.max.reauth.ms")
+    if lifetime > 0 and credential_expires_ms is not None:
+        # KIP-368: a token's session ends no later than the token (Kafka's rule).
+        lifetime = max(1, min(lifetime, credential_expires_ms - int(time.time() * 1000)))
     s.expires_at = time.monotonic() + lifetime / 1000 if lifetime > 0 else None
     return SaslAuthenticateResponse(
         auth_bytes=reply, session_lifetime_ms=lifetime if ctx.api_version >= 1 else 0
     )
+
+
+def _bearer(ctx: RequestContext, s: SecuritySession, message: bytes):
+    """OAUTHBEARER: one client message, checked by the configured validator. A refused token
+    fails at once (Kafka first sends an RFC 7628 error challenge and fails after the client's
+    empty answer; clients end in the same place). A token naming a key we have not fetched
+    yet is checked again once the key set has been fetched."""
+    validator = ctx.broker.oauth
+    if validator is None:
+        raise OAuthError("OAUTHBEARER is not enabled")
+    jwt_text, authzid = client_first_message(message)
+    try:
+        token = validator.check(jwt_text)
+    except UnknownKey:
+        return _bearer_after_refresh(ctx, s, validator, jwt_text, authzid)
+    return _bearer_checked(ctx, s, token, authzid)
+
+
+async def _bearer_after_refresh(
+    ctx: RequestContext,
+    s: SecuritySession,
+    validator: OAuthValidator,
+    jwt_text: str,
+    authzid: str | None,
+) -> SaslAuthenticateResponse:
+    try:
+        token = await validator.check_after_refresh(jwt_text)
+        return _bearer_checked(ctx, s, token, authzid)
+    except (OAuthError, OSError, ValueError) as e:
+        return _failed(ctx, s, "OAUTHBEARER", e)
+
+
+def _bearer_checked(
+    ctx: RequestContext, s: SecuritySession, token: BearerToken, authzid: str | None
+) -> SaslAuthenticateResponse:
+    if authzid and authzid != token.principal:
+        why = OAuthError(f"authorization id {authzid!r} is not the token's {token.principal!r}")
+        return _failed(ctx, s, "OAUTHBEARER", why)
+    return _succeeded(ctx, s, "OAUTHBEARER", token.principal, b"", token.expires_ms)
 
 
 def _step(
