@@ -4,6 +4,8 @@ certificates are served without a restart, and unusable settings stop start-up c
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import socket
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.groups.test_other_clients import kafkajs  # noqa: F401  (the npm fixture)
 from tests.kcoord_process import KcoordProcess, start_kcoord
 from tests.security.certs import Ca
 from tests.wire import WireClient
@@ -325,5 +328,59 @@ def test_aiokafka_and_kcat_over_sasl_ssl(tmp_path: Path, ca: Ca, server_pem: Pat
 
         got, committed = asyncio.run(asyncio.wait_for(aiokafka_group(), 60))
         assert got == [b"a", b"b", b"c"] and committed == 3
+    finally:
+        k.stop()
+
+
+def test_kafkajs_over_sasl_ssl_and_with_a_client_certificate(
+    tmp_path: Path,
+    ca: Ca,
+    server_pem: Path,
+    kafkajs: Path,  # noqa: F811
+) -> None:
+    """kafkajs produces, consumes in a group and commits over SASL_SSL with SCRAM-SHA-512,
+    then over SSL with a client certificate (a second broker that requires one)."""
+    from tests.security.test_sasl import add_user
+
+    script = Path(__file__).parent / "js" / "secured_group.js"
+
+    def run(bootstrap: str, **env: str) -> dict:
+        out = subprocess.run(
+            ["node", str(script), bootstrap, "js-sec", "g-js", "25"],
+            env={**os.environ, "NODE_PATH": str(kafkajs), "KCOORD_CA": str(ca.pem_path), **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    k = start_kcoord(
+        tmp_path / "sasl",
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        f"ssl.keystore.location={server_pem}",
+        "group.initial.rebalance.delay.ms=0",
+    )
+    try:
+        add_user(k, "js", "js-secret")
+        port = int(re.search(r"SASL_SSL on 127\.0\.0\.1:(\d+)", k.log()).group(1))
+        got = run(f"127.0.0.1:{port}", KCOORD_SCRAM_USER="js", KCOORD_SCRAM_PASSWORD="js-secret")
+        assert got == {"consumed": 25, "committed": 25}
+    finally:
+        k.stop()
+
+    client = tmp_path / "js-client.pem"
+    ca.issue(client, "js-client")
+    key, cert = split_pem(client)
+    k = start_tls(
+        tmp_path / "ssl",
+        server_pem,
+        f"ssl.truststore.location={ca.pem_path}",
+        "ssl.client.auth=required",
+        "group.initial.rebalance.delay.ms=0",
+    )
+    try:
+        got = run(f"127.0.0.1:{ssl_port(k)}", KCOORD_CERT=str(cert), KCOORD_KEY=str(key))
+        assert got == {"consumed": 25, "committed": 25}
     finally:
         k.stop()

@@ -1,18 +1,29 @@
 // kafkajs on a secured listener: produce N messages, consume them in a group, commit, and
 // report the committed total. Prints one JSON line; exits 1 on any error.
 //   node secured_group.js BROKER TOPIC GROUP N
-// Environment: KCOORD_CA (PEM file: TLS trusted CA; unset: no TLS), and either
-// KCOORD_SCRAM_USER + KCOORD_SCRAM_PASSWORD (SCRAM-SHA-512) or KCOORD_TOKEN (OAUTHBEARER).
+// Environment: KCOORD_CA (PEM file: TLS trusted CA; unset: no TLS), KCOORD_CERT + KCOORD_KEY
+// (a client certificate), and KCOORD_SCRAM_USER + KCOORD_SCRAM_PASSWORD (SCRAM-SHA-512) or
+// KCOORD_TOKEN (OAUTHBEARER) or neither (no SASL).
 const fs = require('fs');
 const { Kafka, logLevel, Partitioners } = require('kafkajs');
 
 const [broker, topic, groupId, count] = process.argv.slice(2);
 const N = Number(count);
 const env = process.env;
-const sasl = env.KCOORD_TOKEN
-  ? { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: env.KCOORD_TOKEN }) }
-  : { mechanism: 'scram-sha-512', username: env.KCOORD_SCRAM_USER, password: env.KCOORD_SCRAM_PASSWORD };
-const ssl = env.KCOORD_CA ? { ca: [fs.readFileSync(env.KCOORD_CA)] } : false;
+let sasl;
+if (env.KCOORD_TOKEN) {
+  sasl = { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: env.KCOORD_TOKEN }) };
+} else if (env.KCOORD_SCRAM_USER) {
+  sasl = { mechanism: 'scram-sha-512', username: env.KCOORD_SCRAM_USER, password: env.KCOORD_SCRAM_PASSWORD };
+}
+let ssl = false;
+if (env.KCOORD_CA) {
+  ssl = { ca: [fs.readFileSync(env.KCOORD_CA)] };
+  if (env.KCOORD_CERT) {
+    ssl.cert = fs.readFileSync(env.KCOORD_CERT);
+    ssl.key = fs.readFileSync(env.KCOORD_KEY);
+  }
+}
 const kafka = new Kafka({
   clientId: 'kcoord-secured', brokers: [broker], ssl, sasl, logLevel: logLevel.ERROR,
   retry: { retries: 2 },
