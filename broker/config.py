@@ -515,7 +515,7 @@ def load_config(
     values = {s.name: s.default for s in _SETTINGS}
     sources: dict[str, str] = {}
     for name, (text, where) in raw.items():
-        setting = SETTINGS.get(name)
+        setting = SETTINGS.get(name) or _per_listener(name)
         if setting is None:
             raise ConfigError(f"{_unknown(name)} (from {where})")
         try:
@@ -569,6 +569,53 @@ def _as_text(value: object) -> str:
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value)
     return str(value)
+
+
+_LISTENER_PREFIX = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
+# Settings a listener may set for itself (Kafka's listener.name.<name>.<setting>).
+_PER_LISTENER = ("ssl.", "sasl.enabled.mechanisms", "connections.max.reauth.ms")
+
+
+def _per_listener(name: str) -> Setting | None:
+    """The setting a ``listener.name.<listener>.<setting>`` name overrides for one listener."""
+    m = _LISTENER_PREFIX.match(name)
+    if m is None or not m[2].startswith(_PER_LISTENER):
+        return None
+    return SETTINGS.get(m[2])
+
+
+def listener_setting(cfg: Config, listener: str | None, name: str) -> Any:
+    """Setting ``name`` as ``listener`` sees it (its ``listener.name.<listener>.`` one first)."""
+    if listener is not None:
+        own = f"listener.name.{listener.lower()}.{name}"
+        if own in cfg:
+            return cfg.get(own)
+    return cfg.get(name)
+
+
+def listener_view(cfg: Config, listener: str) -> ConfigView:
+    """``cfg`` as ``listener`` sees it: its ``listener.name.<listener>.*`` settings first.
+    KIP-684: ``ssl.client.auth`` applies to a SASL_SSL listener only when set for it."""
+    prefix = f"listener.name.{listener.lower()}."
+    overrides = {n[len(prefix) :]: v for n, v in cfg.items() if n.startswith(prefix)}
+    return ConfigView(cfg, overrides)
+
+
+class ConfigView:
+    """A config with some settings replaced (one listener's, the metrics endpoint's)."""
+
+    def __init__(self, base: Config | ConfigView, overrides: Mapping[str, Any]) -> None:
+        self.base = base
+        self.overrides = dict(overrides)
+
+    def get(self, name: str) -> Any:
+        if name in self.overrides:
+            return self.overrides[name]
+        return self.base.get(name)
+
+    def is_set(self, name: str) -> bool:
+        """Whether this view sets ``name`` itself (not inherited)."""
+        return name in self.overrides
 
 
 def _unknown(name: str) -> str:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
+from broker.config import listener_setting
 from broker.context import RequestContext
 from broker.listeners import Listener
 from broker.registry import APIS
@@ -105,9 +106,12 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}"
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:  # the TLS handshake is done: the peer's certificate is known
-            self.security.principal = principal_of(
-                ssl_object, self.broker.config.get("ssl.principal.mapping.rules")
+            rules = listener_setting(
+                self.broker.config,
+                self.listener.name if self.listener else None,
+                "ssl.principal.mapping.rules",
             )
+            self.security.principal = principal_of(ssl_object, rules)
         if self.broker.metrics is not None:
             self.broker.metrics.connection_opened()
 

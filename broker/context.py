@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from broker.listeners import Listener
@@ -44,6 +44,14 @@ class RequestContext:
         if auth is None:
             return True
         return auth.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def setting(self, name: str) -> Any:
+        """Setting ``name`` as the request's listener sees it (``listener.name.<l>.`` first)."""
+        from broker.config import listener_setting
+
+        return listener_setting(
+            self.broker.config, self.listener.name if self.listener else None, name
+        )
 
     def advertised(self) -> tuple[str, int]:
         """The broker's address as the client's listener advertises it (Kafka answers each

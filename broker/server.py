@@ -15,6 +15,7 @@ import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import cluster_identity, load_identity
 from broker.cluster_node import ClusterNode
 from broker.cluster_view import ClusterView
+from broker.config import Config, ConfigView, listener_setting, listener_view
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
 from broker.group_runtime import GroupRuntime, LogOpener
@@ -63,7 +64,7 @@ class Broker:
         self._idle_sweeper: asyncio.Future | None = None
         self.port = 0  # the first listener's (the only one unless `listeners` is set)
         self.listeners: list[Listener] = []  # as bound
-        self.tls: TlsContext | None = None
+        self.tls: dict[str, TlsContext] = {}  # by listener name: each its own ssl.* settings
         self._servers: list[asyncio.Server] = []
         self._tls_reloader: asyncio.Future | None = None
         self._group_store: Any = None  # storage.postgres.store.PgStore when configured
@@ -87,8 +88,9 @@ class Broker:
         max_frame = cfg.get("socket.request.max.bytes")
         try:
             wanted = resolve_listeners(cfg, self.listen, self.advertised)
-            if any(w.uses_tls for w in wanted):
-                self.tls = TlsContext(cfg)
+            for w in wanted:
+                if w.uses_tls:
+                    self.tls[w.name] = TlsContext(_tls_settings(cfg, w))
         except (ListenerError, TlsConfigError) as e:
             raise StartupError(str(e)) from None
         socks = []
@@ -107,7 +109,11 @@ class Broker:
         state.credentials = await CredentialStore.open(
             self.data_dir, cfg.durability, self._credentials_opener()
         )
-        if "OAUTHBEARER" in cfg.get("sasl.enabled.mechanisms"):
+        if any(
+            "OAUTHBEARER" in listener_setting(cfg, w.name, "sasl.enabled.mechanisms")
+            for w in wanted
+            if w.uses_sasl
+        ):
             state.oauth = OAuthValidator(OAuthSettings.from_config(cfg))
             state.oauth.start()
         if cfg.get("authorizer.class.name") is not None:
@@ -181,13 +187,13 @@ class Broker:
 
         loop = asyncio.get_running_loop()
         for listener, sock in zip(self.listeners, socks, strict=True):
-            tls = self.tls.context if listener.uses_tls and self.tls is not None else None
+            tls = self.tls[listener.name].context if listener.uses_tls else None
             self._servers.append(
                 await loop.create_server(functools.partial(connect, listener), sock=sock, ssl=tls)
             )
-        if self.tls is not None:
+        if self.tls:
             self._tls_reloader = asyncio.ensure_future(
-                _reload_tls(self.tls, cfg.get("kcoord.ssl.reload.interval.ms"))
+                _reload_tls(list(self.tls.values()), cfg.get("kcoord.ssl.reload.interval.ms"))
             )
         idle_ms = cfg.get("connections.max.idle.ms")
         if idle_ms >= 0:
@@ -348,11 +354,22 @@ async def _loaded_after_first_round(state: BrokerState, node: ClusterNode) -> No
     groups.loaded.set()
 
 
-async def _reload_tls(tls: TlsContext, every_ms: int) -> None:
+async def _reload_tls(contexts: list[TlsContext], every_ms: int) -> None:
     """Pick up renewed certificates without a restart (new connections use them)."""
     while True:
         await asyncio.sleep(every_ms / 1000)
-        tls.reload_if_changed()
+        for tls in contexts:
+            tls.reload_if_changed()
+
+
+def _tls_settings(cfg: Config, listener: Listener) -> ConfigView:
+    """A TLS listener's ssl.* settings: its listener.name.<name>.ssl.* ones first. KIP-684:
+    a SASL_SSL listener asks for client certificates only when its own ssl.client.auth says so
+    (SASL authenticates its clients)."""
+    view = listener_view(cfg, listener.name)
+    if listener.uses_sasl and not view.is_set("ssl.client.auth"):
+        view = ConfigView(view, {"ssl.client.auth": "none"})
+    return view
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -41,7 +41,7 @@ log = logging.getLogger("kcoord.security")
 
 
 def enabled(ctx: RequestContext) -> list[str]:
-    return list(ctx.broker.config.get("sasl.enabled.mechanisms"))
+    return list(ctx.setting("sasl.enabled.mechanisms"))
 
 
 @serves(ApiKey.SASL_HANDSHAKE, 0, 1)
@@ -114,7 +114,7 @@ def _succeeded(
     s.principal, s.authenticated, s.reauthenticating = principal, True, False
     s.mechanism = s.exchange = None
     s.raw_tokens = False
-    lifetime = ctx.broker.config.get("connections.max.reauth.ms")
+    lifetime = ctx.setting("connections.max.reauth.ms")
     if lifetime > 0 and credential_expires_ms is not None:
         # KIP-368: a token's session ends no later than the token (Kafka's rule).
         lifetime = max(1, min(lifetime, credential_expires_ms - int(time.time() * 1000)))

@@ -384,3 +384,70 @@ def test_kafkajs_over_sasl_ssl_and_with_a_client_certificate(
         assert got == {"consumed": 25, "committed": 25}
     finally:
         k.stop()
+
+
+def test_listener_prefixed_settings(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
+    """`listener.name.<name>.` settings apply to that listener alone: its own key store, its
+    own SASL mechanisms; ssl.client.auth reaches a SASL_SSL listener only when set for it
+    (KIP-684), so SCRAM clients there need no certificate while the SSL listener demands one."""
+    from confluent_kafka.admin import AdminClient
+    from cryptography import x509
+
+    from tests.security.test_sasl import add_user, auth_errors
+
+    internal_pem = tmp_path / "internal.pem"
+    internal = ca.issue(internal_pem, "internal.kcoord", server=True)
+    k = start_kcoord(
+        tmp_path / "data",
+        "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0,"
+        "INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,INTERNAL:SSL",
+        f"ssl.keystore.location={server_pem}",
+        f"ssl.truststore.location={ca.pem_path}",
+        "ssl.client.auth=required",
+        f"listener.name.internal.ssl.keystore.location={internal_pem}",
+        "listener.name.internal.ssl.client.auth=none",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+    )
+    try:
+        ports = {
+            name: int(re.search(rf"{name} on 127\.0\.0\.1:(\d+)", k.log()).group(1))
+            for name in ("SASL_SSL", "INTERNAL")
+        }
+        # INTERNAL serves its own certificate and asks for none.
+        with tls_client(ca, ports["INTERNAL"]) as s:
+            served = x509.load_der_x509_certificate(s.getpeercert(binary_form=True))
+        assert served.serial_number == internal.serial_number
+        # SSL demands a certificate (the top-level ssl.client.auth).
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            s = tls_client(ca, ssl_port(k))
+            s.sendall(b"\x00\x00\x00\x00")
+            if s.recv(1) == b"":
+                raise ConnectionError("closed")
+        # SASL_SSL: SCRAM without a client certificate; SCRAM-SHA-256 is not offered there.
+        add_user(k, "frank", "pw")
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{ports['SASL_SSL']}",
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(ca.pem_path),
+            "sasl.username": "frank",
+            "sasl.password": "pw",
+        }
+        admin = AdminClient({**conf, "sasl.mechanism": "SCRAM-SHA-512"})
+        assert admin.list_topics(timeout=20).brokers
+        assert auth_errors({**conf, "sasl.mechanism": "SCRAM-SHA-256"})
+    finally:
+        k.stop()
+
+
+def test_listener_prefixed_settings_are_checked(tmp_path: Path) -> None:
+    for setting, why in (
+        ("listener.name.ssl.ssl.client.auth=sometimes", "invalid value"),
+        ("listener.name.ssl.group.max.size=3", "unknown setting"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "broker.cli", "serve", "--listen", "127.0.0.1:0",
+             "--data-dir", str(tmp_path / "d"), "--set", setting],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode != 0 and why in out.stderr, (setting, out.stderr)
