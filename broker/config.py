@@ -389,6 +389,13 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("kcoord.cluster.renew.interval.ms", "int", 2000, _int(10),
             "How often a node renews its registration and leases (less than a third of the"
             " lease)."),
+    Setting("kcoord.metrics.ssl.enabled", "bool", False, _bool,
+            "Serve the metrics endpoint over HTTPS with the broker's ssl.* key store (or"
+            " listener.name.metrics.ssl.*; client certificates only if"
+            " listener.name.metrics.ssl.client.auth asks for them)."),
+    Setting("kcoord.metrics.authentication", "string", "none", _one_of("none", "basic"),
+            "basic: the metrics endpoint wants HTTP Basic credentials of a kcoord user (its"
+            " SCRAM password). With an authorizer, scrapes need DESCRIBE on the cluster."),
     Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
             "How often the key and trust store files are checked for changes (reloaded"
             " without a restart)."),

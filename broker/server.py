@@ -25,6 +25,7 @@ from broker.metrics import Metrics
 from broker.peers import PeerClients
 from broker.security.acls import Authorizer, parse_super_users
 from broker.security.credentials import CredentialStore
+from broker.security.metrics_access import METRICS_LISTENER, MetricsAccess
 from broker.security.oauth import OAuthSettings, OAuthValidator
 from broker.security.tls import TlsConfigError, TlsContext
 from broker.state import BrokerState
@@ -91,6 +92,8 @@ class Broker:
             for w in wanted:
                 if w.uses_tls:
                     self.tls[w.name] = TlsContext(_tls_settings(cfg, w))
+            if self.metrics_address is not None and cfg.get("kcoord.metrics.ssl.enabled"):
+                self.tls[METRICS_LISTENER] = TlsContext(_metrics_tls_settings(cfg))
         except (ListenerError, TlsConfigError) as e:
             raise StartupError(str(e)) from None
         socks = []
@@ -152,10 +155,17 @@ class Broker:
         state.txns.start()
         self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
         if self.metrics_address is not None:
-            self._metrics_server = await self.metrics.serve(*self.metrics_address)
+            self._metrics_server = await self.metrics.serve(
+                *self.metrics_address,
+                tls=self.tls[METRICS_LISTENER].context if METRICS_LISTENER in self.tls else None,
+                access=self._metrics_access(),
+            )
             self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
             log.info(
-                "metrics endpoint: http://%s:%d/metrics", self.metrics_address[0], self.metrics_port
+                "metrics endpoint: %s://%s:%d/metrics",
+                "https" if METRICS_LISTENER in self.tls else "http",
+                self.metrics_address[0],
+                self.metrics_port,
             )
 
         if clustered:
@@ -279,6 +289,14 @@ class Broker:
 
         return open_log
 
+    def _metrics_access(self) -> MetricsAccess | None:
+        basic = self.config.get("kcoord.metrics.authentication") == "basic"
+        assert self.state is not None
+        if not basic and self.state.authorizer is None and METRICS_LISTENER not in self.tls:
+            return None
+        rules = listener_setting(self.config, METRICS_LISTENER, "ssl.principal.mapping.rules")
+        return MetricsAccess(self.state, basic, rules)
+
     async def _open_group_storage(self, storage: str) -> LogOpener | None:
         """The opener of the group runtime's logs: None for the file engine (its default),
         PostgreSQL's for a postgresql:// URL, which then keeps the topics too."""
@@ -368,6 +386,15 @@ def _tls_settings(cfg: Config, listener: Listener) -> ConfigView:
     (SASL authenticates its clients)."""
     view = listener_view(cfg, listener.name)
     if listener.uses_sasl and not view.is_set("ssl.client.auth"):
+        view = ConfigView(view, {"ssl.client.auth": "none"})
+    return view
+
+
+def _metrics_tls_settings(cfg: Config) -> ConfigView:
+    """The metrics endpoint's ssl.* settings (listener.name.metrics.ssl.* first); client
+    certificates only when its own ssl.client.auth asks for them."""
+    view = listener_view(cfg, METRICS_LISTENER)
+    if not view.is_set("ssl.client.auth"):
         view = ConfigView(view, {"ssl.client.auth": "none"})
     return view
 

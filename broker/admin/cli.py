@@ -73,8 +73,9 @@ def add_parsers(commands: Any) -> None:
     )
     health.add_argument(
         "--metrics",
-        metavar="HOST:PORT",
-        help="also read the broker's /metrics for partitions serving with quarantined data",
+        metavar="HOST:PORT|URL",
+        help="also read the broker's /metrics for partitions serving with quarantined data"
+        " (an https:// URL and --command-config's TLS and user for a secured endpoint)",
     )
     health.set_defaults(admin=_health)
     health.set_defaults(timeout=5.0)
@@ -162,7 +163,7 @@ def _health(args: argparse.Namespace) -> int:
         for p in waiting:
             problems[p] = "not serving (still loading, or failing to load: see the broker log)"
     if args.metrics:
-        for p, state in _unhealthy_from_metrics(args.metrics).items():
+        for p, state in _unhealthy_from_metrics(args.metrics, args.command_config).items():
             problems.setdefault(p, state)
     if problems:
         for p, what in sorted(problems.items()):
@@ -187,11 +188,24 @@ def _offsets_partitions(admin: AdminClient) -> int:
 _UNHEALTHY = re.compile(r"^kcoord_offsets_partition_unhealthy\{([^}]*)\}\s+(\S+)", re.M)
 
 
-def _unhealthy_from_metrics(address: str) -> dict[int, str]:
-    host, port = parse_bootstrap(address)
-    url = f"http://{host}:{port}/metrics"
+def _unhealthy_from_metrics(address: str, command_config: str | None) -> dict[int, str]:
+    if address.startswith(("http://", "https://")):
+        url = address
+    else:
+        host, port = parse_bootstrap(address)
+        url = f"http://{host}:{port}/metrics"
+    req = urllib.request.Request(url)
+    ctx = None
+    if command_config:  # a secured endpoint: its CA, client certificate, Basic credentials
+        from broker.security.client import metrics_access, read_properties
+
+        ctx, basic = metrics_access(read_properties(command_config))
+        if basic is not None:
+            req.add_header("Authorization", basic)
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(
+            req, timeout=10, context=ctx if url.startswith("https://") else None
+        ) as resp:
             text = resp.read().decode()
     except OSError as e:
         raise AdminError(f"cannot read {url}: {e}") from None

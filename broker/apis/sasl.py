@@ -26,7 +26,7 @@ from broker.security.oauth import (
     UnknownKey,
     client_first_message,
 )
-from broker.security.scram import MECHANISMS, ScramError, ScramServer
+from broker.security.scram import ScramError, ScramServer
 from broker.security.session import SecuritySession
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -174,10 +174,8 @@ def _step(
         authzid, user, password = token.decode("utf-8").split("\0")
         if authzid and authzid != user:
             raise ScramError("the authorization id must be the user name")
-        for m in MECHANISMS:
-            cred = store.get(user, m)
-            if cred is not None and cred.check_password(m, password):
-                return b"", user
+        if store.check_password(user, password):
+            return b"", user
         raise ScramError(f"invalid credentials for {user!r}")
     if s.exchange is None:
         s.exchange = ScramServer(mechanism, lambda user: store.get(user, mechanism))

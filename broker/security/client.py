@@ -84,6 +84,28 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity:
     return ClientSecurity(ctx, auth)
 
 
+def metrics_access(
+    props: Mapping[str, str],
+) -> tuple[ssl.SSLContext | None, str | None]:
+    """How to scrape a secured metrics endpoint with the same properties: the TLS context
+    (trust store, client certificate) for an https URL, and the Basic credentials of the
+    SASL user when the properties name one."""
+    ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
+    ctx = ssl.create_default_context(cafile=ca)
+    if props.get("ssl.endpoint.identification.algorithm", "https") == "":
+        ctx.check_hostname = False
+    cert = props.get("ssl.keystore.location") or props.get("ssl.certificate.location")
+    if cert:
+        ctx.load_cert_chain(cert, props.get("ssl.key.location"), props.get("ssl.key.password"))
+    user, password = _jaas_credentials(props.get("sasl.jaas.config", ""))
+    user = props.get("sasl.username", user)
+    password = props.get("sasl.password", password)
+    basic = None
+    if user is not None and password is not None:
+        basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    return ctx, basic
+
+
 def _sasl(mechanism: str, user: str, password: str) -> Callable[[Any], None]:
     def authenticate(client: Any) -> None:
         r = client.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism))

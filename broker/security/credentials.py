@@ -88,6 +88,11 @@ class CredentialStore:
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._by_user.get(user, {}).get(mechanism)
 
+    def check_password(self, user: str, password: str) -> bool:
+        """Whether ``password`` is ``user``'s (SASL/PLAIN and the metrics endpoint's Basic
+        credentials are checked against the SCRAM credentials)."""
+        return any(c.check_password(m, password) for m, c in self._by_user.get(user, {}).items())
+
     def users(self) -> dict[str, dict[str, ScramCredential]]:
         return {u: dict(c) for u, c in self._by_user.items()}
 
