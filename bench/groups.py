@@ -43,13 +43,16 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import shutil
+import ssl
 import struct
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.pgserver import storage_url  # noqa: E402
+from broker.security.client import authenticate_async  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.client import AsyncConnection, encode_request  # noqa: E402
 from protocol.client import decode_response as _decode_response  # noqa: E402
@@ -105,9 +109,27 @@ class Conn(AsyncConnection):
         super().__init__("bench", strict=False)
 
 
+@dataclass
+class Secured:
+    """--security sasl_ssl: every connection is TLS, then SCRAM-SHA-512 as this user."""
+
+    context: ssl.SSLContext
+    user: str
+    password: str
+
+
+SECURED: Secured | None = None
+
+
 async def connect(port: int) -> Conn:
     loop = asyncio.get_running_loop()
-    _, conn = await loop.create_connection(Conn, "127.0.0.1", port)
+    if SECURED is None:
+        _, conn = await loop.create_connection(Conn, "127.0.0.1", port)
+        return conn
+    _, conn = await loop.create_connection(
+        Conn, "127.0.0.1", port, ssl=SECURED.context, server_hostname="localhost"
+    )
+    await authenticate_async(conn, "SCRAM-SHA-512", SECURED.user, SECURED.password)
     return conn
 
 
@@ -592,6 +614,46 @@ def start_broker(
     raise RuntimeError("kcoord did not start:\n" + log_path.read_text())
 
 
+# -- --security sasl_ssl ---------------------------------------------------------------------
+
+
+def _sasl_ssl_settings(tmp: Path) -> list[str]:
+    """A throwaway CA and server certificate (tests/security/certs.py), and a SASL_SSL
+    listener next to the plaintext one (which the bench uses only to create its user)."""
+    from tests.security.certs import Ca
+
+    ca = Ca.create(tmp)
+    ca.issue(tmp / "server.pem", "localhost", server=True)
+    return [
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        f"ssl.keystore.location={tmp / 'server.pem'}",
+        "sasl.enabled.mechanisms=SCRAM-SHA-512",
+    ]
+
+
+def _add_bench_user(plaintext_port: int, ca_pem: Path) -> Secured:
+    import secrets
+
+    from broker.security.scram import salted_password
+    from protocol.client import Client
+    from protocol.messages import AlterUserScramCredentialsRequest as Alter
+
+    salt, iterations, password = secrets.token_bytes(16), 4096, "bench-secret"
+    upsertion = Alter.ScramCredentialUpsertion(
+        name="bench",
+        mechanism=2,  # SCRAM-SHA-512
+        iterations=iterations,
+        salt=salt,
+        salted_password=salted_password("SCRAM-SHA-512", password, salt, iterations),
+    )
+    with Client("127.0.0.1", plaintext_port) as c:
+        r = c.request(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, Alter(deletions=[], upsertions=[upsertion])
+        )
+    assert all(x.error_code == 0 for x in r.results), r
+    return Secured(ssl.create_default_context(cafile=str(ca_pem)), "bench", password)
+
+
 # -- main ----------------------------------------------------------------------------------
 
 
@@ -648,6 +710,15 @@ async def create_topic(port: int, partitions: int) -> None:
 async def run(port: int, args: argparse.Namespace, pid: int | None = None) -> None:
     cpu = Cpu(pid)
     await create_topic(port, max([args.partitions, *args.members]))
+    if SECURED is not None:
+        n = 200
+        start, t0 = cpu.sample(), time.perf_counter()
+        conns = await connect_many(port, n)
+        took = time.perf_counter() - t0
+        print(f"connection set-up (TLS handshake + SCRAM-SHA-512), {n} connections")
+        print(f"  {n / took:12,.0f} connections/s  {cpu.since(start, n, 'connection')}")
+        for c in conns:
+            c.close()
     biggest: Rebalance | None = None
     groups: list[Rebalance] = []
     print(f"rebalance (initial delay 0; heartbeat every {args.heartbeat_ms} ms after a sync)")
@@ -737,6 +808,13 @@ def main() -> None:
         help="comma-separated engines to run side by side: file, pg (a throwaway PostgreSQL"
         " on this host, fsync on) or a postgresql:// URL",
     )
+    ap.add_argument(
+        "--security",
+        choices=("plaintext", "sasl_ssl"),
+        default="plaintext",
+        help="sasl_ssl: every connection over TLS with SCRAM-SHA-512 (and the connection"
+        " set-up rate measured)",
+    )
     ap.add_argument("--port", type=int, default=None, help="use a running broker")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
     ap.add_argument(
@@ -761,6 +839,7 @@ def main() -> None:
 
 
 def _run_broker(args: argparse.Namespace, storage: str, loop_factory) -> None:  # noqa: ANN001
+    global SECURED
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-bench-groups-"))
     settings = [
         "group.initial.rebalance.delay.ms=0",
@@ -768,11 +847,18 @@ def _run_broker(args: argparse.Namespace, storage: str, loop_factory) -> None:  
         f"kcoord.storage={storage}",
         *args.setting,
     ]
+    if args.security == "sasl_ssl":
+        settings += _sasl_ssl_settings(tmp)
     try:
         proc, port = start_broker(tmp / "data", settings, args.profile)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    plaintext_port = port
+    if args.security == "sasl_ssl":
+        log = (tmp / "kcoord.log").read_text()
+        port = int(re.search(r"SASL_SSL on 127\.0\.0\.1:(\d+)", log).group(1))
+        SECURED = _add_bench_user(plaintext_port, tmp / "ca.pem")
     engine = "file" if storage == "file" else "postgresql"
     try:
         print(
@@ -781,7 +867,7 @@ def _run_broker(args: argparse.Namespace, storage: str, loop_factory) -> None:  
             flush=True,
         )
         if args.acls:
-            create_acls(port, args.acls)
+            create_acls(plaintext_port, args.acls)
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(run(port, args, proc.pid))
     finally:
