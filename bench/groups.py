@@ -618,9 +618,9 @@ def start_broker(
 
 
 def _sasl_ssl_settings(tmp: Path) -> list[str]:
-    """A throwaway CA and server certificate (tests/security/certs.py), and a SASL_SSL
+    """A throwaway CA and server certificate (broker/security/devcerts.py), and a SASL_SSL
     listener next to the plaintext one (which the bench uses only to create its user)."""
-    from tests.security.certs import Ca
+    from broker.security.devcerts import Ca
 
     ca = Ca.create(tmp)
     ca.issue(tmp / "server.pem", "localhost", server=True)

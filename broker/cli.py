@@ -160,6 +160,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--from", dest="source", required=True, metavar="DIR|URL")
     migrate.add_argument("--to", dest="target", required=True, metavar="DIR|URL")
+    certs = commands.add_parser(
+        "dev-certs",
+        help="write a throwaway CA, a server key store and client certificates (PEM) for"
+        " development and tests; never for production",
+    )
+    certs.add_argument("directory", type=Path, metavar="DIR")
+    certs.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the server certificate is for, besides localhost and 127.0.0.1"
+        " (repeatable)",
+    )
+    certs.add_argument(
+        "--client",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also a client certificate with this common name: DIR/NAME.pem (repeatable)",
+    )
+    certs.add_argument("--days", type=int, default=30, help="validity (default: 30)")
     from exporter.cli import add_parser as add_report_parser  # no Spark import until it runs
 
     add_report_parser(commands)
@@ -238,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.cluster_action(args)
     if args.command == "migrate-storage":
         return _migrate(args.source, args.target)
+    if args.command == "dev-certs":
+        return _dev_certs(args)
     if getattr(args, "admin", None) is not None:
         from broker.admin.cli import run as run_admin
 
@@ -247,6 +271,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_report(args)
     return _serve(args)
+
+
+def _dev_certs(args: argparse.Namespace) -> int:
+    from broker.security.devcerts import Ca
+
+    d: Path = args.directory
+    if args.days < 1:
+        print("kcoord dev-certs: --days must be at least 1", file=sys.stderr)
+        return 2
+    existing = [p.name for p in (d / "ca.pem", d / "server.pem") if p.exists()]
+    if existing:
+        # A CA written again would no longer match certificates already handed out.
+        print(f"kcoord dev-certs: {d} already has {', '.join(existing)}", file=sys.stderr)
+        return 1
+    d.mkdir(parents=True, exist_ok=True)
+    ca = Ca.create(d, days=args.days)
+    ca.issue(d / "server.pem", args.host[0] if args.host else "localhost", server=True,
+             hosts=tuple(args.host), days=args.days)  # fmt: skip
+    for name in args.client:
+        ca.issue(d / f"{name}.pem", name, days=args.days)
+    for p in d.glob("*.pem"):
+        p.chmod(0o644 if p.name == "ca.pem" else 0o600)
+    print(f"wrote {d / 'ca.pem'} (trust store) and {d / 'server.pem'} (key store)"
+          + "".join(f", {d / n}.pem" for n in args.client))  # fmt: skip
+    return 0
 
 
 def _migrate(source: str, target: str) -> int:

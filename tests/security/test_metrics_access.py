@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.security.devcerts import Ca
 from tests.kcoord_process import KcoordProcess, start_kcoord
-from tests.security.certs import Ca
 from tests.security.test_sasl import add_user
 
 

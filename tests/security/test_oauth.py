@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.security.devcerts import Ca
 from tests.groups.test_other_clients import kafkajs  # noqa: F401  (the npm fixture)
 from tests.kcoord_process import KcoordProcess, start_kcoord
-from tests.security.certs import Ca
 from tests.security.oauth_idp import AUDIENCE, ISSUER, IdentityProvider
 from tests.security.test_sasl import auth_errors
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.security.devcerts import Ca
 from tests.groups.test_other_clients import kafkajs  # noqa: F401  (the npm fixture)
 from tests.kcoord_process import KcoordProcess, start_kcoord
-from tests.security.certs import Ca
 from tests.wire import WireClient
 
 LISTENERS = "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
@@ -451,3 +451,35 @@ def test_listener_prefixed_settings_are_checked(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert out.returncode != 0 and why in out.stderr, (setting, out.stderr)
+
+
+def test_the_dev_certs_command(tmp_path: Path) -> None:
+    """`kcoord dev-certs`: a CA, a server key store for the named hosts and client
+    certificates that a broker with required client authentication accepts; never overwrites."""
+    d = tmp_path / "certs"
+
+    def dev_certs(*more: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "broker.cli", "dev-certs", str(d), *more],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    made = dev_certs("--host", "broker.example", "--client", "app")
+    assert made.returncode == 0, made.stderr
+    assert (d / "server.pem").stat().st_mode & 0o077 == 0  # private keys for the owner only
+    k = start_tls(
+        tmp_path / "data",
+        d / "server.pem",
+        f"ssl.truststore.location={d / 'ca.pem'}",
+        "ssl.client.auth=required",
+    )
+    try:
+        ctx = ssl.create_default_context(cafile=str(d / "ca.pem"))
+        ctx.load_cert_chain(d / "app.pem")
+        with socket.create_connection(("127.0.0.1", ssl_port(k)), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="broker.example") as s:
+                assert s.version() in ("TLSv1.2", "TLSv1.3")
+    finally:
+        k.stop()
+    again = dev_certs()
+    assert again.returncode == 1 and "already has" in again.stderr

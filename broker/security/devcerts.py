@@ -1,5 +1,8 @@
-"""A throwaway certificate authority for the TLS tests: a CA, server certificates for
-127.0.0.1/localhost and client certificates, as PEM files (the format kcoord reads)."""
+"""A throwaway certificate authority for development and tests (`kcoord dev-certs`, the TLS
+tests, the compose `secure` profile, `bench/groups.py --security`): a CA, server certificates
+for localhost/127.0.0.1 and more host names, and client certificates, as PEM files in the
+layout kcoord reads (a key store is the private key, then its certificate). Never for
+production: the CA's key is thrown away with the process."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ class Ca:
     pem_path: Path
 
     @classmethod
-    def create(cls, directory: Path) -> Ca:
+    def create(cls, directory: Path, days: int = 1) -> Ca:
         key = ec.generate_private_key(ec.SECP256R1())
         name = _name("kcoord test CA")
         now = datetime.datetime.now(datetime.UTC)
@@ -40,7 +43,7 @@ class Ca:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(key, hashes.SHA256())
         )
@@ -55,7 +58,9 @@ class Ca:
         *,
         ou: str | None = None,
         server: bool = False,
+        hosts: tuple[str, ...] = (),
         password: bytes | None = None,
+        days: int = 1,
     ) -> x509.Certificate:
         """Write ``path``: the new private key, then its certificate (Kafka's PEM key store
         layout); the key encrypted with ``password`` if given."""
@@ -68,15 +73,15 @@ class Ca:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=days))
         )
         if server:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-                ),
-                critical=False,
-            )
+            names: list[x509.GeneralName] = [
+                x509.DNSName("localhost"),
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            ]
+            names += [x509.DNSName(h) for h in hosts if h != "localhost"]
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         encryption = (
             serialization.BestAvailableEncryption(password)
