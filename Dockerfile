@@ -22,7 +22,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 1000 kcoord \
     && useradd --system --uid 1000 --gid kcoord --home-dir /var/lib/kcoord \
         --shell /usr/sbin/nologin kcoord \
-    && mkdir -p /var/lib/kcoord/data \
+    && mkdir -p /var/lib/kcoord/data /var/lib/kcoord/certs \
     && chown -R kcoord:kcoord /var/lib/kcoord
 WORKDIR /var/lib/kcoord
 

@@ -81,10 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the broker")
     serve.add_argument(
         "--listen",
-        required=True,
         type=_address_arg(True),
         metavar="HOST:PORT",
-        help="address to bind, e.g. 127.0.0.1:9092 or [::1]:9092",
+        help="address to bind, e.g. 127.0.0.1:9092 or [::1]:9092 (one PLAINTEXT listener;"
+        " not needed when the `listeners` setting names them)",
     )
     serve.add_argument(
         "--advertised",
@@ -182,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also a client certificate with this common name: DIR/NAME.pem (repeatable)",
     )
     certs.add_argument("--days", type=int, default=30, help="validity (default: 30)")
+    certs.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="do nothing (exit 0) when DIR already has them (a compose service run again)",
+    )
     from exporter.cli import add_parser as add_report_parser  # no Spark import until it runs
 
     add_report_parser(commands)
@@ -281,6 +286,9 @@ def _dev_certs(args: argparse.Namespace) -> int:
         print("kcoord dev-certs: --days must be at least 1", file=sys.stderr)
         return 2
     existing = [p.name for p in (d / "ca.pem", d / "server.pem") if p.exists()]
+    if existing and args.if_missing and len(existing) == 2:
+        print(f"{d} already has ca.pem and server.pem: kept")
+        return 0
     if existing:
         # A CA written again would no longer match certificates already handed out.
         print(f"kcoord dev-certs: {d} already has {', '.join(existing)}", file=sys.stderr)
@@ -327,12 +335,6 @@ def _migrate(source: str, target: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    listen: tuple[str, int] = args.listen
-    advertised: tuple[str, int] | None = args.advertised
-    if advertised is None:
-        if listen[0] in _WILDCARDS:
-            return _fail(f"--listen {listen[0]} is a wildcard address: give --advertised")
-        advertised = listen
     if args.data_dir.exists() and not args.data_dir.is_dir():
         return _fail(f"--data-dir {args.data_dir} exists and is not a directory")
     try:
@@ -344,6 +346,16 @@ def _serve(args: argparse.Namespace) -> int:
         config = load_config(args.config, overrides=overrides)
     except ConfigError as exc:
         return _fail(str(exc))
+    listen: tuple[str, int] | None = args.listen
+    advertised: tuple[str, int] | None = args.advertised
+    if listen is None:
+        if config.get("listeners") is None:
+            return _fail("give --listen HOST:PORT, or name the listeners with `listeners`")
+        listen = ("127.0.0.1", 0)  # unused: `listeners` says what to bind
+    elif advertised is None and config.get("listeners") is None:
+        if listen[0] in _WILDCARDS:
+            return _fail(f"--listen {listen[0]} is a wildcard address: give --advertised")
+        advertised = listen
 
     configure_logging(args.log_level, fmt=args.log_format)
     serve = importlib.import_module("broker.server").serve

@@ -101,6 +101,13 @@ def test_serve_gets_parsed_arguments(fake_server, tmp_path):
     assert config["num.partitions"] == 4
 
 
+def test_serve_needs_no_listen_when_listeners_are_set(fake_server):
+    argv = ["serve", "--set", "listeners=PLAINTEXT://0.0.0.0:9092"]
+    assert main(argv) == 0  # a wildcard is fine: advertised.listeners / the map decide
+    (call,) = fake_server.calls
+    assert call["config"]["listeners"] == "PLAINTEXT://0.0.0.0:9092"
+
+
 def test_serve_defaults(fake_server):
     assert main(["serve", "--listen", "127.0.0.1:9092"]) == 0
     (call,) = fake_server.calls

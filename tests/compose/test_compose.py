@@ -43,7 +43,8 @@ def test_hadolint_passes() -> None:
 
 def test_compose_file_is_valid() -> None:
     env = {**os.environ, "DOCKER_CONFIG": str(docker_config())}
-    everything = ["--profile", "report", "--profile", "test", "--profile", "postgres"]
+    everything = ["--profile", "report", "--profile", "test", "--profile", "postgres",
+                  "--profile", "secure"]  # fmt: skip
     for profiles in ([], everything + ["--profile", "cluster"]):
         out = subprocess.run(
             [
@@ -91,7 +92,7 @@ def topology(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             log("compose logs (tail):\n" + logs.stdout[-6000:])
         t1 = time.monotonic()
         compose(
-            "--profile", "postgres", "--profile", "cluster",
+            "--profile", "postgres", "--profile", "cluster", "--profile", "secure",
             "down", "-v", "--remove-orphans", "-t", "10", check=False,
         )  # fmt: skip
         engine.timings["down"] = time.monotonic() - t1
@@ -227,6 +228,56 @@ def test_the_cluster_profile_fails_over_when_a_node_is_killed(topology: Compose)
     assert after["confluent-kafka"]["resumed_with"] == 10
     assert after["kafka-python"]["committed"] == before["kafka-python"]["committed"]
     topology.engine.timings["cluster scenarios"] = time.monotonic() - t0
+
+
+def run_secure_scenario(compose: Compose, phase: str) -> dict:
+    out = compose(
+        "--profile", "secure", "run", "--rm", "-T", "-e", f"PHASE={phase}", "runner-secure",
+        check=False, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, f"{phase} over SASL_SSL failed:\n{out.stdout}\n{out.stderr}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_secure_profile_serves_groups_over_sasl_ssl(topology: Compose) -> None:
+    """broker-secure: certificates from `kcoord dev-certs`, its super user created through the
+    loopback listener, and the group scenarios over SASL_SSL with SCRAM-SHA-512 before and
+    after a restart; plaintext and unauthenticated metrics scrapes are refused."""
+    t0 = time.monotonic()
+    sec = ("--profile", "secure")
+    topology(*sec, "up", "-d", "--no-build", "--wait", "--wait-timeout", "120",
+             "broker-secure", timeout=180)  # fmt: skip
+    topology.engine.timings["secure profile up"] = time.monotonic() - t0
+    before = run_secure_scenario(topology, "before-restart")
+    assert before["kafka-python"]["consumed"] >= 400
+    assert before["confluent-kafka"]["consumed"] >= 400
+    probe = (
+        "import socket, ssl, urllib.request, urllib.error\n"
+        "s = socket.create_connection(('broker-secure', 9093), timeout=10)\n"
+        "s.sendall(b'\\x00\\x00\\x00\\x0a' + bytes(10))\n"  # not a TLS ClientHello
+        "try:\n"
+        "    r = s.recv(16)\n"
+        "except ConnectionError:\n"
+        "    r = b''\n"
+        "print('plaintext', r == b'' or r[:1] == b'\\x15')\n"  # closed, or a TLS alert
+        "ctx = ssl.create_default_context(cafile='/var/lib/kcoord/certs/ca.pem')\n"
+        "try:\n"
+        "    urllib.request.urlopen('https://broker-secure:9404/metrics', context=ctx)\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    print('metrics', e.code)\n"
+    )
+    out = topology(
+        *sec, "run", "--rm", "-T", "--no-deps", "--entrypoint", "python3", "runner-secure",
+        "-c", probe,
+    )  # fmt: skip
+    assert "plaintext True" in out and "metrics 401" in out, out
+    topology(*sec, "restart", "-t", "20", "broker-secure", timeout=120)
+    topology.wait_healthy("broker-secure")
+    after = run_secure_scenario(topology, "after-restart")
+    assert after["kafka-python"]["resumed_with"] == 10
+    assert after["confluent-kafka"]["resumed_with"] == 10
+    assert after["kafka-python"]["committed"] == before["kafka-python"]["committed"]
+    topology.engine.timings["secure scenarios"] = time.monotonic() - t0
 
 
 def test_every_rebalance_is_logged_once_with_its_fields(topology: Compose) -> None:

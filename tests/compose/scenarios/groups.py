@@ -3,7 +3,9 @@
     python3 groups.py --bootstrap broker:9092 --state DIR before-restart
     python3 groups.py --bootstrap broker:9092 --state DIR after-restart
 
-(``--no-demo``: the broker has no demo consumers, as the `postgres` profile's ``broker-pg``.)
+(``--no-demo``: the broker has no demo consumers, as the `postgres` profile's ``broker-pg``;
+``--command-config FILE``: Kafka client properties for a secured listener, as the `secure`
+profile's SASL_SSL one: every client and kcoord command uses them.)
 
 before-restart: a kafka-python group and a confluent-kafka group (two members each, classic
 protocol) consume every message of their topic and commit; the committed offsets must equal
@@ -36,13 +38,46 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from broker.admin.client import LATEST, AdminClient
+from broker.admin.client import LATEST
+from broker.admin.client import AdminClient as _AdminClient
+from broker.security.client import client_security, read_properties
 
 MESSAGES, PARTITIONS, MEMBERS = 400, 4, 2
 KP_TOPIC, KP_GROUP = "compose-kp", "compose-kp-group"
 CK_TOPIC, CK_GROUP = "compose-ck", "compose-ck-group"
 DEMO_GROUP, DEMO_TOPIC = "demo-group", "demo"
 EXTRA = 10  # messages produced after the restart
+
+
+# Kafka client properties of a secured listener (--command-config), and that file's path.
+SECURITY: dict[str, str] = {}
+COMMAND_CONFIG: list[str] = []
+
+
+def kp_security() -> dict:
+    """SECURITY as kafka-python's keyword arguments."""
+    if not SECURITY:
+        return {}
+    return {
+        "security_protocol": SECURITY["security.protocol"],
+        "ssl_cafile": SECURITY.get("ssl.truststore.location"),
+        "sasl_mechanism": SECURITY.get("sasl.mechanism"),
+        "sasl_plain_username": SECURITY.get("sasl.username"),
+        "sasl_plain_password": SECURITY.get("sasl.password"),
+    }
+
+
+def ck_security() -> dict:
+    """SECURITY as librdkafka properties."""
+    out = {k: v for k, v in SECURITY.items() if k.startswith(("security.", "sasl."))}
+    if "ssl.truststore.location" in SECURITY:
+        out["ssl.ca.location"] = SECURITY["ssl.truststore.location"]
+    return out
+
+
+def AdminClient(bootstrap: str, timeout: float = 10.0) -> _AdminClient:  # noqa: N802
+    security = client_security(SECURITY) if SECURITY else None
+    return _AdminClient(bootstrap, timeout=timeout, security=security)
 
 
 def log(msg: str) -> None:
@@ -64,7 +99,9 @@ def wait_until(what: str, check, timeout: float = 60.0, every: float = 0.5):
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="scenario-admin")
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="scenario-admin", **kp_security()
+    )
     try:
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     except TopicAlreadyExistsError:
@@ -88,7 +125,9 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 
 
 def kp_produce(bootstrap: str, topic: str, values: list[str]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", client_id="scenario-kp")
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", client_id="scenario-kp", **kp_security()
+    )
     for v in values:
         producer.send(topic, key=v.encode(), value=v.encode())
     producer.flush(30)
@@ -149,6 +188,7 @@ def kp_consume(bootstrap: str, group: str, topic: str, want: int, members: int) 
             enable_auto_commit=False,
             session_timeout_ms=10000,
             heartbeat_interval_ms=500,
+            **kp_security(),
         )
         try:
             while not done.is_set():
@@ -171,7 +211,9 @@ def kp_consume(bootstrap: str, group: str, topic: str, want: int, members: int) 
 
 
 def ck_produce(bootstrap: str, topic: str, values: list[str]) -> None:
-    producer = CKProducer({"bootstrap.servers": bootstrap, "client.id": "scenario-ck"})
+    producer = CKProducer(
+        {"bootstrap.servers": bootstrap, "client.id": "scenario-ck", **ck_security()}
+    )
     for v in values:
         producer.produce(topic, key=v.encode(), value=v.encode())
     assert producer.flush(30) == 0, "undelivered messages"
@@ -189,6 +231,7 @@ def ck_consume(bootstrap: str, group: str, topic: str, want: int, members: int) 
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "session.timeout.ms": 10000,
+                **ck_security(),
             }
         )
         c.subscribe([topic])
@@ -222,7 +265,16 @@ CLIENTS = {
 def demo_group(bootstrap: str) -> dict:
     """`kcoord groups describe demo-group --json`, run as an operator would."""
     out = subprocess.run(
-        ["kcoord", "groups", "describe", DEMO_GROUP, "--json", "--bootstrap", bootstrap],
+        [
+            "kcoord",
+            "groups",
+            "describe",
+            DEMO_GROUP,
+            "--json",
+            "--bootstrap",
+            bootstrap,
+            *COMMAND_CONFIG,
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         timeout=60,
@@ -317,12 +369,17 @@ def main() -> int:
     ap.add_argument("--bootstrap", default="broker:9092")
     ap.add_argument("--state", type=Path, default=Path("/var/lib/kcoord/scenarios"))
     ap.add_argument("--no-demo", action="store_true", help="no demo group on this broker")
+    ap.add_argument("--command-config", metavar="FILE", help="client properties (secured)")
     args = ap.parse_args()
+    if args.command_config:
+        SECURITY.update(read_properties(args.command_config))
+        COMMAND_CONFIG[:] = ["--command-config", args.command_config]
     wait_until(
         "the broker",
         lambda: (
             subprocess.run(
-                ["kcoord", "health", "--bootstrap", args.bootstrap], capture_output=True
+                ["kcoord", "health", "--bootstrap", args.bootstrap, *COMMAND_CONFIG],
+                capture_output=True,
             ).returncode
             == 0
         ),
