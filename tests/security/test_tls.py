@@ -250,6 +250,36 @@ def test_sasl_over_tls(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
         )
         brokers = admin.list_topics(timeout=20).brokers
         assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)]
+        # Both group protocols over SASL_SSL: a classic group and a KIP-848 one.
+        from confluent_kafka import Consumer, Producer
+
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(ca.pem_path),
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "dave",
+            "sasl.password": "pw",
+        }
+        p = Producer(conf)
+        for i in range(10):
+            p.produce("both", f"v{i}".encode())
+        assert p.flush(30) == 0
+        for protocol in ("classic", "consumer"):
+            c = Consumer(
+                {**conf, "group.id": f"g-{protocol}", "group.protocol": protocol,
+                 "auto.offset.reset": "earliest"}
+            )  # fmt: skip
+            c.subscribe(["both"])
+            seen = 0
+            deadline = time.monotonic() + 60
+            while seen < 10 and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    seen += 1
+            c.commit(asynchronous=False)
+            c.close()
+            assert seen == 10, protocol
         props = tmp_path / "admin.properties"
         props.write_text(
             f"security.protocol=SASL_SSL\nssl.truststore.location={ca.pem_path}\n"
