@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.cluster_view import ClusterView, NodeAddress
+from broker.cluster_view import ClusterView, NodeAddress, parse_endpoints
 from broker.dataplane import leadership
 from broker.lease_keeper import Held, LeaseKeeper
 from protocol.coordinator_records import OFFSETS_TOPIC
@@ -57,6 +57,7 @@ class ClusterNode:
         lease_ms: int,
         renew_interval_ms: int,
         shared: Sequence[Callable[[], Awaitable[None]]] = (),
+        endpoints: str | None = None,
     ) -> None:
         self.db = db
         # What other nodes change in the database and this one reads each round (the SCRAM
@@ -66,7 +67,8 @@ class ClusterNode:
         self.groups = groups
         self.txns = txns
         self.data = data
-        self.address = address
+        self.address = address  # the inter-broker listener's, where other nodes connect
+        self.endpoints = endpoints  # every listener's (cluster_view.format_endpoints)
         self.lease_ms = lease_ms
         self.renew_interval_ms = renew_interval_ms
         self.incarnation = uuid.uuid4()
@@ -92,7 +94,14 @@ class ClusterNode:
         host, port = self.address
         waited = False
         while not await L.register_node(
-            self.db, self.node_id, host, port, self.view.rack, self.lease_ms, self.incarnation
+            self.db,
+            self.node_id,
+            host,
+            port,
+            self.view.rack,
+            self.lease_ms,
+            self.incarnation,
+            self.endpoints,
         ):
             if not waited:
                 log.warning(
@@ -187,7 +196,7 @@ class ClusterNode:
     async def _refresh_view(self) -> None:
         nodes = await L.nodes(self.db)
         self.view.others = {
-            n.node_id: NodeAddress(n.node_id, n.host, n.port, n.rack)
+            n.node_id: NodeAddress(n.node_id, n.host, n.port, n.rack, parse_endpoints(n.endpoints))
             for n in nodes
             if n.alive and n.node_id != self.node_id
         }
@@ -200,7 +209,14 @@ class ClusterNode:
     async def _register_again(self) -> None:
         host, port = self.address
         if await L.register_node(
-            self.db, self.node_id, host, port, self.view.rack, self.lease_ms, self.incarnation
+            self.db,
+            self.node_id,
+            host,
+            port,
+            self.view.rack,
+            self.lease_ms,
+            self.incarnation,
+            self.endpoints,
         ):
             self.keeper.registered = True
             log.warning("node %d registered again", self.node_id)

@@ -19,9 +19,42 @@ from protocol.errors import ErrorCode
 @dataclass(frozen=True, slots=True)
 class NodeAddress:
     node_id: int
-    host: str
+    host: str  # the inter-broker listener's (what other nodes connect to)
     port: int
     rack: str | None = None
+    # Every listener's advertised address by listener name; empty for a registration that
+    # named none (one listener, or a node before schema version 4): host/port for all.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def on(self, listener: str | None) -> NodeAddress | None:
+        """This node as clients of ``listener`` reach it; None if it has no such listener
+        (Kafka leaves such a broker out of the answer)."""
+        if listener is None or not self.endpoints:
+            return self
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return NodeAddress(self.node_id, host, port, self.rack, self.endpoints)
+        return None
+
+
+def format_endpoints(endpoints: list[tuple[str, str, int]]) -> str:
+    return ",".join(f"{name}://{_bracket(host)}:{port}" for name, host, port in endpoints)
+
+
+def parse_endpoints(text: str | None) -> tuple[tuple[str, str, int], ...]:
+    """``format_endpoints``'s text back (an unreadable item is skipped: it came from another
+    kcoord version, and the node stays reachable at its host/port)."""
+    out = []
+    for item in (text or "").split(","):
+        name, sep, rest = item.partition("://")
+        host, colon, port = rest.rpartition(":")
+        if sep and colon and port.isdigit():
+            out.append((name, host.strip("[]"), int(port)))
+    return tuple(out)
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 @dataclass
@@ -70,14 +103,20 @@ class ClusterView:
         """The node placement gives the partition to among the live ones."""
         return placement.owner(topic, partition, self.live_ids())
 
-    def address(self, node_id: int, own: tuple[str, int]) -> tuple[str, int] | None:
-        """A node's address; ``own`` is this node's on the client's listener."""
+    def address(
+        self, node_id: int, own: tuple[str, int], listener: str | None = None
+    ) -> tuple[str, int] | None:
+        """A node's address on ``listener`` (None: the inter-broker one); ``own`` is this
+        node's on the client's listener."""
         if node_id == self.self_id:
             return own
         node = self.others.get(node_id)
-        return None if node is None else (node.host, node.port)
+        found = None if node is None else node.on(listener)
+        return None if found is None else (found.host, found.port)
 
-    def brokers(self, own: tuple[str, int]) -> list[NodeAddress]:
-        """Every live node, this one at the client's listener's address."""
+    def brokers(self, own: tuple[str, int], listener: str | None = None) -> list[NodeAddress]:
+        """Every live node that has ``listener``, at its address there (this one at
+        ``own``)."""
         me = NodeAddress(self.self_id, own[0], own[1], self.rack)
-        return sorted([me, *self.others.values()], key=lambda n: n.node_id)
+        others = [n for n in (o.on(listener) for o in self.others.values()) if n is not None]
+        return sorted([me, *others], key=lambda n: n.node_id)

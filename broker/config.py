@@ -120,6 +120,13 @@ def _list(*choices: str) -> Parser:
     return parse
 
 
+def _mechanism(text: str) -> str:
+    items = _mechanisms(text)
+    if len(items) != 1:
+        raise ValueError("expected one mechanism")
+    return items[0]
+
+
 def _names(text: str) -> tuple[str, ...]:
     """Comma-separated free-form names (case kept); empty items are dropped, so an empty
     text is the empty list."""
@@ -371,6 +378,16 @@ _SETTINGS: tuple[Setting, ...] = (
             "First wait after a failed JWKS fetch; doubles up to the maximum."),
     Setting("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10_000, _long(1),
             "Longest wait between failed JWKS fetches."),
+    Setting("sasl.mechanism.inter.broker.protocol", "string", "SCRAM-SHA-512", _mechanism,
+            "The mechanism a node authenticates with on another node's SASL inter-broker"
+            " listener (cluster mode)."),
+    Setting("sasl.jaas.config", "string", None, _string,
+            "username=\"...\" password=\"...\" of this node on other nodes' SASL listeners"
+            " (Kafka's JAAS text; listener.name.<l>.<mechanism>.sasl.jaas.config for one"
+            " listener and mechanism).", sensitive=True),
+    Setting("inter.broker.listener.name", "string", None, _string,
+            "The listener other nodes of a cluster connect to, and the address this node"
+            " registers for them (cluster mode); if not set, the first of listeners."),
     Setting("connections.max.reauth.ms", "long", 0, _long(0),
             "Lifetime of a SASL session: a client must re-authenticate (KIP-368) before it"
             " ends or its connection is closed (0: no limit)."),
@@ -583,10 +600,20 @@ _LISTENER_PREFIX = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 _PER_LISTENER = ("ssl.", "sasl.enabled.mechanisms", "connections.max.reauth.ms")
 
 
+_JAAS_OF_MECHANISM = re.compile(
+    r"^(plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config$"
+)
+
+
 def _per_listener(name: str) -> Setting | None:
-    """The setting a ``listener.name.<listener>.<setting>`` name overrides for one listener."""
+    """The setting a ``listener.name.<listener>.<setting>`` name overrides for one listener
+    (``<mechanism>.sasl.jaas.config``: that listener's and mechanism's JAAS text)."""
     m = _LISTENER_PREFIX.match(name)
-    if m is None or not m[2].startswith(_PER_LISTENER):
+    if m is None:
+        return None
+    if _JAAS_OF_MECHANISM.match(m[2]):
+        return SETTINGS["sasl.jaas.config"]
+    if not m[2].startswith(_PER_LISTENER):
         return None
     return SETTINGS.get(m[2])
 

@@ -45,6 +45,10 @@ class RequestContext:
             return True
         return auth.authorize(self.principal, self.client_host, operation, resource_type, name)
 
+    @property
+    def listener_name(self) -> str | None:
+        return None if self.listener is None else self.listener.name
+
     def setting(self, name: str) -> Any:
         """Setting ``name`` as the request's listener sees it (``listener.name.<l>.`` first)."""
         from broker.config import listener_setting

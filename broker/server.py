@@ -14,7 +14,7 @@ from typing import Any, cast
 import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import cluster_identity, load_identity
 from broker.cluster_node import ClusterNode
-from broker.cluster_view import ClusterView
+from broker.cluster_view import ClusterView, format_endpoints
 from broker.config import Config, ConfigView, listener_setting, listener_view
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
@@ -22,12 +22,13 @@ from broker.group_runtime import GroupRuntime, LogOpener
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
-from broker.peers import PeerClients
+from broker.peers import PeerClients, PeerSecurity
 from broker.security.acls import Authorizer, parse_super_users
+from broker.security.client import jaas_credentials
 from broker.security.credentials import CredentialStore
 from broker.security.metrics_access import METRICS_LISTENER, MetricsAccess
 from broker.security.oauth import OAuthSettings, OAuthValidator
-from broker.security.tls import TlsConfigError, TlsContext
+from broker.security.tls import TlsConfigError, TlsContext, client_context
 from broker.state import BrokerState
 from broker.txn_runtime import TxnRuntime
 from protocol.coordinator_records import OFFSETS_TOPIC
@@ -94,6 +95,8 @@ class Broker:
                     self.tls[w.name] = TlsContext(_tls_settings(cfg, w))
             if self.metrics_address is not None and cfg.get("kcoord.metrics.ssl.enabled"):
                 self.tls[METRICS_LISTENER] = TlsContext(_metrics_tls_settings(cfg))
+            inter_broker = _inter_broker_listener(cfg, wanted)
+            peer_security = _peer_security(cfg, inter_broker) if clustered else None
         except (ListenerError, TlsConfigError) as e:
             raise StartupError(str(e)) from None
         socks = []
@@ -102,6 +105,7 @@ class Broker:
             socks.append(sock)
             self.listeners.append(w.bound(sock.getsockname()[1]))
         first = self.listeners[0]
+        inter_broker = next(b for b in self.listeners if b.name == inter_broker.name)
         self.port = first.port
         self.state = state = BrokerState(
             identity, first.advertised_host, first.advertised_port, cfg
@@ -141,7 +145,7 @@ class Broker:
         state.groups.on_event = self.metrics.on_event
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.groups.start()
-        self._peers = PeerClients(f"kcoord-node-{identity.node_id}")
+        self._peers = PeerClients(f"kcoord-node-{identity.node_id}", peer_security)
         state.txns = TxnRuntime(
             self.data_dir,
             cfg,
@@ -175,11 +179,16 @@ class Broker:
                 state.groups,
                 state.data,
                 state.txns,
-                (first.advertised_host, first.advertised_port),
+                (inter_broker.advertised_host, inter_broker.advertised_port),
                 cfg.get("kcoord.cluster.lease.ms"),
                 cfg.get("kcoord.cluster.renew.interval.ms"),
                 shared=[state.credentials.refresh]
                 + ([state.authorizer.refresh] if state.authorizer is not None else []),
+                endpoints=format_endpoints(
+                    [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
+                )
+                if len(self.listeners) > 1
+                else None,
             )
             await self.cluster_node.start()
             # Serve once the first round has taken this node's partitions: a client that
@@ -388,6 +397,38 @@ def _tls_settings(cfg: Config, listener: Listener) -> ConfigView:
     if listener.uses_sasl and not view.is_set("ssl.client.auth"):
         view = ConfigView(view, {"ssl.client.auth": "none"})
     return view
+
+
+def _inter_broker_listener(cfg: Config, listeners: list[Listener]) -> Listener:
+    name = cfg.get("inter.broker.listener.name")
+    if name is None:
+        return listeners[0]
+    for listener in listeners:
+        if listener.name == name.upper():
+            return listener
+    raise ListenerError(f"inter.broker.listener.name: {name} is not one of the listeners")
+
+
+def _peer_security(cfg: Config, listener: Listener) -> PeerSecurity:
+    """How this node reaches other nodes' inter-broker listener (theirs are configured like
+    its own): TLS with its trust store and key store, SASL with
+    sasl.mechanism.inter.broker.protocol and the JAAS credentials for that mechanism."""
+    view = listener_view(cfg, listener.name)
+    tls = client_context(view) if listener.uses_tls else None
+    if not listener.uses_sasl:
+        return PeerSecurity(tls)
+    mechanism = cfg.get("sasl.mechanism.inter.broker.protocol")
+    if mechanism == "OAUTHBEARER":
+        raise ListenerError("sasl.mechanism.inter.broker.protocol: OAUTHBEARER is not supported")
+    own = f"listener.name.{listener.name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    jaas = cfg.get(own) if own in cfg else cfg.get("sasl.jaas.config")
+    user, password = jaas_credentials(jaas or "")
+    if user is None or password is None:
+        raise ListenerError(
+            f"the inter-broker listener {listener.name} uses SASL: give this node's"
+            f' credentials as {own}=... username="..." password="...";'
+        )
+    return PeerSecurity(tls, mechanism, user, password)
 
 
 def _metrics_tls_settings(cfg: Config) -> ConfigView:

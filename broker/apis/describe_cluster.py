@@ -20,6 +20,6 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
             DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack
             )
-            for n in b.cluster.brokers(ctx.advertised())
+            for n in b.cluster.brokers(ctx.advertised(), ctx.listener_name)
         ],
     )

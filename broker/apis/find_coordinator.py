@@ -34,7 +34,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
     else:
         node, _ = b.cluster.leader(OFFSETS_TOPIC, b.groups.partition_of(key))
-    address = b.cluster.address(node, ctx.advertised()) if node >= 0 else None
+    address = b.cluster.address(node, ctx.advertised(), ctx.listener_name) if node >= 0 else None
     if address is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return ErrorCode.NONE, node, address[0], address[1]

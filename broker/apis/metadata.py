@@ -122,7 +122,7 @@ def _answer(ctx: RequestContext, req: MetadataRequest, errors: dict[str, int]) -
     resp = MetadataResponse(
         brokers=[
             Resp.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-            for n in b.cluster.brokers(ctx.advertised())
+            for n in b.cluster.brokers(ctx.advertised(), ctx.listener_name)
         ],
         cluster_id=b.identity.cluster_id,
         controller_id=b.node_id,

@@ -49,7 +49,7 @@ def read_properties(path: str) -> dict[str, str]:
     return out
 
 
-def _jaas_credentials(jaas: str) -> tuple[str | None, str | None]:
+def jaas_credentials(jaas: str) -> tuple[str | None, str | None]:
     user = re.search(r'username\s*=\s*"([^"]*)"', jaas)
     password = re.search(r'password\s*=\s*"([^"]*)"', jaas)
     return (user.group(1) if user else None, password.group(1) if password else None)
@@ -73,7 +73,7 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity:
     auth = None
     if protocol.startswith("SASL_"):
         mechanism = props.get("sasl.mechanism", "GSSAPI").upper()
-        user, password = _jaas_credentials(props.get("sasl.jaas.config", ""))
+        user, password = jaas_credentials(props.get("sasl.jaas.config", ""))
         user = props.get("sasl.username", user)
         password = props.get("sasl.password", password)
         if mechanism not in ("PLAIN", *MECHANISMS):
@@ -97,7 +97,7 @@ def metrics_access(
     cert = props.get("ssl.keystore.location") or props.get("ssl.certificate.location")
     if cert:
         ctx.load_cert_chain(cert, props.get("ssl.key.location"), props.get("ssl.key.password"))
-    user, password = _jaas_credentials(props.get("sasl.jaas.config", ""))
+    user, password = jaas_credentials(props.get("sasl.jaas.config", ""))
     user = props.get("sasl.username", user)
     password = props.get("sasl.password", password)
     basic = None

@@ -147,6 +147,32 @@ class TlsContext:
         return True
 
 
+def client_context(config: Any) -> ssl.SSLContext:
+    """The client side of this broker's TLS, for its connections to other nodes (Kafka's
+    inter-broker TLS): other nodes' certificates checked against ``ssl.truststore.*`` (the
+    system's CAs if none is set), and this broker's key store presented as its certificate."""
+    cafile = config.get("ssl.truststore.location")
+    cadata = config.get("ssl.truststore.certificates")
+    try:
+        ctx = ssl.create_default_context(cafile=cafile, cadata=cadata if not cafile else None)
+        keystore = config.get("ssl.keystore.location")
+        password = config.get("ssl.key.password")
+        if keystore:
+            ctx.load_cert_chain(keystore, password=password)
+        elif config.get("ssl.keystore.key"):
+            fd, name = tempfile.mkstemp(suffix=".pem")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(config.get("ssl.keystore.key").strip() + "\n")
+                    f.write((config.get("ssl.keystore.certificate.chain") or "").strip() + "\n")
+                ctx.load_cert_chain(name, password=password)
+            finally:
+                os.unlink(name)
+    except (ssl.SSLError, OSError) as e:
+        raise TlsConfigError(f"the inter-broker TLS client: {e}") from None
+    return ctx
+
+
 def principal_of(ssl_object: ssl.SSLObject | None, rules: str) -> str:
     """The Kafka principal of a TLS peer: ``User:`` + its certificate's distinguished name
     mapped by ``ssl.principal.mapping.rules``; ``User:ANONYMOUS`` without a certificate."""

@@ -27,6 +27,7 @@ class Node:
     rack: str | None
     alive: bool
     expires_in_ms: int
+    endpoints: str | None = None  # every listener's, "NAME://host:port,..."
 
 
 @dataclass(frozen=True)
@@ -46,16 +47,20 @@ async def register_node(
     rack: str | None,
     lease_ms: int,
     incarnation: uuid.UUID | None = None,
+    endpoints: str | None = None,
 ) -> bool:
-    """(Re-)register; ``db`` is an asyncpg pool or connection. False while another process
-    (another ``incarnation``) holds a live registration of this id: two processes under one
-    id would share its leases, so the second waits until the first's registration expires
+    """(Re-)register (``host``/``port``: the inter-broker listener's address; ``endpoints``:
+    every listener's, as clients of each are told it); ``db`` is an asyncpg pool or
+    connection. False while another process (another ``incarnation``) holds a live
+    registration of this id: two processes under one id would share its leases, so the
+    second waits until the first's registration expires
     (Kafka refuses a duplicate broker registration the same way)."""
     found = await db.fetchval(
-        "INSERT INTO kcoord_nodes (node_id, host, port, rack, incarnation, expires_at)"
-        " VALUES ($1, $2, $3, $4, $6, clock_timestamp() + $5 * interval '1 millisecond')"
+        "INSERT INTO kcoord_nodes (node_id, host, port, rack, incarnation, expires_at, endpoints)"
+        " VALUES ($1, $2, $3, $4, $6, clock_timestamp() + $5 * interval '1 millisecond', $7)"
         " ON CONFLICT (node_id) DO UPDATE SET host = EXCLUDED.host, port = EXCLUDED.port,"
         " rack = EXCLUDED.rack, expires_at = EXCLUDED.expires_at,"
+        " endpoints = EXCLUDED.endpoints,"
         " incarnation = EXCLUDED.incarnation, registered_at = clock_timestamp()"
         " WHERE kcoord_nodes.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation"
         " OR kcoord_nodes.incarnation IS NULL OR EXCLUDED.incarnation IS NULL"
@@ -67,6 +72,7 @@ async def register_node(
         rack,
         lease_ms,
         incarnation,
+        endpoints,
     )
     return found is not None
 
@@ -114,11 +120,14 @@ async def deregister_node(db: Any, node_id: int) -> None:
 async def nodes(db: Any) -> list[Node]:
     rows = await db.fetch(
         "SELECT node_id, host, port, rack, expires_at > clock_timestamp() AS alive,"
-        " (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS left_ms"
-        " FROM kcoord_nodes ORDER BY node_id"
+        " (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS left_ms,"
+        " endpoints FROM kcoord_nodes ORDER BY node_id"
     )
     return [
-        Node(r["node_id"], r["host"], r["port"], r["rack"], r["alive"], r["left_ms"]) for r in rows
+        Node(
+            r["node_id"], r["host"], r["port"], r["rack"], r["alive"], r["left_ms"], r["endpoints"]
+        )
+        for r in rows
     ]
 
 

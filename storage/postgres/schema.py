@@ -11,7 +11,7 @@ from typing import Any
 
 from storage.partitionlog import StartupError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Any constant: serialises schema creation between brokers sharing the database.
 _SCHEMA_LOCK = 0x6B636F6F7264
 
@@ -72,8 +72,14 @@ _V3 = """
 ALTER TABLE kcoord_nodes ADD COLUMN IF NOT EXISTS incarnation uuid;
 """
 
+# Version 4: every listener's advertised endpoint ("NAME://host:port,..."), so that each client
+# is told other nodes' addresses on its own listener; host/port stay the inter-broker one.
+_V4 = """
+ALTER TABLE kcoord_nodes ADD COLUMN IF NOT EXISTS endpoints text;
+"""
+
 # What takes a database from the version before to this one; applied in order.
-_STEPS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+_STEPS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 
 
 class SchemaError(StartupError):
