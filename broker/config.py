@@ -618,6 +618,15 @@ def _per_listener(name: str) -> Setting | None:
     return SETTINGS.get(m[2])
 
 
+def setting_of(name: str) -> Setting:
+    """The Setting behind a config name: a known one, or the one a ``listener.name.<l>.``
+    name overrides (KeyError for neither)."""
+    found = SETTINGS.get(name) or _per_listener(name)
+    if found is None:
+        raise KeyError(name)
+    return found
+
+
 def listener_setting(cfg: Config, listener: str | None, name: str) -> Any:
     """Setting ``name`` as ``listener`` sees it (its ``listener.name.<listener>.`` one first)."""
     if listener is not None:

@@ -7,7 +7,7 @@ Topics: every topic config we support (`broker.dataplane.topicconfig`), with Kaf
 
 from __future__ import annotations
 
-from broker.config import SETTINGS
+from broker.config import setting_of
 from broker.context import RequestContext
 from broker.dataplane import topicconfig as tc
 from broker.registry import serves
@@ -62,7 +62,7 @@ def _broker_rows(ctx: RequestContext, req) -> list:
     cfg = ctx.broker.config
     rows = []
     for name, value in cfg.items():
-        s = SETTINGS[name]
+        s = setting_of(name)  # listener.name.<l>.* ones are described as their setting
         source = tc.SOURCE_DEFAULT if cfg.source(name) == "default" else tc.SOURCE_STATIC_BROKER
         text = None if value is None or s.sensitive else tc.text(value)
         synonyms = [(name, text, source)]

@@ -211,16 +211,26 @@ def test_secrets_are_never_described(tmp_path: Path) -> None:
     from protocol.api_keys import ApiKey
     from tests.dataplane.wire import cls
 
-    k = start_kcoord(tmp_path / "data", "ssl.key.password=hunter2")
+    jaas = "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"
+    k = start_kcoord(
+        tmp_path / "data",
+        "ssl.key.password=hunter2",
+        f'{jaas}=x required username="n" password="hunter3";',
+        "listener.name.ssl.ssl.client.auth=required",
+    )
     try:
         req = cls("DescribeConfigsRequest")
+        keys = ["ssl.key.password", jaas, "listener.name.ssl.ssl.client.auth"]
         res = req.DescribeConfigsResource(
-            resource_type=4, resource_name="0", configuration_keys=["ssl.key.password"]
+            resource_type=4, resource_name="0", configuration_keys=keys
         )
         with WireClient(k.host, k.port) as c:
             r = c.request(ApiKey.DESCRIBE_CONFIGS, 4, req(resources=[res])).results[0]
-        (row,) = [x for x in r.configs if x.name == "ssl.key.password"]
-        assert (row.value, row.is_sensitive) == (None, True)
+        rows = {x.name: (x.value, x.is_sensitive) for x in r.configs}
+        assert rows["ssl.key.password"] == (None, True)
+        assert rows[jaas] == (None, True)
+        assert rows["listener.name.ssl.ssl.client.auth"] == ("required", False)
+        assert "hunter" not in k.log()
     finally:
         k.stop()
 
