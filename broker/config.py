@@ -480,7 +480,10 @@ class Config:
         return hash(tuple(sorted((k, repr(v)) for k, v in self._values.items())))
 
     def __repr__(self) -> str:
-        changed = ", ".join(f"{n}={self._values[n]!r}" for n in sorted(self._sources))
+        changed = ", ".join(
+            f"{n}={'<secret>' if _is_sensitive(n) else repr(self._values[n])}"
+            for n in sorted(self._sources)
+        )
         return f"Config({changed})"
 
     # derived values
@@ -616,6 +619,11 @@ def _per_listener(name: str) -> Setting | None:
     if not m[2].startswith(_PER_LISTENER):
         return None
     return SETTINGS.get(m[2])
+
+
+def _is_sensitive(name: str) -> bool:
+    found = SETTINGS.get(name) or _per_listener(name)
+    return found is None or found.sensitive
 
 
 def setting_of(name: str) -> Setting:
