@@ -153,8 +153,69 @@ def test_required_client_certificates(tmp_path: Path, ca: Ca, server_pem: Path) 
             }
         )
         assert admin.list_topics(timeout=20).brokers
+        _other_clients_with_a_certificate(port, ca, key, cert)
     finally:
         k.stop()
+
+
+def _other_clients_with_a_certificate(port: int, ca: Ca, key: Path, cert: Path) -> None:
+    """kcat produces, kafka-python and aiokafka consume it in groups and commit, each with
+    its client certificate (the listener requires one)."""
+    import asyncio
+
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpPartition
+
+    bootstrap = f"127.0.0.1:{port}"
+    if shutil.which("kcat") is not None:
+        produced = subprocess.run(
+            ["kcat", "-b", bootstrap, "-X", "security.protocol=SSL",
+             "-X", f"ssl.ca.location={ca.pem_path}", "-X", f"ssl.certificate.location={cert}",
+             "-X", f"ssl.key.location={key}", "-P", "-t", "mtls", "-p", "0"],
+            input="a\nb\nc\n", capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert produced.returncode == 0, produced.stderr
+    else:
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": bootstrap, "security.protocol": "SSL",
+                      "ssl.ca.location": str(ca.pem_path), "ssl.certificate.location": str(cert),
+                      "ssl.key.location": str(key)})  # fmt: skip
+        for v in (b"a", b"b", b"c"):
+            p.produce("mtls", v, partition=0)
+        assert p.flush(30) == 0
+    kc = KafkaConsumer(
+        "mtls", bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=str(ca.pem_path),
+        ssl_certfile=str(cert), ssl_keyfile=str(key), group_id="mtls-kp",
+        auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=10000,
+    )  # fmt: skip
+    got = [m.value for m in kc][:3]
+    kc.commit()
+    assert got == [b"a", b"b", b"c"] and kc.committed(KpPartition("mtls", 0)) == 3
+    kc.close()
+
+    async def aiokafka_group() -> list[bytes]:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.helpers import create_ssl_context
+
+        c = AIOKafkaConsumer(
+            "mtls", bootstrap_servers=bootstrap, security_protocol="SSL",
+            ssl_context=create_ssl_context(cafile=str(ca.pem_path), certfile=str(cert),
+                                           keyfile=str(key)),
+            group_id="mtls-aio", auto_offset_reset="earliest", enable_auto_commit=False,
+        )  # fmt: skip
+        await c.start()
+        try:
+            seen: list[bytes] = []
+            while len(seen) < 3:
+                batch = await c.getmany(timeout_ms=1000)
+                seen += [m.value for ms in batch.values() for m in ms]
+            await c.commit()
+        finally:
+            await c.stop()
+        return seen
+
+    assert asyncio.run(asyncio.wait_for(aiokafka_group(), 60)) == [b"a", b"b", b"c"]
 
 
 def test_a_renewed_certificate_is_served_without_a_restart(
