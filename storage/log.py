@@ -117,6 +117,32 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+START_FLOOR_FILE = "log-start-offset"
+
+
+def read_start_floor(directory: Path) -> int:
+    try:
+        text = (directory / START_FLOOR_FILE).read_text().strip()
+    except FileNotFoundError:
+        return 0
+    try:
+        return max(0, int(text))
+    except ValueError:
+        log.warning("%s: unreadable %s (%r) ignored", directory.name, START_FLOOR_FILE, text)
+        return 0
+
+
+def write_start_floor(directory: Path, offset: int) -> None:
+    """Atomically: a temporary file, fsynced, renamed over the old one, the folder fsynced."""
+    tmp = directory / (START_FLOOR_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(f"{offset}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / START_FLOOR_FILE)
+    _fsync_dir(directory)
+
+
 def _remove_orphan_indexes(path: Path) -> None:
     """Index files whose segment is gone (a crash while deleting a segment)."""
     logs = {p.name.split(".", 1)[0] for p in path.iterdir() if p.name.endswith(LOG_SUFFIX)}
@@ -164,6 +190,9 @@ class Log:
         self._closed = False
         self._compacting = False
         self._executor = executor
+        # DeleteRecords' log start, when it falls inside a segment (Kafka's
+        # log-start-offset-checkpoint): kept in a file of its own.
+        self._start_floor = read_start_floor(directory)
         self._committer = GroupCommit(
             durability, self._write_pending, self._prepare_sync, self._set_durable, executor
         )
@@ -244,7 +273,10 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        first = self._segments[0].base_offset
+        if self._start_floor <= first:
+            return first
+        return min(self._start_floor, self._next_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -536,6 +568,20 @@ class Log:
 
         n = deletable_count(self.segments, now_ms, retention_ms, retention_bytes, self._hw)
         return await delete_oldest_segments(self, n) if n else 0
+
+    async def delete_before(self, offset: int) -> None:
+        """DeleteRecords: move the log start to ``offset`` (at most the high watermark), made
+        durable before this returns; the segments wholly below it are deleted (now, or by
+        retention if a compaction holds them)."""
+        offset = min(offset, self._hw)
+        if offset <= self.log_start_offset:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, write_start_floor, self.directory, offset)
+        self._start_floor = offset
+        below = sum(1 for seg in self._segments[:-1] if seg.next_offset <= offset)
+        if below:
+            await self.delete_oldest_segments(below)
 
     async def delete_oldest_segments(self, count: int) -> int:
         """Delete up to ``count`` of the oldest segments, never the active one, moving the log

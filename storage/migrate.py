@@ -19,7 +19,7 @@ from typing import Any
 
 from protocol.records import LOG_OVERHEAD, parse_batch_header
 from storage.batches import read_batch_headers
-from storage.log import parse_partition_dir
+from storage.log import parse_partition_dir, read_start_floor, write_start_floor
 from storage.segment import LOG_SUFFIX, segment_name
 
 CATALOG_FILE = "kcoord-topics.json"
@@ -77,8 +77,10 @@ def file_batches(directory: Path) -> Iterator[tuple[int, int, int, bytes]]:
 
 
 def file_log_start(directory: Path) -> int:
+    """The first segment's base, or DeleteRecords' log start when it lies beyond it."""
     segs = sorted(directory.glob("*" + LOG_SUFFIX))
-    return int(segs[0].name[: -len(LOG_SUFFIX)]) if segs else 0
+    first = int(segs[0].name[: -len(LOG_SUFFIX)]) if segs else 0
+    return max(first, read_start_floor(directory))
 
 
 def _dir_name(topic: str, partition: int) -> str:
@@ -209,13 +211,21 @@ async def pg_to_dir(url: str, data_dir: Path) -> dict[tuple[str, int], Partition
             for (topic, p), info in source.items():
                 d = data_dir / _dir_name(topic, p)
                 d.mkdir()
-                # One segment from the log start; the broker rebuilds its indexes on open.
-                path = d / (segment_name(info.log_start) + LOG_SUFFIX)
-                with open(path, "wb") as f:
-                    async for _base, _last, _ts, data in _pg_batches(con, topic, p):
+                # One segment, named by its first batch (the log start may lie inside that
+                # batch after DeleteRecords: then it is kept beside it, as the broker does);
+                # the broker rebuilds the indexes on open.
+                tmp = d / "segment.migrating"
+                first: int | None = None
+                with open(tmp, "wb") as f:
+                    async for base, _last, _ts, data in _pg_batches(con, topic, p):
+                        first = base if first is None else first
                         f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
+                base = info.log_start if first is None else first
+                os.replace(tmp, d / (segment_name(base) + LOG_SUFFIX))
+                if info.log_start > base:
+                    write_start_floor(d, info.log_start)
             raw = await read_meta(con, CATALOG_FILE)
             if raw is not None:
                 (data_dir / CATALOG_FILE).write_bytes(raw)

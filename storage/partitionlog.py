@@ -104,6 +104,11 @@ class TopicLog(PartitionLog, Protocol):
         returns how many units (segments, batches) went."""
         ...
 
+    async def delete_before(self, offset: int) -> None:
+        """DeleteRecords: the log start moves to ``offset`` (at most the high watermark, never
+        backwards), durably; data wholly below it is deleted."""
+        ...
+
 
 async def replay_batches(
     plog: PartitionLog,

@@ -195,7 +195,9 @@ class PgReads:
         return doomed
 
     async def delete_before(self, offset: int) -> None:
-        """Move the log start to ``offset``: delete every batch that ends before it."""
+        """Move the log start to ``offset`` (at most the high watermark): delete every batch
+        that ends before it."""
+        offset = min(offset, self.high_watermark)
         async with self._pool.acquire() as con, con.transaction():
             moved = await con.fetchval(
                 "UPDATE kcoord_partitions SET log_start_offset = $3"

@@ -123,3 +123,23 @@ async def test_time_and_size_retention_move_the_log_start(engine: Engine) -> Non
     await engine.retain(again, now=4000, retention_ms=-1, retention_bytes=1)
     assert again.log_start_offset == 9  # by size: all but the newest batch
     await again.close()
+
+
+async def test_delete_before_moves_the_log_start_inside_a_batch(engine: Engine) -> None:
+    """DeleteRecords: the log start may fall inside a batch; it holds across a reopen, the
+    batches wholly below it are gone, and it never passes the high watermark."""
+    log = await filled(engine)
+    await log.delete_before(4)
+    assert log.log_start_offset == 4
+    assert (await engine.read(log, 4, 1 << 20))[0] == 3  # the batch holding it, whole
+    await log.delete_before(2)  # never backwards
+    assert log.log_start_offset == 4
+    await log.close()
+    again = await engine.open()
+    assert (again.log_start_offset, again.high_watermark) == (4, 9)
+    assert (await engine.read(again, 4, 1 << 20))[0] == 3
+    await again.delete_before(100)  # at most the high watermark
+    assert again.log_start_offset == 9
+    await again.append(batch(2, 4000, "b3-"))
+    assert (again.log_start_offset, again.high_watermark) == (9, 11)
+    await again.close()
