@@ -16,6 +16,7 @@ from protocol.records import BatchHeader, RecordTuple
 if TYPE_CHECKING:
     from storage.compaction import CleanerStats
     from storage.log import AppendResult
+    from storage.logconfig import LogConfig
 
 
 class StartupError(RuntimeError):
@@ -72,6 +73,9 @@ class ReadResult(Protocol):
 class TopicLog(PartitionLog, Protocol):
     """What the data plane needs of a topic partition's log, on every engine (the file
     ``Log``, ``storage.postgres.log.PgLog``)."""
+
+    # Segment size and age, cleanup policy: replaced when the topic's configs change.
+    config: LogConfig
 
     @property
     def log_start_offset(self) -> int: ...

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from broker.dataplane.catalog import CATALOG_FILE, EngineCatalog
 from broker.dataplane.partition import Partition
+from broker.dataplane.topicconfig import TopicSettings
 
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
@@ -77,9 +78,13 @@ async def refresh(store: TopicStore) -> None:
         if mine is None:
             known[name] = rec
             store._register(rec)
-        elif rec.partitions > mine.partitions:
-            mine.partitions = rec.partitions
-            store._register(mine)
+        else:
+            if rec.partitions > mine.partitions:
+                mine.partitions = rec.partitions
+                store._register(mine)
+            if rec.configs != mine.configs:  # altered on another node
+                mine.configs = dict(rec.configs)
+                store.apply_settings(name, TopicSettings.resolve(store.config, mine.configs))
         if rec.partitions > have:
             await store._open_partitions(name, have, rec.partitions, leading=False)
     for name in [n for n, r in known.items() if not r.internal and n not in fresh.topics]:

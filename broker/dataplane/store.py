@@ -507,6 +507,47 @@ class TopicStore:
             log.info("topic %s now has %d partitions", name, count)
             return self._register(rec)
 
+    async def alter_configs(
+        self, name: str, configs: dict[str, str], validate_only: bool = False
+    ) -> None:
+        """Replace a topic's config overrides (AlterConfigs / IncrementalAlterConfigs give the
+        full new set): validated (InvalidConfigError), persisted in the catalog, then in force
+        for its partitions (retention and compaction at their next pass, segment size and age
+        at the next roll). Raises TopicError."""
+        async with self._admin:
+            await self._before_admin()
+            topic = self.registry.get(name)
+            if topic is None:
+                raise TopicError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                )
+            if topic.internal:
+                raise TopicError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"kcoord manages the configs of internal topic {name} itself.",
+                )
+            settings = TopicSettings.resolve(self.config, configs)
+            if validate_only:
+                return
+            rec = self.catalog.topics[name]
+            old = rec.configs
+            rec.configs = dict(configs)
+            try:
+                await self._save_catalog()
+            except BaseException:
+                rec.configs = old
+                raise
+            self.apply_settings(name, settings)
+            log.info("topic %s configs now %s", name, dict(sorted(configs.items())) or "defaults")
+
+    def apply_settings(self, name: str, settings: TopicSettings) -> None:
+        self.settings[name] = settings
+        for part in self.partitions.get(name, ()):
+            if part is not None:
+                part.settings = settings
+                part.log.config = settings.log_config()
+
     async def _before_admin(self) -> None:
         """Cluster mode: see the catalog as other nodes left it before changing it."""
         if self.cluster:

@@ -1,0 +1,62 @@
+"""What AlterConfigs and IncrementalAlterConfigs share: each resource is checked and
+changed on its own (one bad resource does not stop the others), as Kafka does.
+
+Topics: ALTER_CONFIGS on the topic; the new overrides are validated like CreateTopics' and
+persisted in the catalog (`TopicStore.alter_configs`). Brokers and broker loggers: kcoord's
+settings are static (its config file, KCOORD_* variables, --set), so a change is refused with
+INVALID_REQUEST naming them, after CLUSTER ALTER_CONFIGS is checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.context import RequestContext
+from broker.dataplane import names, topicconfig
+from broker.dataplane.store import TopicError
+from broker.security.acls import Operation, ResourceType
+from protocol.errors import ErrorCode
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+Outcome = tuple[int, str | None]
+
+
+async def alter_resource(
+    ctx: RequestContext,
+    resource_type: int,
+    name: str,
+    config_names: list[str],
+    new_overrides: Callable[[dict[str, str]], dict[str, str | None]],
+    validate_only: bool,
+) -> Outcome:
+    """``new_overrides(current)``: the topic's full set of overrides after the request (None:
+    back to the default); it raises InvalidConfigError for an operation it cannot do."""
+    if len(set(config_names)) != len(config_names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    if resource_type in (BROKER, BROKER_LOGGER):
+        if not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.CLUSTER):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        return (
+            ErrorCode.INVALID_REQUEST,
+            "kcoord's broker settings are static (config file, KCOORD_* variables, --set):"
+            f" cannot update {', '.join(config_names) or 'them'} dynamically",
+        )
+    if resource_type != TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    if not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+    if names.is_internal(name):
+        return ErrorCode.INVALID_REQUEST, f"kcoord manages the configs of internal topic {name}"
+    store = ctx.broker.data
+    current = store.topic_configs(name) if store is not None else None
+    if store is None or current is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+    try:
+        overrides = topicconfig.validate(new_overrides(current))
+        await store.alter_configs(name, overrides, validate_only)
+    except topicconfig.InvalidConfigError as e:
+        return ErrorCode.INVALID_CONFIG, str(e)
+    except TopicError as e:
+        return e.code, e.message
+    return ErrorCode.NONE, None

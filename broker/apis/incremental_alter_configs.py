@@ -1,0 +1,76 @@
+"""IncrementalAlterConfigs v0-1: SET, DELETE (back to the default), APPEND and SUBTRACT (list
+configs only: cleanup.policy) applied to a resource's current configs
+(`broker/apis/_alter_configs.py`)."""
+
+from __future__ import annotations
+
+from broker.apis._alter_configs import alter_resource
+from broker.context import RequestContext
+from broker.dataplane import topicconfig
+from broker.registry import serves
+from protocol.api_keys import ApiKey
+from protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+
+Resp = IncrementalAlterConfigsResponse
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+async def handle(
+    ctx: RequestContext, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    out = []
+    for r in req.resources:
+
+        def changed(current: dict[str, str], ops=r.configs) -> dict[str, str | None]:
+            return _apply(current, ops, ctx.broker.config)
+
+        code, message = await alter_resource(
+            ctx,
+            r.resource_type,
+            r.resource_name,
+            [c.name for c in r.configs],
+            changed,
+            req.validate_only,
+        )
+        out.append(
+            Resp.AlterConfigsResourceResponse(
+                error_code=int(code),
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+        )
+    return Resp(responses=out)
+
+
+def _apply(current: dict[str, str], ops, config) -> dict[str, str | None]:
+    result: dict[str, str | None] = dict(current)
+    for op in ops:
+        d = topicconfig.DEFS.get(op.name)
+        if d is None:
+            raise topicconfig.InvalidConfigError(f"Unknown topic config name: {op.name}")
+        if op.config_operation == SET:
+            result[op.name] = op.value
+        elif op.config_operation == DELETE:
+            result.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if d.type != topicconfig.TYPE_LIST:
+                verb = "append" if op.config_operation == APPEND else "subtract"
+                raise topicconfig.InvalidConfigError(
+                    f"Config value {verb} is not allowed for config key {op.name}"
+                )
+            have = [v for v in (result.get(op.name) or "").split(",") if v]
+            if not have:
+                have = [v for v in str(d.default(config)).split(",") if v]
+            items = [v.strip() for v in (op.value or "").split(",") if v.strip()]
+            if op.config_operation == APPEND:
+                have += [v for v in items if v not in have]
+            else:
+                have = [v for v in have if v not in items]
+            result[op.name] = ",".join(have) if have else None
+        else:
+            raise topicconfig.InvalidConfigError(
+                f"Unknown config operation {op.config_operation} for {op.name}"
+            )
+    return result
