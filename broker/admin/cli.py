@@ -29,6 +29,7 @@ from broker.admin.client import (
     parse_bootstrap,
 )
 from broker.admin.tables import table
+from broker.admin.topics import add_parser as add_topics_parser
 from broker.admin.transactions import add_parser as add_transactions_parser
 from broker.admin.users import add_parser as add_users_parser
 from coordinator.partitioning import DEFAULT_OFFSETS_PARTITIONS, partition_for
@@ -96,6 +97,7 @@ def add_parsers(commands: Any) -> None:
     add_users_parser(commands, common)
     add_acls_parser(commands, common)
     add_transactions_parser(commands, common)
+    add_topics_parser(commands, common)
 
     offsets = commands.add_parser("offsets", help="reset a group's committed offsets")
     osub = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")
