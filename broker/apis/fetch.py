@@ -1,4 +1,5 @@
-"""Fetch v4-16: segment bytes as stored, by topic name (v4-12) or topic id (v13+).
+"""Fetch v4-16: segment bytes as stored, by topic name (v4-12) or topic id (v13+); v0-3 get
+them down-converted to the old message formats (`_old_format`).
 
 * Size limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` for the
   response, the latter capped by the broker's `fetch.max.bytes`, except that the first
@@ -32,6 +33,7 @@ from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.legacy_records import from_batches
 from protocol.messages import FetchRequest, FetchResponse
 from storage.partitionlog import NeedsRead
 
@@ -209,8 +211,44 @@ def _error(index: int, code: int) -> PartData:
     )
 
 
-@serves(ApiKey.FETCH, 4, 16)
+@serves(ApiKey.FETCH, 0, 16)
 def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
+    if ctx.api_version < 4:
+        return _old_format(ctx, req)
+    return _fetch(ctx, req)
+
+
+def _old_format(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
+    """Fetch v0-3: the same read, its batches down-converted to message sets of magic 0
+    (v0-1) or 1 (v2-3), as Kafka 3.x serves clients that cannot read v2; each partition's
+    message set is bounded by its `partition_max_bytes` (at least one message)."""
+    magic = 0 if ctx.api_version < 2 else 1
+    # A partition named twice is read with its last mention's offset and limit (`_resolve`).
+    limits = {
+        (t.topic, p.partition): (p.fetch_offset, p.partition_max_bytes)
+        for t in req.topics
+        for p in t.partitions
+    }
+    result = _fetch(ctx, req)
+
+    def convert(resp: FetchResponse) -> FetchResponse:
+        for t in resp.responses:
+            for part in t.partitions:
+                if part.records:
+                    offset, max_bytes = limits[(t.topic, part.partition_index)]
+                    part.records = from_batches(part.records, magic, offset, max_bytes)
+        return resp
+
+    if isinstance(result, FetchResponse):
+        return convert(result)
+
+    async def converted() -> FetchResponse:
+        return convert(await result)
+
+    return converted()
+
+
+def _fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     if ctx.api_version >= 7:
         error = _session_error(req)
         if error != ErrorCode.NONE:

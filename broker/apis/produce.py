@@ -1,4 +1,5 @@
-"""Produce v3-11: client record batches appended as they are.
+"""Produce v0-11: client record batches appended as they are (v0-2's message sets of magic 0
+and 1 first up-converted to one v2 batch, as Kafka 3.x stores them: `protocol/legacy_records.py`).
 
 Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+). Its
 header is checked here (length, magic, CRC, offset count, no control batches, a
@@ -28,6 +29,7 @@ from broker.security.acls import Operation, ResourceType
 from broker.tasks import BackgroundTasks
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.legacy_records import parse_message_set, to_batch
 from protocol.messages import ProduceRequest, ProduceResponse
 from protocol.records import (
     CONTROL_MASK,
@@ -37,6 +39,7 @@ from protocol.records import (
     MIN_BATCH_LENGTH,
     TRANSACTIONAL_MASK,
     BatchHeader,
+    RecordError,
     crc32c,
 )
 from storage.log import LogFailedError
@@ -95,6 +98,20 @@ def check_batch(
 
 
 _REFUSED_TXN = "Transactional batch outside its producer's ongoing transaction"
+_MESSAGE_MAGIC_AT = 16  # offset, size, crc
+
+
+def up_converted(records: bytes | None) -> tuple[bytes | None, str | None]:
+    """Produce v0-2's message set (magic 0 or 1) as one v2 batch, as Kafka 3.x stores it;
+    (None, why) when it is not a valid message set."""
+    if not records:
+        return None, "Produce request has no message set"
+    if len(records) > _MESSAGE_MAGIC_AT and records[_MESSAGE_MAGIC_AT] >= 2:
+        return None, "Produce requests before version 3 may only contain messages of magic < 2"
+    try:
+        return to_batch(parse_message_set(records)), None
+    except RecordError as e:
+        return None, str(e)
 
 
 # Appends waiting for a remote verification when the producer asked for no reply (acks=0).
@@ -157,7 +174,7 @@ def _refused(index: int, refusal: Refusal) -> PartResp:
     return r
 
 
-@serves(ApiKey.PRODUCE, 3, 11)
+@serves(ApiKey.PRODUCE, 0, 11)
 def handle(
     ctx: RequestContext, req: ProduceRequest
 ) -> ProduceResponse | Awaitable[ProduceResponse] | None:
@@ -201,6 +218,11 @@ def handle(
                 parts.append(_part(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             records = p.records
+            if ctx.api_version < 3:  # an old message set: stored as a v2 batch
+                records, why = up_converted(records)
+                if records is None:
+                    parts.append(_part(p.index, ErrorCode.CORRUPT_MESSAGE, msg=why))
+                    continue
             code, msg, header = check_batch(records, settings.max_message_bytes)
             if header is None or records is None:  # check_batch refuses a null batch too
                 parts.append(_part(p.index, code, msg=msg))
