@@ -91,18 +91,8 @@ class ClusterNode:
     async def start(self) -> None:
         """Register (waiting, while a previous process with this node id is still live),
         then run balance rounds."""
-        host, port = self.address
         waited = False
-        while not await L.register_node(
-            self.db,
-            self.node_id,
-            host,
-            port,
-            self.view.rack,
-            self.lease_ms,
-            self.incarnation,
-            self.endpoints,
-        ):
+        while not await self._register():
             if not waited:
                 log.warning(
                     "node id %d is registered by another live process; waiting for its"
@@ -206,9 +196,9 @@ class ClusterNode:
             if x.live and x.owner is not None
         }
 
-    async def _register_again(self) -> None:
+    async def _register(self) -> bool:
         host, port = self.address
-        if await L.register_node(
+        return await L.register_node(
             self.db,
             self.node_id,
             host,
@@ -217,7 +207,10 @@ class ClusterNode:
             self.lease_ms,
             self.incarnation,
             self.endpoints,
-        ):
+        )
+
+    async def _register_again(self) -> None:
+        if await self._register():
             self.keeper.registered = True
             log.warning("node %d registered again", self.node_id)
 

@@ -10,6 +10,7 @@ INVALID_REQUEST naming them, after CLUSTER ALTER_CONFIGS is checked.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from broker.context import RequestContext
 from broker.dataplane import names, topicconfig
@@ -60,3 +61,32 @@ async def alter_resource(
     except TopicError as e:
         return e.code, e.message
     return ErrorCode.NONE, None
+
+
+async def responses(
+    ctx: RequestContext,
+    req: Any,
+    changes: Callable[[Any], Callable[[dict[str, str]], dict[str, str | None]]],
+    make: Callable[..., Any],
+) -> list[Any]:
+    """One response per resource of ``req``: ``changes(resource)`` gives how the resource's
+    overrides become the new ones; ``make`` builds the response entry."""
+    out = []
+    for r in req.resources:
+        code, message = await alter_resource(
+            ctx,
+            r.resource_type,
+            r.resource_name,
+            [c.name for c in r.configs],
+            changes(r),
+            req.validate_only,
+        )
+        out.append(
+            make(
+                error_code=int(code),
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+        )
+    return out

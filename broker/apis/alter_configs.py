@@ -4,7 +4,10 @@ their defaults (`broker/apis/_alter_configs.py`)."""
 
 from __future__ import annotations
 
-from broker.apis._alter_configs import alter_resource
+from collections.abc import Callable
+from typing import Any
+
+from broker.apis._alter_configs import responses
 from broker.context import RequestContext
 from broker.registry import serves
 from protocol.api_keys import ApiKey
@@ -15,27 +18,8 @@ Resp = AlterConfigsResponse
 
 @serves(ApiKey.ALTER_CONFIGS, 0, 2)
 async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    out = []
-    for r in req.resources:
-        wanted: dict[str, str | None] = {c.name: c.value for c in r.configs}
+    def replaced(resource: Any) -> Callable[[dict[str, str]], dict[str, str | None]]:
+        wanted: dict[str, str | None] = {c.name: c.value for c in resource.configs}
+        return lambda _current: wanted
 
-        def replaced(_current: dict[str, str], wanted=wanted) -> dict[str, str | None]:
-            return wanted
-
-        code, message = await alter_resource(
-            ctx,
-            r.resource_type,
-            r.resource_name,
-            [c.name for c in r.configs],
-            replaced,
-            req.validate_only,
-        )
-        out.append(
-            Resp.AlterConfigsResourceResponse(
-                error_code=int(code),
-                error_message=message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-            )
-        )
-    return Resp(responses=out)
+    return Resp(responses=await responses(ctx, req, replaced, Resp.AlterConfigsResourceResponse))

@@ -4,7 +4,10 @@ configs only: cleanup.policy) applied to a resource's current configs
 
 from __future__ import annotations
 
-from broker.apis._alter_configs import alter_resource
+from collections.abc import Callable
+from typing import Any
+
+from broker.apis._alter_configs import responses
 from broker.context import RequestContext
 from broker.dataplane import topicconfig
 from broker.registry import serves
@@ -19,29 +22,10 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 async def handle(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    out = []
-    for r in req.resources:
+    def changed(resource: Any) -> Callable[[dict[str, str]], dict[str, str | None]]:
+        return lambda current: _apply(current, resource.configs, ctx.broker.config)
 
-        def changed(current: dict[str, str], ops=r.configs) -> dict[str, str | None]:
-            return _apply(current, ops, ctx.broker.config)
-
-        code, message = await alter_resource(
-            ctx,
-            r.resource_type,
-            r.resource_name,
-            [c.name for c in r.configs],
-            changed,
-            req.validate_only,
-        )
-        out.append(
-            Resp.AlterConfigsResourceResponse(
-                error_code=int(code),
-                error_message=message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-            )
-        )
-    return Resp(responses=out)
+    return Resp(responses=await responses(ctx, req, changed, Resp.AlterConfigsResourceResponse))
 
 
 def _apply(current: dict[str, str], ops, config) -> dict[str, str | None]:

@@ -430,12 +430,7 @@ class TopicStore:
     async def delete_topic(self, name: str) -> Topic:
         async with self._admin:
             await self._before_admin()
-            topic = self.registry.get(name)
-            if topic is None:
-                raise TopicError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    "This server does not host this topic-partition.",
-                )
+            topic = self._hosted(name)
             if topic.internal:
                 raise TopicError(
                     ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted."
@@ -463,12 +458,7 @@ class TopicStore:
     async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
         async with self._admin:
             await self._before_admin()
-            topic = self.registry.get(name)
-            if topic is None:
-                raise TopicError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    "This server does not host this topic-partition.",
-                )
+            topic = self._hosted(name)
             if topic.internal:
                 raise TopicError(
                     ErrorCode.INVALID_REQUEST,
@@ -516,12 +506,7 @@ class TopicStore:
         at the next roll). Raises TopicError."""
         async with self._admin:
             await self._before_admin()
-            topic = self.registry.get(name)
-            if topic is None:
-                raise TopicError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    "This server does not host this topic-partition.",
-                )
+            topic = self._hosted(name)
             if topic.internal:
                 raise TopicError(
                     ErrorCode.INVALID_REQUEST,
@@ -540,6 +525,15 @@ class TopicStore:
                 raise
             self.apply_settings(name, settings)
             log.info("topic %s configs now %s", name, dict(sorted(configs.items())) or "defaults")
+
+    def _hosted(self, name: str) -> Topic:
+        topic = self.registry.get(name)
+        if topic is None:
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            )
+        return topic
 
     def apply_settings(self, name: str, settings: TopicSettings) -> None:
         self.settings[name] = settings

@@ -61,21 +61,11 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity:
     protocol = props.get("security.protocol", "PLAINTEXT").upper()
     if protocol not in PROTOCOLS:
         raise SecurityConfigError(f"security.protocol: {protocol} is not one of {PROTOCOLS}")
-    ctx = None
-    if protocol in ("SSL", "SASL_SSL"):
-        ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
-        ctx = ssl.create_default_context(cafile=ca)
-        if props.get("ssl.endpoint.identification.algorithm", "https") == "":
-            ctx.check_hostname = False
-        cert = props.get("ssl.keystore.location") or props.get("ssl.certificate.location")
-        if cert:
-            ctx.load_cert_chain(cert, props.get("ssl.key.location"), props.get("ssl.key.password"))
+    ctx = _tls_context(props) if protocol in ("SSL", "SASL_SSL") else None
     auth = None
     if protocol.startswith("SASL_"):
         mechanism = props.get("sasl.mechanism", "GSSAPI").upper()
-        user, password = jaas_credentials(props.get("sasl.jaas.config", ""))
-        user = props.get("sasl.username", user)
-        password = props.get("sasl.password", password)
+        user, password = _user(props)
         if mechanism not in ("PLAIN", *MECHANISMS):
             raise SecurityConfigError(f"sasl.mechanism: {mechanism} is not supported here")
         if user is None or password is None:
@@ -84,12 +74,8 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity:
     return ClientSecurity(ctx, auth)
 
 
-def metrics_access(
-    props: Mapping[str, str],
-) -> tuple[ssl.SSLContext | None, str | None]:
-    """How to scrape a secured metrics endpoint with the same properties: the TLS context
-    (trust store, client certificate) for an https URL, and the Basic credentials of the
-    SASL user when the properties name one."""
+def _tls_context(props: Mapping[str, str]) -> ssl.SSLContext:
+    """The client side of TLS from Kafka's client properties (trust store, certificate)."""
     ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
     ctx = ssl.create_default_context(cafile=ca)
     if props.get("ssl.endpoint.identification.algorithm", "https") == "":
@@ -97,9 +83,23 @@ def metrics_access(
     cert = props.get("ssl.keystore.location") or props.get("ssl.certificate.location")
     if cert:
         ctx.load_cert_chain(cert, props.get("ssl.key.location"), props.get("ssl.key.password"))
+    return ctx
+
+
+def _user(props: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The SASL user and password: librdkafka's names first, else the JAAS text's."""
     user, password = jaas_credentials(props.get("sasl.jaas.config", ""))
-    user = props.get("sasl.username", user)
-    password = props.get("sasl.password", password)
+    return props.get("sasl.username", user), props.get("sasl.password", password)
+
+
+def metrics_access(
+    props: Mapping[str, str],
+) -> tuple[ssl.SSLContext | None, str | None]:
+    """How to scrape a secured metrics endpoint with the same properties: the TLS context
+    (trust store, client certificate) for an https URL, and the Basic credentials of the
+    SASL user when the properties name one."""
+    ctx = _tls_context(props)
+    user, password = _user(props)
     basic = None
     if user is not None and password is not None:
         basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
