@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker import placement
+from broker import listeners, placement
 from protocol.errors import ErrorCode
 
 
@@ -42,15 +42,12 @@ def format_endpoints(endpoints: list[tuple[str, str, int]]) -> str:
 
 
 def parse_endpoints(text: str | None) -> tuple[tuple[str, str, int], ...]:
-    """``format_endpoints``'s text back (an unreadable item is skipped: it came from another
-    kcoord version, and the node stays reachable at its host/port)."""
-    out = []
-    for item in (text or "").split(","):
-        name, sep, rest = item.partition("://")
-        host, colon, port = rest.rpartition(":")
-        if sep and colon and port.isdigit():
-            out.append((name, host.strip("[]"), int(port)))
-    return tuple(out)
+    """``format_endpoints``'s text back, read as ``listeners`` is; an unreadable one (from
+    another kcoord version) is ignored: the node stays reachable at its host/port."""
+    try:
+        return tuple(listeners.parse_endpoints(text or "", "registered endpoints"))
+    except listeners.ListenerError:
+        return ()
 
 
 def _bracket(host: str) -> str:

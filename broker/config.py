@@ -542,7 +542,7 @@ def load_config(
     values = {s.name: s.default for s in _SETTINGS}
     sources: dict[str, str] = {}
     for name, (text, where) in raw.items():
-        setting = SETTINGS.get(name) or _per_listener(name)
+        setting = _lookup(name)
         if setting is None:
             raise ConfigError(f"{_unknown(name)} (from {where})")
         try:
@@ -621,15 +621,20 @@ def _per_listener(name: str) -> Setting | None:
     return SETTINGS.get(m[2])
 
 
+def _lookup(name: str) -> Setting | None:
+    """The Setting behind a config name: a known one, or the one a ``listener.name.<l>.``
+    name overrides."""
+    return SETTINGS.get(name) or _per_listener(name)
+
+
 def _is_sensitive(name: str) -> bool:
-    found = SETTINGS.get(name) or _per_listener(name)
+    found = _lookup(name)
     return found is None or found.sensitive
 
 
 def setting_of(name: str) -> Setting:
-    """The Setting behind a config name: a known one, or the one a ``listener.name.<l>.``
-    name overrides (KeyError for neither)."""
-    found = SETTINGS.get(name) or _per_listener(name)
+    """``_lookup`` for a name the config holds (KeyError for an unknown one)."""
+    found = _lookup(name)
     if found is None:
         raise KeyError(name)
     return found

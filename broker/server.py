@@ -92,9 +92,9 @@ class Broker:
             wanted = resolve_listeners(cfg, self.listen, self.advertised)
             for w in wanted:
                 if w.uses_tls:
-                    self.tls[w.name] = TlsContext(_tls_settings(cfg, w))
+                    self.tls[w.name] = TlsContext(_tls_settings(cfg, w.name, w.uses_sasl))
             if self.metrics_address is not None and cfg.get("kcoord.metrics.ssl.enabled"):
-                self.tls[METRICS_LISTENER] = TlsContext(_metrics_tls_settings(cfg))
+                self.tls[METRICS_LISTENER] = TlsContext(_tls_settings(cfg, METRICS_LISTENER, True))
             inter_broker = _inter_broker_listener(cfg, wanted)
             peer_security = _peer_security(cfg, inter_broker) if clustered else None
         except (ListenerError, TlsConfigError) as e:
@@ -186,9 +186,7 @@ class Broker:
                 + ([state.authorizer.refresh] if state.authorizer is not None else []),
                 endpoints=format_endpoints(
                     [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
-                )
-                if len(self.listeners) > 1
-                else None,
+                ),
             )
             await self.cluster_node.start()
             # Serve once the first round has taken this node's partitions: a client that
@@ -389,12 +387,13 @@ async def _reload_tls(contexts: list[TlsContext], every_ms: int) -> None:
             tls.reload_if_changed()
 
 
-def _tls_settings(cfg: Config, listener: Listener) -> ConfigView:
-    """A TLS listener's ssl.* settings: its listener.name.<name>.ssl.* ones first. KIP-684:
-    a SASL_SSL listener asks for client certificates only when its own ssl.client.auth says so
-    (SASL authenticates its clients)."""
-    view = listener_view(cfg, listener.name)
-    if listener.uses_sasl and not view.is_set("ssl.client.auth"):
+def _tls_settings(cfg: Config, name: str, own_client_auth_only: bool) -> ConfigView:
+    """A TLS endpoint's ssl.* settings: its listener.name.<name>.ssl.* ones first. With
+    ``own_client_auth_only`` it asks for client certificates only when its own
+    ssl.client.auth says so: KIP-684's rule for SASL_SSL listeners (SASL authenticates their
+    clients), and the metrics endpoint's."""
+    view = listener_view(cfg, name)
+    if own_client_auth_only and not view.is_set("ssl.client.auth"):
         view = ConfigView(view, {"ssl.client.auth": "none"})
     return view
 
@@ -429,15 +428,6 @@ def _peer_security(cfg: Config, listener: Listener) -> PeerSecurity:
             f' credentials as {own}=... username="..." password="...";'
         )
     return PeerSecurity(tls, mechanism, user, password)
-
-
-def _metrics_tls_settings(cfg: Config) -> ConfigView:
-    """The metrics endpoint's ssl.* settings (listener.name.metrics.ssl.* first); client
-    certificates only when its own ssl.client.auth asks for them."""
-    view = listener_view(cfg, METRICS_LISTENER)
-    if not view.is_set("ssl.client.auth"):
-        view = ConfigView(view, {"ssl.client.auth": "none"})
-    return view
 
 
 def _bind(host: str, port: int) -> socket.socket:

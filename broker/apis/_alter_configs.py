@@ -2,9 +2,11 @@
 changed on its own (one bad resource does not stop the others), as Kafka does.
 
 Topics: ALTER_CONFIGS on the topic; the new overrides are validated like CreateTopics' and
-persisted in the catalog (`TopicStore.alter_configs`). Brokers and broker loggers: kcoord's
-settings are static (its config file, KCOORD_* variables, --set), so a change is refused with
-INVALID_REQUEST naming them, after CLUSTER ALTER_CONFIGS is checked.
+persisted in the catalog (`TopicStore.alter_configs`). Internal topics are refused
+(INVALID_REQUEST), unlike Kafka: kcoord's group and transaction runtimes own their logs'
+configs. Brokers and broker loggers: kcoord's settings are static (its config file, KCOORD_*
+variables, --set), so a change is refused with INVALID_REQUEST naming them, after CLUSTER
+ALTER_CONFIGS is checked.
 """
 
 from __future__ import annotations

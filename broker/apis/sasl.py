@@ -1,9 +1,9 @@
 """SaslHandshake v0-1 and SaslAuthenticate v0-2: PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER
 (`broker/security/oauth.py`) on SASL listeners, with KIP-368 re-authentication. After a v0
 handshake the tokens come as bare frames (the connection hands each to :func:`authenticate`
-and writes its answer back bare). Kafka 4.0
-dropped SaslHandshake v0 (KIP-896); kcoord keeps it because librdkafka before 2.x (Debian's
-kcat) starts SASL only when v0 is advertised, even though it then uses v1.
+and writes its answer back bare). Kafka 4.0 dropped SaslHandshake v0 (KIP-896); kcoord keeps
+it because librdkafka before 2.x (Debian's kcat) starts SASL only when v0 is advertised, even
+though it then uses v1.
 
 A SASL listener's connection may send only ApiVersions, SaslHandshake and SaslAuthenticate
 until it is authenticated (the connection enforces it). A failed authentication answers

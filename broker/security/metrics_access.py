@@ -40,7 +40,9 @@ class MetricsAccess:
         self.basic = basic
         self.mapping_rules = mapping_rules
 
-    def check(self, headers: dict[str, str], ssl_object: ssl.SSLObject | None, host: str):
+    def check(
+        self, headers: dict[str, str], ssl_object: ssl.SSLObject | None, host: str
+    ) -> Refusal | None:
         """None if the scrape may proceed, else the refusal to answer."""
         principal = ANONYMOUS
         if ssl_object is not None:

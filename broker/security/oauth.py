@@ -115,7 +115,6 @@ class OAuthValidator:
     def __init__(self, settings: OAuthSettings) -> None:
         self.settings = settings
         self.keys: dict[str | None, Any] = {}  # key id -> jwt.PyJWK
-        self._fetched = asyncio.Event()
         self._last_attempt = 0.0
         self._refreshing: asyncio.Task[None] | None = None
         self._loop_task: asyncio.Task[None] | None = None
@@ -208,7 +207,6 @@ class OAuthValidator:
         except (OSError, ValueError, OAuthError) as e:
             log.warning("fetching the JWKS from %s: %s", url, e)
             raise
-        self._fetched.set()
         log.info("JWKS from %s: %d key(s)", url, len(self.keys))
 
     async def _refresh_loop(self) -> None:
