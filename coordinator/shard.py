@@ -91,9 +91,22 @@ class Shard:
 
     # -- requests that may write records or park replies ------------------------------------
 
-    def join_group(self, req: JoinGroupRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
+    def join_group(
+        self,
+        req: JoinGroupRequest,
+        meta: RequestMeta,
+        req_id: int,
+        now: int,
+        topics: TopicsImage | None = None,
+    ) -> Result:
+        """JoinGroup; `topics` (the current topic metadata) is needed when the group is a
+        consumer group with classic members."""
+        if topics is not None:
+            self.state.topics = topics
         ctx = Ctx(self.state, now)
+        before = self._epoch(req.group_id)
         join_group(ctx, req, meta, req_id)
+        self._track_consumer_rebalance(ctx, req.group_id, before)
         return ctx.result()
 
     def consumer_group_heartbeat(
@@ -114,7 +127,9 @@ class Shard:
 
     def sync_group(self, req: SyncGroupRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
         ctx = Ctx(self.state, now)
+        before = self._epoch(req.group_id)
         sync_group(ctx, req, meta, req_id)
+        self._track_consumer_rebalance(ctx, req.group_id, before)
         return ctx.result()
 
     def heartbeat(self, req: HeartbeatRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
@@ -126,7 +141,9 @@ class Shard:
         self, req: LeaveGroupRequest, meta: RequestMeta, req_id: int, now: int
     ) -> Result:
         ctx = Ctx(self.state, now)
+        before = self._epoch(req.group_id)
         leave_group(ctx, req, meta, req_id)
+        self._track_consumer_rebalance(ctx, req.group_id, before, "LeaveGroup")
         return ctx.result()
 
     def commit_offsets(
@@ -177,13 +194,20 @@ class Shard:
         kind, group_id = key[0], key[1]
         if kind == _modern_keys.SESSION:
             before = self._epoch(group_id)
-            _membership.on_session_timeout(ctx, group_id, key[2])
+            _membership.fence_on_timeout(ctx, group_id, key[2])
             self._track_consumer_rebalance(ctx, group_id, before, "session timeout")
             return ctx.result()
         if kind == _modern_keys.REBALANCE:
             before = self._epoch(group_id)
             _membership.on_rebalance_timeout(ctx, group_id, key[2])
             self._track_consumer_rebalance(ctx, group_id, before, "rebalance timeout")
+            return ctx.result()
+        if kind in (_modern_keys.JOIN, _modern_keys.SYNC):
+            # A classic member of a consumer group that did not rejoin or sync in time.
+            before = self._epoch(group_id)
+            _membership.fence_on_timeout(ctx, group_id, key[2])
+            why = "join timeout" if kind == _modern_keys.JOIN else "sync timeout"
+            self._track_consumer_rebalance(ctx, group_id, before, why)
             return ctx.result()
         group = self.state.classic_group(group_id)
         if group is not None:

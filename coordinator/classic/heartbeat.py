@@ -14,6 +14,8 @@ from coordinator.classic.group import (
 from coordinator.classic.rebalance import complete_join, remove_member_and_update
 from coordinator.classic.rebalance import reschedule_heartbeat as _reschedule
 from coordinator.context import Ctx
+from coordinator.modern import classic_members
+from coordinator.modern.group import ConsumerGroup
 from protocol.errors import ErrorCode
 from protocol.messages import HeartbeatRequest, HeartbeatResponse
 
@@ -22,6 +24,9 @@ if TYPE_CHECKING:
 
 
 def heartbeat(ctx: Ctx, req: HeartbeatRequest, meta: RequestMeta, req_id: int) -> None:
+    other = ctx.state.groups.get(req.group_id) if req.group_id else None
+    if type(other) is ConsumerGroup:
+        return classic_members.heartbeat(ctx, other, req, req_id)
     ctx.reply(req_id, HeartbeatResponse(error_code=int(_heartbeat(ctx, req))))
 
 

@@ -3,7 +3,6 @@ the choice between answering now, parking the request, or starting a rebalance."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coordinator.classic.group import (
@@ -15,8 +14,8 @@ from coordinator.classic.group import (
     ClassicGroup,
     ClassicMember,
     Parked,
-    Protocols,
 )
+from coordinator.classic.join_request import Join
 from coordinator.classic.rebalance import (
     drop_member,
     join_success,
@@ -30,6 +29,8 @@ from coordinator.classic.rebalance import (
 from coordinator.classic.responses import join_response
 from coordinator.context import Ctx
 from coordinator.keys import group_record_key, heartbeat_key
+from coordinator.modern import classic_members
+from coordinator.modern.group import ConsumerGroup
 from protocol.coordinator_records import GroupMetadataValue
 from protocol.errors import ErrorCode
 from protocol.messages import JoinGroupRequest
@@ -43,26 +44,6 @@ REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
 # JoinGroup v9+: a static leader that rejoins a Stable group is told it leads but should skip
 # running the assignor.
 SKIP_ASSIGNMENT_VERSION = 9
-
-
-@dataclass(slots=True)
-class Join:
-    """One JoinGroup request with the values the handlers need, normalized."""
-
-    req: JoinGroupRequest
-    client_id: str
-    client_host: str
-    version: int
-    parked: Parked
-    rebalance_timeout_ms: int
-    protocols: Protocols
-
-    @property
-    def protocol_names(self) -> set[str]:
-        return {name for name, _ in self.protocols}
-
-    def reason(self, what: str) -> str:
-        return f"{what}; client reason: {self.req.reason or 'not provided'}"
 
 
 def new_empty_group_value(now: int) -> GroupMetadataValue:
@@ -84,15 +65,6 @@ def join_group(ctx: Ctx, req: JoinGroupRequest, meta: RequestMeta, req_id: int) 
     def fail(error: ErrorCode, member_id: str = req.member_id) -> None:
         ctx.reply(req_id, join_response(version, error=error, member_id=member_id))
 
-    other = ctx.state.groups.get(req.group_id)
-    if other is not None and type(other) is not ClassicGroup:
-        if not other.is_empty() or not cfg.allows_downgrade():
-            # Classic members cannot join a group of another kind that has members.
-            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        # An empty group of another kind becomes a classic group.
-        for key, value in other.tombstone_records():
-            ctx.append(key, value)
-
     if not req.group_id:
         return fail(ErrorCode.INVALID_GROUP_ID)
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
@@ -108,6 +80,17 @@ def join_group(ctx: Ctx, req: JoinGroupRequest, meta: RequestMeta, req_id: int) 
         rebalance_timeout_ms=req.session_timeout_ms if version == 0 else req.rebalance_timeout_ms,
         protocols=[(p.name, p.metadata) for p in req.protocols],
     )
+    other = ctx.state.groups.get(req.group_id)
+    if type(other) is ConsumerGroup and not other.is_empty():
+        # A consumer group takes classic members in (a migration under way).
+        return classic_members.join(ctx, other, join, ctx.state.topics)
+    if other is not None and type(other) is not ClassicGroup:
+        if not other.is_empty() or not cfg.allows_downgrade():
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        # An empty group of another kind becomes a classic group.
+        for key, value in other.tombstone_records():
+            ctx.append(key, value)
+
     unknown_member = req.member_id == ""
     group = ctx.state.classic_group(req.group_id)
     if group is None:

@@ -18,6 +18,8 @@ from coordinator.classic.rebalance import (
 )
 from coordinator.context import Ctx
 from coordinator.keys import heartbeat_key
+from coordinator.modern import classic_members
+from coordinator.modern.group import ConsumerGroup
 from protocol.errors import ErrorCode
 from protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
@@ -51,6 +53,9 @@ def leave_group(ctx: Ctx, req: LeaveGroupRequest, meta: RequestMeta, req_id: int
 
     if not req.group_id:
         return answer(ErrorCode.INVALID_GROUP_ID, [])
+    other = ctx.state.groups.get(req.group_id)
+    if type(other) is ConsumerGroup:
+        return answer(ErrorCode.NONE, classic_members.leave(ctx, other, identities))
     group = ctx.state.classic_group(req.group_id)
     if group is None:
         unknown = int(ErrorCode.UNKNOWN_MEMBER_ID)

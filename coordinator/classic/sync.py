@@ -17,6 +17,8 @@ from coordinator.classic.rebalance import drop_member, prepare_rebalance, propag
 from coordinator.classic.responses import sync_response
 from coordinator.context import Ctx
 from coordinator.keys import group_record_key, sync_key
+from coordinator.modern import classic_members
+from coordinator.modern.group import ConsumerGroup
 from protocol.errors import ErrorCode
 from protocol.messages import SyncGroupRequest
 
@@ -41,6 +43,9 @@ def sync_group(ctx: Ctx, req: SyncGroupRequest, meta: RequestMeta, req_id: int) 
         req.protocol_type is None or req.protocol_name is None
     ):
         return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    other = ctx.state.groups.get(req.group_id)
+    if type(other) is ConsumerGroup:
+        return classic_members.sync(ctx, other, req, req_id)
     group = ctx.state.classic_group(req.group_id)
     if group is None or group.state is EMPTY:
         return fail(ErrorCode.UNKNOWN_MEMBER_ID)

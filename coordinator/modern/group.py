@@ -9,10 +9,10 @@ Everything here changes only through the methods under "replay" (`put_member`, `
 from __future__ import annotations
 
 import enum
-import struct
 import uuid
 from collections.abc import Iterable
 
+from coordinator.classic.consumer_protocol import encode_assignment
 from coordinator.group import ExpirationCondition, PartitionCheck, Record, commit_timestamp
 from coordinator.modern import records
 from coordinator.modern.assignment import EMPTY, Assignment
@@ -147,6 +147,21 @@ class ConsumerGroup:
                 out |= r.topics
         return out
 
+    def without(self, leaving: Iterable[ConsumerGroupMember]) -> tuple[set[str], set[str]]:
+        """The topics the members subscribe to, and the regexes they use, once `leaving` go."""
+        names = dict(self.subscribed_names)
+        counts = dict(self.regex_counts)
+        for m in leaving:
+            _count(names, m.subscribed_topic_names, -1)
+            if m.subscribed_topic_regex is not None:
+                _count(counts, (m.subscribed_topic_regex,), -1)
+        topics = set(names)
+        for regex in counts:
+            r = self.regexes.get(regex)
+            if r is not None:
+                topics |= r.topics
+        return topics, set(counts)
+
     def regexes_in_use(
         self, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None
     ) -> set[str]:
@@ -207,6 +222,9 @@ class ConsumerGroup:
             return ErrorCode.UNSUPPORTED_VERSION, None
         if epoch == member.member_epoch:
             return ErrorCode.NONE, None
+        if member.uses_classic_protocol():
+            # A classic member's generation is its epoch, exactly (Kafka's validateMemberEpoch).
+            return ErrorCode.ILLEGAL_GENERATION, None
         if epoch > member.member_epoch or epoch < 0:
             return ErrorCode.STALE_MEMBER_EPOCH, None
         ids = {name: t.topic_id for name, t in self.subscription_metadata.items()}
@@ -270,7 +288,7 @@ class ConsumerGroup:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 member_metadata=b"",
-                member_assignment=_consumer_protocol_assignment(m.assigned, names),
+                member_assignment=consumer_protocol_assignment(m.assigned, names),
             )
             for m in self.members.values()
         ]
@@ -358,13 +376,7 @@ class ConsumerGroup:
                 del self.partition_epochs[t]
 
 
-def _consumer_protocol_assignment(assignment: Assignment, names: dict) -> bytes:
-    """A ConsumerProtocolAssignment v0 (what classic tools expect in DescribeGroups)."""
-    topics = [(names[t], sorted(ps)) for t, ps in sorted(assignment.items()) if t in names]
-    out = bytearray(struct.pack(">hi", 0, len(topics)))
-    for name, parts in sorted(topics):
-        raw = name.encode()
-        out += struct.pack(">h", len(raw)) + raw + struct.pack(">i", len(parts))
-        out += b"".join(struct.pack(">i", p) for p in parts)
-    out += struct.pack(">i", -1)  # no user data
-    return bytes(out)
+def consumer_protocol_assignment(assignment: Assignment, names: dict, version: int = 0) -> bytes:
+    """A ConsumerProtocolAssignment of `assignment` (what classic members and tools read)."""
+    topics = sorted((names[t], sorted(ps)) for t, ps in assignment.items() if t in names and ps)
+    return encode_assignment(topics, version)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from coordinator.assignors.spec import AssignorError
-from coordinator.modern import records
+from coordinator.modern import migration, records
 from coordinator.modern.assignment import (
     EMPTY,
     Assignment,
@@ -211,8 +211,9 @@ def _member(
         _check_epoch(member, epoch, owned)
         return member, False
     # Even under its own member id: a static member that rejoins must have left first
-    # (epoch -2), or a second process with the same instance id could take its place.
-    if existing.member_epoch != STATIC_LEAVE_EPOCH:
+    # (epoch -2), or a second process with the same instance id could take its place. A
+    # classic member never says so (its restart is the signal), so it is replaced at once.
+    if not existing.uses_classic_protocol() and existing.member_epoch != STATIC_LEAVE_EPOCH:
         raise ApiError(
             ErrorCode.UNRELEASED_INSTANCE_ID,
             f"Static member {member_id} with instance id {instance_id} cannot join the group "
@@ -274,7 +275,7 @@ def _heartbeat(ctx: Ctx, req: Request, meta: RequestMeta, topics: TopicsImage) -
     cfg = ctx.config
     epoch = req.member_epoch
     out: list[records.Record] = []
-    group = consumer_group_for_join(ctx, req.group_id, epoch == 0, out)
+    group, upgraded = consumer_group_for_join(ctx, req.group_id, epoch == 0, topics, out)
     gid = group.group_id
     if len(group.members) >= cfg.consumer_max_size and (
         not req.member_id or req.member_id not in group.members
@@ -290,6 +291,56 @@ def _heartbeat(ctx: Ctx, req: Request, meta: RequestMeta, topics: TopicsImage) -
     is_new = member_id not in group.members
     updated = _updated_member(member, req, meta)
 
+    reconciled, refreshed = converge(
+        ctx, group, member, updated, owned, topics, out, new_record=is_new and not replaced
+    )
+
+    for key, value in out:
+        ctx.append(key, value)
+    stored = ctx.state.consumer_group(gid)
+    if stored is not None and refreshed:
+        stored.metadata_version = topics.version
+    if upgraded is not None and stored is not None:
+        migration.finish_upgrade(ctx, upgraded, stored)
+    ctx.schedule(session_key(gid, member_id), cfg.consumer_session_timeout_ms)
+
+    response = Response(
+        member_id=member_id,
+        member_epoch=reconciled.member_epoch,
+        heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms,
+    )
+    full = epoch == 0 or (
+        req.rebalance_timeout_ms != -1
+        and req.subscribed_topic_names is not None
+        and req.topic_partitions is not None
+    )
+    if full or reconciled.assigned != member.assigned:
+        response.assignment = Response.Assignment(
+            topic_partitions=to_topic_partitions(reconciled.assigned, Response.TopicPartitions)
+        )
+    return response
+
+
+def converge(
+    ctx: Ctx,
+    group: ConsumerGroup,
+    member: ConsumerGroupMember,
+    updated: ConsumerGroupMember,
+    owned: Assignment | None,
+    topics: TopicsImage,
+    out: list[records.Record],
+    new_record: bool,
+) -> tuple[ConsumerGroupMember, bool]:
+    """The work every join or heartbeat does, whichever protocol the member speaks: (1) record
+    the member (`updated`, formerly `member`) and bump the group epoch if subscriptions or
+    their topics changed, (2) compute the target assignment if the epoch is ahead of it,
+    (3) move the member towards its target. Records go to `out`; returns the reconciled member
+    and whether the subscription metadata was checked against `topics`. `new_record` asks for
+    the member's assignment record even when it is unchanged (a member new to the group)."""
+    cfg = ctx.config
+    gid = group.group_id
+    member_id = updated.member_id
+    is_new = member_id not in group.members
     # 1. The member, its subscriptions, the group epoch. A new group leaves epoch 0 at its
     # first heartbeat even with nothing subscribed, as Kafka 4.x does: epoch 0 means "joining".
     bump = group.group_epoch == 0
@@ -341,32 +392,12 @@ def _heartbeat(ctx: Ctx, req: Request, meta: RequestMeta, topics: TopicsImage) -
             )
         except FencedMemberEpoch as e:
             raise ApiError(ErrorCode.FENCED_MEMBER_EPOCH, str(e)) from None
-    if reconciled.assignment_key() != updated.assignment_key() or (is_new and not replaced):
+    if reconciled.assignment_key() != updated.assignment_key() or new_record:
         out.append(records.current_assignment(gid, reconciled))
-        _arm_rebalance_timer(ctx, group, reconciled)
-
-    for key, value in out:
-        ctx.append(key, value)
-    stored = ctx.state.consumer_group(gid)
-    if stored is not None and refreshed:
-        stored.metadata_version = topics.version
-    ctx.schedule(session_key(gid, member_id), cfg.consumer_session_timeout_ms)
-
-    response = Response(
-        member_id=member_id,
-        member_epoch=reconciled.member_epoch,
-        heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms,
-    )
-    full = epoch == 0 or (
-        req.rebalance_timeout_ms != -1
-        and req.subscribed_topic_names is not None
-        and req.topic_partitions is not None
-    )
-    if full or reconciled.assigned != member.assigned:
-        response.assignment = Response.Assignment(
-            topic_partitions=to_topic_partitions(reconciled.assigned, Response.TopicPartitions)
-        )
-    return response
+        if not reconciled.uses_classic_protocol():
+            # Classic members have join and sync timeouts instead.
+            _arm_rebalance_timer(ctx, group, reconciled)
+    return reconciled, refreshed
 
 
 def _arm_rebalance_timer(ctx: Ctx, group: ConsumerGroup, member: ConsumerGroupMember) -> None:

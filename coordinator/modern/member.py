@@ -19,6 +19,7 @@ from protocol.coordinator_records import (
     ConsumerGroupMemberMetadataValue,
 )
 
+ClassicMetadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
@@ -91,6 +92,16 @@ class ConsumerGroupMember:
     def uses_classic_protocol(self) -> bool:
         return self.classic_metadata is not None
 
+    def classic_protocols(self) -> list[tuple[str, bytes]]:
+        """A classic member's JoinGroup protocols (name, subscription), in its preference order."""
+        cm = self.classic_metadata
+        return [] if cm is None else [(p.name, p.metadata) for p in cm.supported_protocols]
+
+    def classic_session_timeout_ms(self) -> int:
+        cm = self.classic_metadata
+        assert cm is not None, "only a classic member has a classic session timeout"
+        return int(cm.session_timeout_ms)
+
     # -- records ------------------------------------------------------------------------------
 
     def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
@@ -151,6 +162,19 @@ class ConsumerGroupMember:
         m.pending_revocation = EMPTY
         m.assignment_epochs = {}
         return m
+
+
+def classic_metadata(
+    session_timeout_ms: int, protocols: list[tuple[str, bytes]]
+) -> ClassicMetadata:
+    """What the member record keeps of a classic member's JoinGroup."""
+    return ClassicMetadata(
+        session_timeout_ms=session_timeout_ms,
+        supported_protocols=[
+            ConsumerGroupMemberMetadataValue.ClassicProtocol(name=n, metadata=m)
+            for n, m in protocols
+        ],
+    )
 
 
 def _copy(m: ConsumerGroupMember) -> ConsumerGroupMember:

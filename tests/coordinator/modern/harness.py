@@ -8,12 +8,20 @@ import itertools
 import uuid
 from typing import Any
 
+from coordinator.classic.consumer_protocol import encode_subscription, parse_assignment
 from coordinator.config import GroupConfig
 from coordinator.modern.topics import TopicMeta, TopicsImage
 from coordinator.result import Result
 from coordinator.shard import RequestMeta, Shard
 from protocol.coordinator_records import decode_record, encode_record
-from protocol.messages import ConsumerGroupHeartbeatRequest, OffsetCommitRequest
+from protocol.messages import (
+    ConsumerGroupHeartbeatRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
 
 Req = ConsumerGroupHeartbeatRequest
 Owned = dict[str, list[int]]  # topic name -> partitions
@@ -33,6 +41,7 @@ class Harness:
         self.timers: dict[tuple, int] = {}
         self.log: list[tuple[Any, Any]] = []
         self.topics = TopicsImage((), 0)
+        self.replies: dict[int, Any] = {}  # every reply, parked ones included
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -72,6 +81,7 @@ class Harness:
             self.timers.pop(key, None)
         for t in result.timers:
             self.timers[t.key] = t.deadline
+        self.replies.update(result.replies)
         return result
 
     def advance(self, ms: int) -> None:
@@ -201,3 +211,115 @@ def snapshot(shard: Shard) -> dict[str, Any]:
             "state": g.state,
         }
     return out
+
+
+class ClassicClient:
+    """A classic-protocol consumer (JoinGroup/SyncGroup/Heartbeat) against a harness, eager or
+    cooperative, that keeps the partitions its last SyncGroup gave it, as a client does."""
+
+    def __init__(
+        self,
+        h: Harness,
+        topics: list[str],
+        *,
+        group: str = "g",
+        cooperative: bool = False,
+        instance: str | None = None,
+        session: int = 10000,
+        rebalance: int = 30000,
+        version: int = 5,
+    ) -> None:
+        self.h = h
+        self.topics = topics
+        self.group = group
+        self.cooperative = cooperative
+        self.instance = instance
+        self.session = session
+        self.rebalance = rebalance
+        self.version = version
+        self.member_id = ""
+        self.generation = -1
+        self.owned: Owned = {}
+        self.protocol = "cooperative-sticky" if cooperative else "range"
+        self.last_rid = -1
+
+    def _call(self, method: Any, req: Any, version: int) -> Any:
+        rid = self.last_rid = next(self.h.ids)
+        meta = RequestMeta(api_version=version, client_id="classic", client_host="/127.0.0.1")
+        result = self.h.apply(method(req, meta, rid, self.h.now))
+        return result.replies.get(rid)
+
+    def subscription(self) -> bytes:
+        owned = sorted((t, sorted(ps)) for t, ps in self.owned.items() if ps)
+        if not self.cooperative:
+            # An eager client gives everything up before it joins.
+            owned = []
+        return encode_subscription(self.topics, 3, owned=owned, generation=self.generation)
+
+    def join(self) -> Any:
+        if not self.cooperative:
+            self.owned = {}
+        req = JoinGroupRequest(
+            group_id=self.group,
+            session_timeout_ms=self.session,
+            rebalance_timeout_ms=self.rebalance,
+            member_id=self.member_id,
+            group_instance_id=self.instance,
+            protocol_type="consumer",
+            protocols=[
+                JoinGroupRequest.JoinGroupRequestProtocol(
+                    name=self.protocol, metadata=self.subscription()
+                )
+            ],
+        )
+        resp = self._call(
+            lambda *a: self.h.shard.join_group(*a, topics=self.h.topics), req, self.version
+        )
+        if resp is not None and resp.error_code == 79:  # MEMBER_ID_REQUIRED
+            self.member_id = resp.member_id
+            return self.join()
+        if resp is not None and resp.error_code == 0:
+            self.member_id = resp.member_id
+            self.generation = resp.generation_id
+        return resp
+
+    def sync(self) -> Any:
+        req = SyncGroupRequest(
+            group_id=self.group,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.instance,
+            protocol_type="consumer",
+            protocol_name=self.protocol,
+        )
+        resp = self._call(self.h.shard.sync_group, req, 5)
+        if resp is not None and resp.error_code == 0:
+            self.owned = {t: sorted(ps) for t, ps in parse_assignment(resp.assignment) if ps}
+        return resp
+
+    def heartbeat(self) -> int:
+        req = HeartbeatRequest(
+            group_id=self.group,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.instance,
+        )
+        return int(self._call(self.h.shard.heartbeat, req, 4).error_code)
+
+    def leave(self) -> Any:
+        req = LeaveGroupRequest(
+            group_id=self.group,
+            members=[
+                LeaveGroupRequest.MemberIdentity(
+                    member_id=self.member_id, group_instance_id=self.instance
+                )
+            ],
+        )
+        return self._call(self.h.shard.leave_group, req, 5)
+
+    def rejoin(self) -> tuple[Any, Any]:
+        """JoinGroup then SyncGroup, as a client does after REBALANCE_IN_PROGRESS."""
+        j = self.join()
+        if j is None or j.error_code != 0:
+            return j, None
+        return j, self.sync()

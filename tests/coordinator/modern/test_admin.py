@@ -90,13 +90,15 @@ def test_delete_groups_and_offsets() -> None:
     assert of_type(h.replayed(), "consumer") == {} and of_type(h.replayed(), "classic") == {}
 
 
-def _classic_join(h: Harness, group: str, member_id: str = "") -> object:
+def _classic_join(
+    h: Harness, group: str, member_id: str = "", protocol_type: str = "consumer"
+) -> object:
     req = JoinGroupRequest(
         group_id=group,
         session_timeout_ms=10000,
         rebalance_timeout_ms=10000,
         member_id=member_id,
-        protocol_type="consumer",
+        protocol_type=protocol_type,
         protocols=[
             JoinGroupRequest.JoinGroupRequestProtocol(
                 name="range", metadata=encode_subscription(["foo"])
@@ -111,13 +113,16 @@ def _classic_join(h: Harness, group: str, member_id: str = "") -> object:
 def test_classic_and_consumer_groups_convert_when_empty() -> None:
     h = Harness(initial_rebalance_delay_ms=0)
     h.create_topic("foo", 2)
-    # A classic group with a member: the consumer protocol cannot take it over.
-    r = _classic_join(h, "g")
-    r = _classic_join(h, "g", r.member_id)
+    # A classic group with members that do not speak the consumer protocol (Connect, say):
+    # the consumer protocol cannot take it over.
+    r = _classic_join(h, "g", protocol_type="connect")
+    r = _classic_join(h, "g", r.member_id, protocol_type="connect")
     assert h.heartbeat(member_id="x", topics=["foo"]).error_code == E.GROUP_ID_NOT_FOUND
-    # A consumer group with members refuses classic members.
+    # A consumer group with members refuses classic members of another protocol type.
     h.heartbeat(group="c", member_id="x", topics=["foo"])
-    assert _classic_join(h, "c").error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert _classic_join(h, "c", protocol_type="connect").error_code == (
+        E.INCONSISTENT_GROUP_PROTOCOL
+    )
     # Once empty, it becomes a classic group...
     h.heartbeat(group="c", member_id="x", epoch=-1)
     assert _classic_join(h, "c").error_code == E.MEMBER_ID_REQUIRED
