@@ -79,7 +79,9 @@ def read_all(bootstrap: str, topic: str, isolation: str, partitions: int = 3, qu
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int = 3) -> list[int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    out = c.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
+    # While a transaction holds offsets of the group, the broker answers UNSTABLE_OFFSET_COMMIT
+    # and the client retries: wait out the longest transaction a test opens (10 s timeout).
+    out = c.committed([TopicPartition(topic, p) for p in range(partitions)], 30)
     c.close()
     return [tp.offset for tp in out]
 
