@@ -5620,6 +5620,7 @@ class ConsumerGroupDescribeResponse(MessageBase):
         subscribed_topic_regex: str | None
         assignment: ConsumerGroupDescribeResponse.Assignment
         target_assignment: ConsumerGroupDescribeResponse.Assignment
+        member_type: int
         def __init__(
             self,
             *,
@@ -5633,6 +5634,7 @@ class ConsumerGroupDescribeResponse(MessageBase):
             subscribed_topic_regex: str | None = ...,
             assignment: ConsumerGroupDescribeResponse.Assignment = ...,
             target_assignment: ConsumerGroupDescribeResponse.Assignment = ...,
+            member_type: int = ...,
         ) -> None: ...
         @staticmethod
         def make(
@@ -5646,6 +5648,7 @@ class ConsumerGroupDescribeResponse(MessageBase):
             subscribed_topic_regex: str | None,
             assignment: ConsumerGroupDescribeResponse.Assignment,
             target_assignment: ConsumerGroupDescribeResponse.Assignment,
+            member_type: int,
         ) -> ConsumerGroupDescribeResponse.Member: ...
 
     class Assignment(MessageBase):

@@ -284,6 +284,7 @@ def describe(admin: AdminClient, group_id: str) -> dict[str, Any]:
                 "client_id": m.client_id,
                 "host": m.client_host,
                 "epoch": m.epoch,
+                "protocol": m.protocol,
                 "assignment": m.assignment,
             }
             for m in desc.members
@@ -307,16 +308,20 @@ def _groups_describe(args: argparse.Namespace) -> int:
     )
     if info["members"]:
         print()
+        # A consumer group names each member's protocol: classic members may be part of it.
+        mixed = info["type"] == "consumer"
         rows = [
             [
                 m["member_id"],
                 m["client_id"],
                 m["host"],
+                *([m["protocol"] or "-"] if mixed else []),
                 " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in m["assignment"].items()),
             ]
             for m in info["members"]
         ]
-        print(table(rows, ["MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"]))
+        header = ["MEMBER-ID", "CLIENT-ID", "HOST", *(["PROTOCOL"] if mixed else []), "ASSIGNMENT"]
+        print(table(rows, header))
     if info["offsets"]:
         print()
         rows = [

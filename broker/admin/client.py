@@ -46,7 +46,7 @@ _WANTED: dict[int, int] = {
     K.FIND_COORDINATOR: 4,
     K.LIST_GROUPS: 5,
     K.DESCRIBE_GROUPS: 5,
-    K.CONSUMER_GROUP_DESCRIBE: 0,
+    K.CONSUMER_GROUP_DESCRIBE: 1,
     K.DELETE_GROUPS: 2,
     K.OFFSET_FETCH: 8,
     K.OFFSET_COMMIT: 8,
@@ -89,6 +89,11 @@ class Member:
     instance_id: str | None = None
     assignment: dict[str, list[int]] = field(default_factory=dict)
     epoch: int | None = None  # KIP-848 member epoch
+    protocol: str | None = None  # in a consumer group: "classic" or "consumer" (KIP-1099)
+
+
+# ConsumerGroupDescribe v1's MemberType.
+_MEMBER_TYPES = {0: "classic", 1: "consumer"}
 
 
 @dataclass
@@ -356,6 +361,7 @@ class AdminClient:
                 client_host=m.client_host,
                 instance_id=m.instance_id,
                 epoch=m.member_epoch,
+                protocol=_MEMBER_TYPES.get(m.member_type),
                 assignment={
                     names.get(str(tp.topic_id), tp.topic_name or str(tp.topic_id)): sorted(
                         tp.partitions

@@ -16,7 +16,7 @@ from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescrib
 Resp = ConsumerGroupDescribeResponse
 
 
-@serves(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0)
+@serves(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest):
     if not consumer_protocol_enabled(ctx):
         code = ErrorCode.UNSUPPORTED_VERSION

@@ -9,6 +9,9 @@ from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupDescribeResponse
 
 Described = ConsumerGroupDescribeResponse.DescribedGroup
+# MemberType (v1, KIP-1099); v0 responses leave it out.
+CLASSIC_MEMBER = 0
+CONSUMER_MEMBER = 1
 
 
 def _topic_partitions(
@@ -47,6 +50,7 @@ def consumer_group_describe(
             target_assignment=Assignment_(
                 topic_partitions=_topic_partitions(group.target.get(m.member_id, EMPTY), names)
             ),
+            member_type=CLASSIC_MEMBER if m.uses_classic_protocol() else CONSUMER_MEMBER,
         )
         for m in group.members.values()
     ]

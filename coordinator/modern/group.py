@@ -287,7 +287,8 @@ class ConsumerGroup:
                 group_instance_id=m.instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
-                member_metadata=b"",
+                # A classic member's subscription, as a classic group would show it.
+                member_metadata=_classic_subscription(m),
                 member_assignment=consumer_protocol_assignment(m.assigned, names),
             )
             for m in self.members.values()
@@ -374,6 +375,11 @@ class ConsumerGroup:
                         epochs.pop(p, None)
             if epochs is not None and not epochs:
                 del self.partition_epochs[t]
+
+
+def _classic_subscription(member: ConsumerGroupMember) -> bytes:
+    protocols = member.classic_protocols()
+    return protocols[0][1] if protocols else b""
 
 
 def consumer_protocol_assignment(assignment: Assignment, names: dict, version: int = 0) -> bytes:

@@ -20,7 +20,36 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 # Requests and responses whose upstream files come from different commits: serve the overlap.
-VERSION_CAPS = {"Produce": 11, "DescribeGroups": 5, "ConsumerGroupDescribe": 0}
+VERSION_CAPS = {"Produce": 11, "DescribeGroups": 5, "ConsumerGroupDescribe": 1}
+
+# Versions newer than the JSON snapshot, from franz-go's definitions
+# (kafka-spec/franz-go-definitions): message -> (validVersions, fields added as (path, field)).
+NEWER: dict[str, tuple[str, list[tuple[str, dict]]]] = {
+    # KIP-1099: which protocol each member speaks (-1 unknown, 0 classic, 1 consumer).
+    "ConsumerGroupDescribeRequest": ("0-1", []),
+    "ConsumerGroupDescribeResponse": (
+        "0-1",
+        [
+            (
+                "Groups.Members",
+                {"name": "MemberType", "type": "int8", "versions": "1+", "default": "-1"},
+            )
+        ],
+    ),
+}
+
+
+def with_newer(spec: dict) -> dict:
+    newer = NEWER.get(spec["name"])
+    if newer is None:
+        return spec
+    spec["validVersions"], additions = newer
+    for path, field in additions:
+        fields = spec["fields"]
+        for name in path.split("."):
+            fields = next(f for f in fields if f["name"] == name)["fields"]
+        fields.append(field)
+    return spec
 
 
 def load_json(path: Path) -> dict:
@@ -98,7 +127,7 @@ def write(out: Path, doc: str, specs: list[dict]) -> None:
 
 def main(spec_dir: str) -> None:
     root = Path(spec_dir)
-    msgs = [load_json(p) for p in (root / "message").glob("*.json")]
+    msgs = [with_newer(load_json(p)) for p in (root / "message").glob("*.json")]
     # Every other API from the 4.0-line snapshot; the messages in message/ keep their own
     # (served and tested) versions.
     have = {s["name"] for s in msgs}

@@ -3984,7 +3984,7 @@ ConsumerGroupHeartbeatResponse = Message(
 ConsumerGroupDescribeRequest = Message(
     "ConsumerGroupDescribeRequest",
     "request",
-    valid="0",
+    valid="0-1",
     flexible="0+",
     api_key=69,
     fields=(
@@ -3997,7 +3997,7 @@ ConsumerGroupDescribeRequest = Message(
 ConsumerGroupDescribeResponse = Message(
     "ConsumerGroupDescribeResponse",
     "response",
-    valid="0",
+    valid="0-1",
     flexible="0+",
     api_key=69,
     fields=(
@@ -4029,6 +4029,7 @@ ConsumerGroupDescribeResponse = Message(
                         F("SubscribedTopicRegex", "string", "0+", nullable="0+", default="null"),
                         F("Assignment", "Assignment", "0+"),
                         F("TargetAssignment", "Assignment", "0+"),
+                        F("MemberType", "int8", "1+", default="-1"),
                     ),
                 ),
                 F("AuthorizedOperations", "int32", "0+", default="-2147483648"),

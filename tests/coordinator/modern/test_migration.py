@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.classic.consumer_protocol import encode_assignment
+from coordinator.classic.consumer_protocol import encode_assignment, parse_subscription
 from protocol.errors import ErrorCode
 from protocol.messages import SyncGroupRequest
 from tests.coordinator.modern.harness import ClassicClient, Harness, of_type, snapshot
@@ -228,3 +228,17 @@ def test_a_classic_member_cannot_be_converted_from_a_broken_assignment() -> None
     r = h.heartbeat(member_id="c", topics=["t"])
     assert r.error_code == E.GROUP_ID_NOT_FOUND and "both" in r.error_message
     assert "g" in of_type(h.shard, "classic")
+
+
+def test_mixed_groups_describe_each_members_protocol() -> None:
+    h = _harness()
+    a, b = _classic_group(h)
+    _consumer_member(h)
+    [d] = h.shard.consumer_group_describe(["g"], h.topics)
+    kinds = {m.member_id: m.member_type for m in d.members}
+    assert kinds == {a.member_id: 0, b.member_id: 0, "c": 1}
+    described = h.shard.describe_group("g", 5)
+    metadata = {m.member_id: m.member_metadata for m in described.members}
+    assert parse_subscription(metadata[a.member_id]).topics == ["t"] and metadata["c"] == b""
+    [listed] = h.shard.list_groups(None, None)
+    assert (listed.group_type, listed.protocol_type) == ("consumer", "consumer")
