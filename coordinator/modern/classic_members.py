@@ -56,14 +56,13 @@ def supports(group: ConsumerGroup, protocol_type: str, names: set[str]) -> bool:
 
 def _member(group: ConsumerGroup, member_id: str, join: Join) -> ConsumerGroupMember:
     """The classic member (new or rejoining) a JoinGroup is about."""
-    gid = group.group_id
     instance_id = join.req.group_instance_id
     unknown = join.req.member_id == ""
     if instance_id is None:
+        # Created under the id the JoinGroup names (one MEMBER_ID_REQUIRED handed out, or
+        # one a member kept from before the group converted), as Kafka does.
         member = group.members.get(member_id)
         if member is None:
-            if not unknown:
-                raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Unknown member {member_id}.")
             return ConsumerGroupMember(member_id)
         _require_classic(member)
         return member
@@ -76,7 +75,6 @@ def _member(group: ConsumerGroup, member_id: str, join: Join) -> ConsumerGroupMe
     if existing.member_id != member_id:
         raise ApiError(ErrorCode.FENCED_INSTANCE_ID, f"Instance id {instance_id} was fenced.")
     _require_classic(existing)
-    del gid
     return existing
 
 

@@ -46,11 +46,20 @@ def wait_until(fn: Callable[[], T], timeout: float, what: str) -> T:
 class Member:
     """One member process and the events it reported so far."""
 
-    def __init__(self, bootstrap: str, group: str, topics: str, name: str, log_dir: Path):
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topics: str,
+        name: str,
+        log_dir: Path,
+        protocol: str = "consumer",
+    ):
         self.name = name
+        self.protocol = protocol
         self.stderr = open(log_dir / f"{name}.stderr", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, str(MEMBER), bootstrap, group, topics, name],
+            [sys.executable, str(MEMBER), bootstrap, group, topics, name, protocol],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,

@@ -1,5 +1,6 @@
-"""A confluent-kafka consumer in the KIP-848 protocol (group.protocol=consumer), run as its own
-process by the tests. It prints one JSON line per event on stdout:
+"""A confluent-kafka consumer in the KIP-848 protocol (group.protocol=consumer, or classic when
+the fifth argument says so), run as its own process by the tests. It prints one JSON line per
+event on stdout, each with "ts" (time.monotonic(), one clock for every process of the machine):
 
   {"ev": "assigned"|"revoked"|"lost", "tps": [[topic, partition], ...]}
   {"ev": "msg", "t": topic, "p": partition, "o": offset, "v": value}   (committed before printed)
@@ -13,12 +14,13 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 
 from confluent_kafka import Consumer, KafkaException
 
 
 def emit(**kw: object) -> None:
-    sys.stdout.write(json.dumps(kw) + "\n")
+    sys.stdout.write(json.dumps({**kw, "ts": time.monotonic()}) + "\n")
     sys.stdout.flush()
 
 
@@ -27,7 +29,7 @@ def main() -> None:
     conf = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "group.protocol": "consumer",
+        "group.protocol": sys.argv[5] if len(sys.argv) > 5 else "consumer",
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
         "client.id": sys.argv[4] if len(sys.argv) > 4 else "kip848-member",

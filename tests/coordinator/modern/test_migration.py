@@ -242,3 +242,12 @@ def test_mixed_groups_describe_each_members_protocol() -> None:
     assert parse_subscription(metadata[a.member_id]).topics == ["t"] and metadata["c"] == b""
     [listed] = h.shard.list_groups(None, None)
     assert (listed.group_type, listed.protocol_type) == ("consumer", "consumer")
+
+
+def test_a_new_classic_member_joins_a_consumer_group_in_two_steps() -> None:
+    h = _harness()
+    _consumer_member(h)
+    newcomer = ClassicClient(h, ["t"])
+    j, s = newcomer.rejoin()  # MEMBER_ID_REQUIRED, then JoinGroup with that id
+    assert j.error_code == 0 and s.error_code == 0
+    assert h.group().members[newcomer.member_id].uses_classic_protocol()
