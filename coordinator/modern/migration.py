@@ -184,10 +184,10 @@ def downgrade(ctx: Ctx, group: ConsumerGroup, leaving: str) -> None:
     classic.generation = group.group_epoch
     names = group.topic_names(ctx.state.topics)
     assignments = {}
-    for m in classic.members.values():
-        version = metadata_version(m.metadata(classic.protocol_name))
-        target = group.target.get(m.member_id, EMPTY)
-        assignments[m.member_id] = consumer_protocol_assignment(target, names, version)
+    for cm in classic.members.values():
+        version = metadata_version(cm.metadata(classic.protocol_name))
+        target = group.target.get(cm.member_id, EMPTY)
+        assignments[cm.member_id] = consumer_protocol_assignment(target, names, version)
     value = classic.metadata_value(assignments)
 
     for mid in group.members:
