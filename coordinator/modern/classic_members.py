@@ -174,9 +174,10 @@ def join(ctx: Ctx, group: ConsumerGroup, join: Join, topics: TopicsImage) -> Non
 
 
 def _validated(
-    group: ConsumerGroup, member_id: str, instance_id: str | None
+    group: ConsumerGroup, member_id: str, instance_id: str | None, generation: int
 ) -> ConsumerGroupMember:
-    """Kafka's validateConsumerGroupMember and throwIfMemberDoesNotUseClassicProtocol."""
+    """Kafka's validateConsumerGroupMember, throwIfMemberDoesNotUseClassicProtocol and
+    throwIfGenerationIdUnmatched (a classic member's generation is its epoch)."""
     member = group.members.get(member_id)
     if instance_id is not None:
         holder = group.static_member(instance_id)
@@ -187,6 +188,8 @@ def _validated(
     if member is None:
         raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Unknown member {member_id}.")
     _require_classic(member)
+    if generation != member.member_epoch:
+        raise ApiError(ErrorCode.ILLEGAL_GENERATION, "")
     return member
 
 
@@ -214,9 +217,7 @@ def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerGroupMember) ->
 def sync(ctx: Ctx, group: ConsumerGroup, req: SyncGroupRequest, req_id: int) -> None:
     gid = group.group_id
     try:
-        member = _validated(group, req.member_id, req.group_instance_id)
-        if req.generation_id != member.member_epoch:
-            raise ApiError(ErrorCode.ILLEGAL_GENERATION, "")
+        member = _validated(group, req.member_id, req.group_instance_id, req.generation_id)
         chosen = member.classic_protocols()[0]
         if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
             req.protocol_name is not None and req.protocol_name != chosen[0]
@@ -252,9 +253,7 @@ def _schedule_join_timeout(ctx: Ctx, group: ConsumerGroup, member: ConsumerGroup
 def heartbeat(ctx: Ctx, group: ConsumerGroup, req: HeartbeatRequest, req_id: int) -> None:
     error = ErrorCode.NONE
     try:
-        member = _validated(group, req.member_id, req.group_instance_id)
-        if req.generation_id != member.member_epoch:
-            raise ApiError(ErrorCode.ILLEGAL_GENERATION, "")
+        member = _validated(group, req.member_id, req.group_instance_id, req.generation_id)
     except ApiError as e:
         return ctx.reply(req_id, HeartbeatResponse(error_code=int(e.code)))
     ctx.schedule(session_key(group.group_id, member.member_id), member.classic_session_timeout_ms())
