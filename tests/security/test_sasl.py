@@ -20,6 +20,7 @@ LISTENERS = (
     "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
     "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
 )
+NO_JOIN_DELAY = "group.initial.rebalance.delay.ms=0"  # each new group would wait 3 s
 
 
 def sasl_port(k: KcoordProcess) -> int:
@@ -77,6 +78,7 @@ def kcoord_sasl(tmp_path: Path):
     k = start_kcoord(
         tmp_path / "data",
         *LISTENERS,
+        NO_JOIN_DELAY,
         "connections.max.reauth.ms=1500",
         extra_args=("--metrics", "127.0.0.1:0"),
     )
@@ -122,7 +124,7 @@ def test_scram_and_plain_clients_in_a_group_and_users_survive_a_restart(
     kp.close()
 
     k.stop()
-    again = start_kcoord(k.data_dir, *LISTENERS)
+    again = start_kcoord(k.data_dir, *LISTENERS, NO_JOIN_DELAY)
     try:
         got = consume(sasl(again, "SCRAM-SHA-512", "alice", "alice-secret"), topic, "g-new", 30)
         assert len(got) == 30
