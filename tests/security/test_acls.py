@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.kcoord_process import KcoordProcess, start_kcoord
-from tests.security.test_sasl import LISTENERS, add_user, sasl
+from tests.security.test_sasl import LISTENERS, NO_JOIN_DELAY, add_user, sasl
 
 SETTINGS = (
     *LISTENERS,
+    NO_JOIN_DELAY,
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     # The plaintext listener of this test stands for an operators-only one.
     "super.users=User:admin;User:ANONYMOUS",
