@@ -19,14 +19,13 @@ from coordinator.classic.consumer_protocol import (
     parse_subscription,
 )
 from coordinator.classic.responses import join_response, sync_response
-from coordinator.modern import records
+from coordinator.modern import migration, records
 from coordinator.modern.errors import ApiError
 from coordinator.modern.group import ConsumerGroup, consumer_protocol_assignment
 from coordinator.modern.heartbeat import converge
 from coordinator.modern.keys import join_key, member_timer_keys, session_key, sync_key
 from coordinator.modern.member import ConsumerGroupMember, MemberState, classic_metadata
 from coordinator.modern.membership import fence_records
-from coordinator.modern.migration import partitions_by_id
 from coordinator.modern.topics import TopicsImage
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -118,6 +117,9 @@ def join(ctx: Ctx, group: ConsumerGroup, join: Join, topics: TopicsImage) -> Non
 
     out: list[records.Record] = []
     replaced = member.member_id != member_id
+    # Taking the place of the group's last consumer-protocol member turns it back into a
+    # classic group (Kafka's validateOnlineDowngradeWithReplacedMemberId).
+    downgrade = replaced and migration.can_downgrade(ctx, group, member.member_id)
     if replaced:
         # The new member takes the old one's place and assignment (Kafka's replaceMember).
         old_id = member.member_id
@@ -146,7 +148,7 @@ def join(ctx: Ctx, group: ConsumerGroup, join: Join, topics: TopicsImage) -> Non
         classic_metadata=classic_metadata(req.session_timeout_ms, join.protocols),
     )
     is_new = member_id not in group.members
-    owned = partitions_by_id(subscription.owned, topics)
+    owned = migration.partitions_by_id(subscription.owned, topics)
     try:
         reconciled, refreshed = converge(
             ctx, group, member, updated, owned, topics, out, new_record=is_new and not replaced
@@ -159,16 +161,22 @@ def join(ctx: Ctx, group: ConsumerGroup, join: Join, topics: TopicsImage) -> Non
     if stored is not None and refreshed:
         stored.metadata_version = topics.version
     ctx.cancel(join_key(gid, member_id))
-    ctx.schedule(session_key(gid, member_id), req.session_timeout_ms)
-    ctx.schedule(sync_key(gid, member_id), join.rebalance_timeout_ms)
+    generation, protocol = reconciled.member_epoch, join.protocols[0][0]
+    if downgrade and stored is not None:
+        # The member syncs with the classic group, which holds its target assignment.
+        classic = migration.downgrade(ctx, stored, None, rebalance=False)
+        generation, protocol = classic.generation, classic.protocol_name or protocol
+    else:
+        ctx.schedule(session_key(gid, member_id), req.session_timeout_ms)
+        ctx.schedule(sync_key(gid, member_id), join.rebalance_timeout_ms)
     ctx.reply(
         req_id,
         join_response(
             version,
             member_id=member_id,
-            generation=reconciled.member_epoch,
+            generation=generation,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
-            protocol_name=join.protocols[0][0],
+            protocol_name=protocol,
         ),
     )
 

@@ -147,12 +147,14 @@ def finish_upgrade(ctx: Ctx, classic: ClassicGroup, group: ConsumerGroup) -> Non
 # -- downgrade --------------------------------------------------------------------------------
 
 
-def can_downgrade(ctx: Ctx, group: ConsumerGroup, leaving: str) -> bool:
-    """Kafka's validateOnlineDowngradeWithFencedMember: `leaving` is the last member that
-    speaks the consumer protocol, others remain, and the policy and sizes allow it."""
-    gone = group.members.get(leaving)
-    if gone is None or gone.uses_classic_protocol():
-        return False
+def can_downgrade(ctx: Ctx, group: ConsumerGroup, leaving: str | None) -> bool:
+    """Kafka's validateOnlineDowngradeWith{Fenced,Replaced}Member: the members but `leaving`
+    (the last one that speaks the consumer protocol, when given) all speak classic and share a
+    protocol, and the policy and sizes allow a classic group of them."""
+    if leaving is not None:
+        gone = group.members.get(leaving)
+        if gone is None or gone.uses_classic_protocol():
+            return False
     others = [m for mid, m in group.members.items() if mid != leaving]
     if not others or not all(m.uses_classic_protocol() for m in others):
         return False
@@ -162,9 +164,13 @@ def can_downgrade(ctx: Ctx, group: ConsumerGroup, leaving: str) -> bool:
     return bool(common)
 
 
-def downgrade(ctx: Ctx, group: ConsumerGroup, leaving: str) -> None:
+def downgrade(
+    ctx: Ctx, group: ConsumerGroup, leaving: str | None, rebalance: bool = True
+) -> ClassicGroup:
     """Replace `group` by a classic group of its members but `leaving`, each assigned its
-    target partitions, at generation = the group epoch; it starts a rebalance at once."""
+    target partitions, at generation = the group epoch. A member leaving starts a rebalance
+    at once; a classic static member that took the last consumer-protocol member's place
+    (`rebalance` False) simply carries on, as in Kafka."""
     gid = group.group_id
     classic = ClassicGroup(gid, ctx.now)
     staying = [m for mid, m in group.members.items() if mid != leaving]
@@ -202,6 +208,8 @@ def downgrade(ctx: Ctx, group: ConsumerGroup, leaving: str) -> None:
     ctx.state.groups[gid] = classic
     for member in classic.members.values():
         reschedule_heartbeat(ctx, classic, member)
-    prepare_rebalance(
-        ctx, classic, f"group {gid} went back from the consumer to the classic protocol"
-    )
+    if rebalance:
+        prepare_rebalance(
+            ctx, classic, f"group {gid} went back from the consumer to the classic protocol"
+        )
+    return classic

@@ -251,3 +251,24 @@ def test_a_new_classic_member_joins_a_consumer_group_in_two_steps() -> None:
     j, s = newcomer.rejoin()  # MEMBER_ID_REQUIRED, then JoinGroup with that id
     assert j.error_code == 0 and s.error_code == 0
     assert h.group().members[newcomer.member_id].uses_classic_protocol()
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades() -> None:
+    h = _harness()
+    a, b = _classic_group(h)
+    r = h.heartbeat(member_id="c", topics=["t"], instance="i-c")
+    consumer = {"epoch": r.member_epoch, "owned": h.names(r.assignment)}
+    _settle(h, [a, b], consumer)
+    target = h.names(h.group().target["c"])
+    # The static consumer-protocol member restarts as a classic one under the same instance.
+    assert h.heartbeat(member_id="c", epoch=-2, instance="i-c").error_code == 0
+    restarted = ClassicClient(h, ["t"], instance="i-c")
+    j, s = restarted.rejoin()
+    assert j.error_code == 0 and s.error_code == 0, (j, s)
+    classic = of_type(h.shard, "classic")["g"]
+    assert "g" not in of_type(h.shard, "consumer") and str(classic.state) == "Stable"
+    assert j.generation_id == classic.generation
+    # It carries on with the replaced member's partitions, without a rebalance.
+    assert restarted.owned == target
+    assert set(classic.members) == {a.member_id, b.member_id, restarted.member_id}
+    assert "g" in of_type(h.replayed(), "classic")
