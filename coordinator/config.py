@@ -34,9 +34,9 @@ class GroupConfig:
     consumer_migration_policy: str = "bidirectional"
 
     def allows_upgrade(self) -> bool:
-        """Whether an empty classic group may become a consumer group."""
+        """Whether a classic group may become a consumer group."""
         return self.consumer_migration_policy in ("upgrade", "bidirectional")
 
     def allows_downgrade(self) -> bool:
-        """Whether an empty consumer group may become a classic group."""
+        """Whether a consumer group may become a classic group."""
         return self.consumer_migration_policy in ("downgrade", "bidirectional")

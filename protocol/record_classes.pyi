@@ -324,3 +324,199 @@ class OffsetCommitValue(MessageBase):
     def make(
         offset: int, leader_epoch: int, metadata: str, commit_timestamp: int, expire_timestamp: int
     ) -> OffsetCommitValue: ...
+
+class ShareGroupCurrentMemberAssignmentKey(MessageBase):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str, member_id: str) -> ShareGroupCurrentMemberAssignmentKey: ...
+
+class ShareGroupCurrentMemberAssignmentValue(MessageBase):
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: list[ShareGroupCurrentMemberAssignmentValue.TopicPartitions]
+    def __init__(
+        self,
+        *,
+        member_epoch: int = ...,
+        previous_member_epoch: int = ...,
+        state: int = ...,
+        assigned_partitions: list[ShareGroupCurrentMemberAssignmentValue.TopicPartitions] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        member_epoch: int,
+        previous_member_epoch: int,
+        state: int,
+        assigned_partitions: list[ShareGroupCurrentMemberAssignmentValue.TopicPartitions],
+    ) -> ShareGroupCurrentMemberAssignmentValue: ...
+    class TopicPartitions(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[int]
+        def __init__(self, *, topic_id: uuid.UUID = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[int]
+        ) -> ShareGroupCurrentMemberAssignmentValue.TopicPartitions: ...
+
+class ShareGroupMemberMetadataKey(MessageBase):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str, member_id: str) -> ShareGroupMemberMetadataKey: ...
+
+class ShareGroupMemberMetadataValue(MessageBase):
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    def __init__(
+        self,
+        *,
+        rack_id: str | None = ...,
+        client_id: str = ...,
+        client_host: str = ...,
+        subscribed_topic_names: list[str] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        rack_id: str | None, client_id: str, client_host: str, subscribed_topic_names: list[str]
+    ) -> ShareGroupMemberMetadataValue: ...
+
+class ShareGroupMetadataKey(MessageBase):
+    group_id: str
+    def __init__(self, *, group_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str) -> ShareGroupMetadataKey: ...
+
+class ShareGroupMetadataValue(MessageBase):
+    epoch: int
+    def __init__(self, *, epoch: int = ...) -> None: ...
+    @staticmethod
+    def make(epoch: int) -> ShareGroupMetadataValue: ...
+
+class ShareGroupPartitionMetadataKey(MessageBase):
+    group_id: str
+    def __init__(self, *, group_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str) -> ShareGroupPartitionMetadataKey: ...
+
+class ShareGroupPartitionMetadataValue(MessageBase):
+    topics: list[ShareGroupPartitionMetadataValue.TopicMetadata]
+    def __init__(
+        self, *, topics: list[ShareGroupPartitionMetadataValue.TopicMetadata] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        topics: list[ShareGroupPartitionMetadataValue.TopicMetadata],
+    ) -> ShareGroupPartitionMetadataValue: ...
+    class TopicMetadata(MessageBase):
+        topic_id: uuid.UUID
+        topic_name: str
+        num_partitions: int
+        partition_metadata: list[ShareGroupPartitionMetadataValue.PartitionMetadata]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            topic_name: str = ...,
+            num_partitions: int = ...,
+            partition_metadata: list[ShareGroupPartitionMetadataValue.PartitionMetadata] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID,
+            topic_name: str,
+            num_partitions: int,
+            partition_metadata: list[ShareGroupPartitionMetadataValue.PartitionMetadata],
+        ) -> ShareGroupPartitionMetadataValue.TopicMetadata: ...
+
+    class PartitionMetadata(MessageBase):
+        partition: int
+        racks: list[str]
+        def __init__(self, *, partition: int = ..., racks: list[str] = ...) -> None: ...
+        @staticmethod
+        def make(
+            partition: int, racks: list[str]
+        ) -> ShareGroupPartitionMetadataValue.PartitionMetadata: ...
+
+class ShareGroupStatePartitionMetadataKey(MessageBase):
+    group_id: str
+    def __init__(self, *, group_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str) -> ShareGroupStatePartitionMetadataKey: ...
+
+class ShareGroupStatePartitionMetadataValue(MessageBase):
+    initialized_topics: list[ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo]
+    deleting_topics: list[ShareGroupStatePartitionMetadataValue.TopicInfo]
+    def __init__(
+        self,
+        *,
+        initialized_topics: list[ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo] = ...,
+        deleting_topics: list[ShareGroupStatePartitionMetadataValue.TopicInfo] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        initialized_topics: list[ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo],
+        deleting_topics: list[ShareGroupStatePartitionMetadataValue.TopicInfo],
+    ) -> ShareGroupStatePartitionMetadataValue: ...
+    class TopicPartitionsInfo(MessageBase):
+        topic_id: uuid.UUID
+        topic_name: str
+        partitions: list[int]
+        def __init__(
+            self, *, topic_id: uuid.UUID = ..., topic_name: str = ..., partitions: list[int] = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, topic_name: str, partitions: list[int]
+        ) -> ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo: ...
+
+    class TopicInfo(MessageBase):
+        topic_id: uuid.UUID
+        topic_name: str
+        def __init__(self, *, topic_id: uuid.UUID = ..., topic_name: str = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, topic_name: str
+        ) -> ShareGroupStatePartitionMetadataValue.TopicInfo: ...
+
+class ShareGroupTargetAssignmentMemberKey(MessageBase):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str, member_id: str) -> ShareGroupTargetAssignmentMemberKey: ...
+
+class ShareGroupTargetAssignmentMemberValue(MessageBase):
+    topic_partitions: list[ShareGroupTargetAssignmentMemberValue.TopicPartition]
+    def __init__(
+        self, *, topic_partitions: list[ShareGroupTargetAssignmentMemberValue.TopicPartition] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        topic_partitions: list[ShareGroupTargetAssignmentMemberValue.TopicPartition],
+    ) -> ShareGroupTargetAssignmentMemberValue: ...
+    class TopicPartition(MessageBase):
+        topic_id: uuid.UUID
+        partitions: list[int]
+        def __init__(self, *, topic_id: uuid.UUID = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_id: uuid.UUID, partitions: list[int]
+        ) -> ShareGroupTargetAssignmentMemberValue.TopicPartition: ...
+
+class ShareGroupTargetAssignmentMetadataKey(MessageBase):
+    group_id: str
+    def __init__(self, *, group_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str) -> ShareGroupTargetAssignmentMetadataKey: ...
+
+class ShareGroupTargetAssignmentMetadataValue(MessageBase):
+    assignment_epoch: int
+    def __init__(self, *, assignment_epoch: int = ...) -> None: ...
+    @staticmethod
+    def make(assignment_epoch: int) -> ShareGroupTargetAssignmentMetadataValue: ...

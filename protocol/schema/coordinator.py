@@ -293,6 +293,210 @@ OffsetCommitValue = Message(
     ),
 )
 
+
+ShareGroupCurrentMemberAssignmentKey = Message(
+    "ShareGroupCurrentMemberAssignmentKey",
+    "data",
+    valid="14",
+    flexible="none",
+    fields=(
+        F("GroupId", "string", "14"),
+        F("MemberId", "string", "14"),
+    ),
+)
+
+
+ShareGroupCurrentMemberAssignmentValue = Message(
+    "ShareGroupCurrentMemberAssignmentValue",
+    "data",
+    valid="0",
+    flexible="0+",
+    fields=(
+        F("MemberEpoch", "int32", "0+"),
+        F("PreviousMemberEpoch", "int32", "0+"),
+        F("State", "int8", "0+"),
+        F("AssignedPartitions", "[]TopicPartitions", "0+"),
+    ),
+    common=(
+        Struct(
+            "TopicPartitions",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ShareGroupMemberMetadataKey = Message(
+    "ShareGroupMemberMetadataKey",
+    "data",
+    valid="10",
+    flexible="none",
+    fields=(
+        F("GroupId", "string", "10"),
+        F("MemberId", "string", "10"),
+    ),
+)
+
+
+ShareGroupMemberMetadataValue = Message(
+    "ShareGroupMemberMetadataValue",
+    "data",
+    valid="0",
+    flexible="0+",
+    fields=(
+        F("RackId", "string", "0+", nullable="0+"),
+        F("ClientId", "string", "0+"),
+        F("ClientHost", "string", "0+"),
+        F("SubscribedTopicNames", "[]string", "0+"),
+    ),
+)
+
+
+ShareGroupMetadataKey = Message(
+    "ShareGroupMetadataKey",
+    "data",
+    valid="11",
+    flexible="none",
+    fields=(F("GroupId", "string", "11"),),
+)
+
+
+ShareGroupMetadataValue = Message(
+    "ShareGroupMetadataValue",
+    "data",
+    valid="0",
+    flexible="0+",
+    fields=(F("Epoch", "int32", "0+"),),
+)
+
+
+ShareGroupPartitionMetadataKey = Message(
+    "ShareGroupPartitionMetadataKey",
+    "data",
+    valid="9",
+    flexible="none",
+    fields=(F("GroupId", "string", "9"),),
+)
+
+
+ShareGroupPartitionMetadataValue = Message(
+    "ShareGroupPartitionMetadataValue",
+    "data",
+    valid="0",
+    flexible="0+",
+    fields=(
+        F(
+            "Topics",
+            "[]TopicMetadata",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("TopicName", "string", "0+"),
+                F("NumPartitions", "int32", "0+"),
+                F(
+                    "PartitionMetadata",
+                    "[]PartitionMetadata",
+                    "0+",
+                    fields=(
+                        F("Partition", "int32", "0+"),
+                        F("Racks", "[]string", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+ShareGroupStatePartitionMetadataKey = Message(
+    "ShareGroupStatePartitionMetadataKey",
+    "data",
+    valid="15",
+    flexible="none",
+    fields=(F("GroupId", "string", "15"),),
+)
+
+
+ShareGroupStatePartitionMetadataValue = Message(
+    "ShareGroupStatePartitionMetadataValue",
+    "data",
+    valid="0",
+    flexible="0+",
+    fields=(
+        F("InitializedTopics", "[]TopicPartitionsInfo", "0+"),
+        F("DeletingTopics", "[]TopicInfo", "0+"),
+    ),
+    common=(
+        Struct(
+            "TopicPartitionsInfo",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("TopicName", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+        Struct(
+            "TopicInfo",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("TopicName", "string", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ShareGroupTargetAssignmentMemberKey = Message(
+    "ShareGroupTargetAssignmentMemberKey",
+    "data",
+    valid="13",
+    flexible="none",
+    fields=(
+        F("GroupId", "string", "13"),
+        F("MemberId", "string", "13"),
+    ),
+)
+
+
+ShareGroupTargetAssignmentMemberValue = Message(
+    "ShareGroupTargetAssignmentMemberValue",
+    "data",
+    valid="0",
+    flexible="0+",
+    fields=(
+        F(
+            "TopicPartitions",
+            "[]TopicPartition",
+            "0+",
+            fields=(
+                F("TopicId", "uuid", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+ShareGroupTargetAssignmentMetadataKey = Message(
+    "ShareGroupTargetAssignmentMetadataKey",
+    "data",
+    valid="12",
+    flexible="none",
+    fields=(F("GroupId", "string", "12"),),
+)
+
+
+ShareGroupTargetAssignmentMetadataValue = Message(
+    "ShareGroupTargetAssignmentMetadataValue",
+    "data",
+    valid="0",
+    flexible="0+",
+    fields=(F("AssignmentEpoch", "int32", "0+"),),
+)
+
 ALL = (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -312,4 +516,18 @@ ALL = (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupPartitionMetadataKey,
+    ShareGroupPartitionMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
 )

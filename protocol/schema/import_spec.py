@@ -137,8 +137,11 @@ def main(spec_dir: str) -> None:
             msgs.append(spec)
     msgs.sort(key=lambda s: (s.get("apiKey", -1), s["name"]))
     write(HERE / "messages.py", "Kafka wire messages, every served version.", msgs)
+    # The share-group records (types 9-15) come from the 4.0-line snapshot.
+    share = (root / "kafka-4.0-snapshot" / "coordinator").glob("ShareGroup*.json")
     recs = sorted(
-        (load_json(p) for p in (root / "coordinator").glob("*.json")), key=lambda s: s["name"]
+        (load_json(p) for p in [*(root / "coordinator").glob("*.json"), *share]),
+        key=lambda s: s["name"],
     )
     write(HERE / "coordinator.py", "Records of the __consumer_offsets log (keys and values).", recs)
     txn = sorted(
