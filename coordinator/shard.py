@@ -33,6 +33,8 @@ from coordinator.modern.topics import TopicsImage
 from coordinator.offset_store import OffsetStore
 from coordinator.request_meta import RequestMeta
 from coordinator.result import RebalanceEvent, Result, Timer
+from coordinator.share import describe as _share_describe
+from coordinator.share import heartbeat as _share_heartbeat
 from coordinator.state import ShardState
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -45,6 +47,8 @@ from protocol.messages import (
     ListGroupsResponse,
     OffsetCommitRequest,
     OffsetDeleteRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
 )
@@ -53,6 +57,7 @@ from protocol.messages import (
 _RESUME: dict[str, Callable[[Ctx, Any], None]] = {
     "classic": _classic.resume_after_load,
     "consumer": _membership.resume_after_load,
+    "share": _share_heartbeat.resume_after_load,
 }
 # Per group type: how its parked requests are answered when the partition goes away.
 _ABANDON: dict[str, Callable[[Ctx, Any, ErrorCode], None]] = {
@@ -123,6 +128,20 @@ class Shard:
         before = self._epoch(req.group_id)
         consumer_group_heartbeat(ctx, req, meta, topics, req_id)
         self._track_consumer_rebalance(ctx, req.group_id, before)
+        return ctx.result()
+
+    def share_group_heartbeat(
+        self,
+        req: ShareGroupHeartbeatRequest,
+        meta: RequestMeta,
+        topics: TopicsImage,
+        req_id: int,
+        now: int,
+    ) -> Result:
+        """ShareGroupHeartbeat (KIP-932); `topics` is the current topic metadata snapshot."""
+        self.state.topics = topics
+        ctx = Ctx(self.state, now)
+        _share_heartbeat.share_group_heartbeat(ctx, req, meta, topics, req_id)
         return ctx.result()
 
     def sync_group(self, req: SyncGroupRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
@@ -201,6 +220,9 @@ class Shard:
             before = self._epoch(group_id)
             _membership.on_rebalance_timeout(ctx, group_id, key[2])
             self._track_consumer_rebalance(ctx, group_id, before, "rebalance timeout")
+            return ctx.result()
+        if kind == _share_heartbeat.SESSION:
+            _share_heartbeat.on_session_timeout(ctx, group_id, key[2])
             return ctx.result()
         if kind in (_modern_keys.JOIN, _modern_keys.SYNC):
             # A classic member of a consumer group that did not rejoin or sync in time.
@@ -313,6 +335,14 @@ class Shard:
             _modern_describe.consumer_group_describe(
                 g, self.state.consumer_group(g), default, topics
             )
+            for g in group_ids
+        ]
+
+    def share_group_describe(
+        self, group_ids: list[str], topics: TopicsImage
+    ) -> list[ShareGroupDescribeResponse.DescribedGroup]:
+        return [
+            _share_describe.share_group_describe(g, self.state.groups.get(g), topics)
             for g in group_ids
         ]
 

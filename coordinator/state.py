@@ -20,10 +20,14 @@ from coordinator.modern import replay as _modern_replay
 from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.topics import EMPTY_IMAGE, TopicsImage
 from coordinator.offset_store import OffsetStore
+from coordinator.share import group as _share_group
+from coordinator.share import records as _share_records
+from coordinator.share.group import ShareGroup
 from protocol.coordinator_records import (
     ConsumerGroupMetadataKey,
     GroupMetadataKey,
     OffsetCommitKey,
+    ShareGroupMetadataKey,
 )
 
 
@@ -84,6 +88,8 @@ class ShardState:
                     groups[gid] = ClassicGroup(gid, None)
                 return None
             return _modern_replay.apply(group, key, value)
+        elif isinstance(key, _share_records.KEY_TYPES):
+            return self._replay_share(key, value)
         elif isinstance(key, GroupMetadataKey):
             gid = key.group
             group = groups.get(gid)
@@ -97,6 +103,23 @@ class ShardState:
             if group is None:
                 group = groups[gid] = ClassicGroup(gid, None)
             group.apply_metadata(value)
+        return None
+
+    def _replay_share(self, key: Any, value: Any | None) -> MemberChange | None:
+        gid = key.group_id
+        group = self.groups.get(gid)
+        if type(group) is not ShareGroup:
+            if value is None:
+                return None  # a tombstone for a group that is gone
+            if group is not None and not group.is_simple():
+                raise ValueError(f"group {gid} is a {group.type} group, not a share group")
+            group = self.groups[gid] = ShareGroup(gid)
+        if value is None and type(key) is ShareGroupMetadataKey:
+            del self.groups[gid]
+            if self.offsets.of_group(gid):
+                self.groups[gid] = ClassicGroup(gid, None)
+            return None
+        _share_group.apply(group, key, value)
         return None
 
     def replay_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:
