@@ -264,7 +264,8 @@ class SharePartition:
     def has_available(self) -> bool:
         """True when an acquire would hand out in-flight records again (a parked ShareFetch
         may be answered), whatever the log end."""
-        return any(r.state == RecordState.AVAILABLE for r in self._runs)
+        limit = self.config.delivery_count_limit
+        return any(r.state == RecordState.AVAILABLE and r.count < limit for r in self._runs)
 
     def stats(self) -> PartitionStats:
         by_state = dict.fromkeys(RecordState, 0)

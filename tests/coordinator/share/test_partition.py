@@ -421,6 +421,9 @@ def test_restore_fills_holes_and_archives_records_out_of_deliveries() -> None:
     assert [r[:3] for r in runs(q)][:2] == [(13, 14, ACQUIRED), (15, 16, ARCHIVED)]
     assert q.stats().archived_total == 2
     check_invariants(q)
+    # Records out of deliveries are nothing to hand out.
+    spent = PersistedState(0, (StateBatch(0, 1, DeliveryState.AVAILABLE, 3),))
+    assert not SharePartition.restore(spent, limit).has_available()
 
 
 def test_stats() -> None:
