@@ -6255,6 +6255,8 @@ class ShareFetchRequest(MessageBase):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    max_records: int
+    batch_size: int
     topics: list[ShareFetchRequest.FetchTopic]
     forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
     def __init__(
@@ -6266,6 +6268,8 @@ class ShareFetchRequest(MessageBase):
         max_wait_ms: int = ...,
         min_bytes: int = ...,
         max_bytes: int = ...,
+        max_records: int = ...,
+        batch_size: int = ...,
         topics: list[ShareFetchRequest.FetchTopic] = ...,
         forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ...,
     ) -> None: ...
@@ -6277,6 +6281,8 @@ class ShareFetchRequest(MessageBase):
         max_wait_ms: int,
         min_bytes: int,
         max_bytes: int,
+        max_records: int,
+        batch_size: int,
         topics: list[ShareFetchRequest.FetchTopic],
         forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic],
     ) -> ShareFetchRequest: ...
@@ -6296,19 +6302,16 @@ class ShareFetchRequest(MessageBase):
 
     class FetchPartition(MessageBase):
         partition_index: int
-        partition_max_bytes: int
         acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
         def __init__(
             self,
             *,
             partition_index: int = ...,
-            partition_max_bytes: int = ...,
             acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = ...,
         ) -> None: ...
         @staticmethod
         def make(
             partition_index: int,
-            partition_max_bytes: int,
             acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch],
         ) -> ShareFetchRequest.FetchPartition: ...
 
@@ -6341,6 +6344,7 @@ class ShareFetchResponse(MessageBase):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
     node_endpoints: list[ShareFetchResponse.NodeEndpoint]
     def __init__(
@@ -6349,6 +6353,7 @@ class ShareFetchResponse(MessageBase):
         throttle_time_ms: int = ...,
         error_code: int = ...,
         error_message: str | None = ...,
+        acquisition_lock_timeout_ms: int = ...,
         responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ...,
         node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ...,
     ) -> None: ...
@@ -6357,6 +6362,7 @@ class ShareFetchResponse(MessageBase):
         throttle_time_ms: int,
         error_code: int,
         error_message: str | None,
+        acquisition_lock_timeout_ms: int,
         responses: list[ShareFetchResponse.ShareFetchableTopicResponse],
         node_endpoints: list[ShareFetchResponse.NodeEndpoint],
     ) -> ShareFetchResponse: ...
@@ -6932,6 +6938,7 @@ class WriteShareGroupStateRequest(MessageBase):
         state_epoch: int
         leader_epoch: int
         start_offset: int
+        delivery_complete_count: int
         state_batches: list[WriteShareGroupStateRequest.StateBatch]
         def __init__(
             self,
@@ -6940,6 +6947,7 @@ class WriteShareGroupStateRequest(MessageBase):
             state_epoch: int = ...,
             leader_epoch: int = ...,
             start_offset: int = ...,
+            delivery_complete_count: int = ...,
             state_batches: list[WriteShareGroupStateRequest.StateBatch] = ...,
         ) -> None: ...
         @staticmethod
@@ -6948,6 +6956,7 @@ class WriteShareGroupStateRequest(MessageBase):
             state_epoch: int,
             leader_epoch: int,
             start_offset: int,
+            delivery_complete_count: int,
             state_batches: list[WriteShareGroupStateRequest.StateBatch],
         ) -> WriteShareGroupStateRequest.PartitionData: ...
 
@@ -7137,7 +7146,9 @@ class ReadShareGroupStateSummaryResponse(MessageBase):
         error_code: int
         error_message: str | None
         state_epoch: int
+        leader_epoch: int
         start_offset: int
+        delivery_complete_count: int
         def __init__(
             self,
             *,
@@ -7145,7 +7156,9 @@ class ReadShareGroupStateSummaryResponse(MessageBase):
             error_code: int = ...,
             error_message: str | None = ...,
             state_epoch: int = ...,
+            leader_epoch: int = ...,
             start_offset: int = ...,
+            delivery_complete_count: int = ...,
         ) -> None: ...
         @staticmethod
         def make(
@@ -7153,5 +7166,292 @@ class ReadShareGroupStateSummaryResponse(MessageBase):
             error_code: int,
             error_message: str | None,
             state_epoch: int,
+            leader_epoch: int,
             start_offset: int,
+            delivery_complete_count: int,
         ) -> ReadShareGroupStateSummaryResponse.PartitionResult: ...
+
+class DescribeShareGroupOffsetsRequest(MessageBase):
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
+    def __init__(
+        self,
+        *,
+        groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup],
+    ) -> DescribeShareGroupOffsetsRequest: ...
+    class DescribeShareGroupOffsetsRequestGroup(MessageBase):
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None
+        def __init__(
+            self,
+            *,
+            group_id: str = ...,
+            topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic]
+            | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            group_id: str,
+            topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic]
+            | None,
+        ) -> DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup: ...
+
+    class DescribeShareGroupOffsetsRequestTopic(MessageBase):
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, partitions: list[int]
+        ) -> DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic: ...
+
+class DescribeShareGroupOffsetsResponse(MessageBase):
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        groups: list[
+            DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
+        ] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup],
+    ) -> DescribeShareGroupOffsetsResponse: ...
+    class DescribeShareGroupOffsetsResponseGroup(MessageBase):
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            group_id: str = ...,
+            topics: list[
+                DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic
+            ] = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            group_id: str,
+            topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic],
+            error_code: int,
+            error_message: str | None,
+        ) -> DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup: ...
+
+    class DescribeShareGroupOffsetsResponseTopic(MessageBase):
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[
+            DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition
+        ]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
+            partitions: list[
+                DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition
+            ] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            topic_id: uuid.UUID,
+            partitions: list[
+                DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition
+            ],
+        ) -> DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic: ...
+
+    class DescribeShareGroupOffsetsResponsePartition(MessageBase):
+        partition_index: int
+        start_offset: int
+        leader_epoch: int
+        lag: int
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            start_offset: int = ...,
+            leader_epoch: int = ...,
+            lag: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int,
+            start_offset: int,
+            leader_epoch: int,
+            lag: int,
+            error_code: int,
+            error_message: str | None,
+        ) -> DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition: ...
+
+class AlterShareGroupOffsetsRequest(MessageBase):
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str,
+        topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic],
+    ) -> AlterShareGroupOffsetsRequest: ...
+    class AlterShareGroupOffsetsRequestTopic(MessageBase):
+        topic_name: str
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[
+                AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition
+            ] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition],
+        ) -> AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic: ...
+
+    class AlterShareGroupOffsetsRequestPartition(MessageBase):
+        partition_index: int
+        start_offset: int
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ...) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, start_offset: int
+        ) -> AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition: ...
+
+class AlterShareGroupOffsetsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic],
+    ) -> AlterShareGroupOffsetsResponse: ...
+    class AlterShareGroupOffsetsResponseTopic(MessageBase):
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
+            partitions: list[
+                AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition
+            ] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+            topic_id: uuid.UUID,
+            partitions: list[
+                AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition
+            ],
+        ) -> AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic: ...
+
+    class AlterShareGroupOffsetsResponsePartition(MessageBase):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            partition_index: int = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            partition_index: int, error_code: int, error_message: str | None
+        ) -> AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition: ...
+
+class DeleteShareGroupOffsetsRequest(MessageBase):
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str,
+        topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic],
+    ) -> DeleteShareGroupOffsetsRequest: ...
+    class DeleteShareGroupOffsetsRequestTopic(MessageBase):
+        topic_name: str
+        def __init__(self, *, topic_name: str = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str,
+        ) -> DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic: ...
+
+class DeleteShareGroupOffsetsResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic],
+    ) -> DeleteShareGroupOffsetsResponse: ...
+    class DeleteShareGroupOffsetsResponseTopic(MessageBase):
+        topic_name: str
+        topic_id: uuid.UUID
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            topic_name: str, topic_id: uuid.UUID, error_code: int, error_message: str | None
+        ) -> DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic: ...

@@ -4,9 +4,10 @@
 
 Writes `protocol/schema/messages.py` (wire messages), `protocol/schema/coordinator.py`
 (`__consumer_offsets` record keys and values) and `protocol/schema/txnlog.py` (the
-`__transaction_state` record key and value). Only the facts are kept: names, types, versions,
-nullability, tags and defaults; documentation texts are dropped. The output is committed and
-never edited by hand.
+`__transaction_state` record key and value). The share-group APIs (KIP-932) come from
+franz-go's definitions (`protocol.schema.franz`), with Kafka's names. Only the facts are kept:
+names, types, versions, nullability, tags and defaults; documentation texts are dropped. The
+output is committed and never edited by hand.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from protocol.schema import franz
 
 HERE = Path(__file__).parent
 
@@ -37,6 +40,77 @@ NEWER: dict[str, tuple[str, list[tuple[str, dict]]]] = {
         ],
     ),
 }
+
+
+# The share-group APIs (KIP-932), read from franz-go's definitions: API key -> the versions to
+# declare, or None for franz-go's whole range. Kafka 4.1 made v1 the first stable version of the
+# four client APIs and dropped the early-access v0 (franz-go already knows 4.2's ShareFetch and
+# ShareAcknowledge v2, which Kafka 4.1 does not serve).
+SHARE_APIS: dict[int, tuple[int, int] | None] = {
+    76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 1),  # ShareFetch
+    79: (1, 1),  # ShareAcknowledge
+    83: None,  # InitializeShareGroupState
+    84: None,  # ReadShareGroupState
+    85: None,  # WriteShareGroupState
+    86: None,  # DeleteShareGroupState
+    87: None,  # ReadShareGroupStateSummary
+    90: None,  # DescribeShareGroupOffsets
+    91: None,  # AlterShareGroupOffsets
+    92: None,  # DeleteShareGroupOffsets
+}
+
+# Kafka's names where franz-go's differ by more than ID/Millis, for the messages the JSON
+# snapshot lacks (the others take theirs from the snapshot's v0): franz-go path -> (Kafka's
+# field name, Kafka's struct name or None).
+SHARE_NAMES: dict[str, dict[str, tuple[str, str | None]]] = {
+    "DescribeShareGroupOffsetsRequest": {
+        "Groups": ("Groups", "DescribeShareGroupOffsetsRequestGroup"),
+        "Groups.Topics": ("Topics", "DescribeShareGroupOffsetsRequestTopic"),
+        "Groups.Topics.Topic": ("TopicName", None),
+    },
+    "DescribeShareGroupOffsetsResponse": {
+        "Groups": ("Groups", "DescribeShareGroupOffsetsResponseGroup"),
+        "Groups.Topics": ("Topics", "DescribeShareGroupOffsetsResponseTopic"),
+        "Groups.Topics.Topic": ("TopicName", None),
+        "Groups.Topics.Partitions": ("Partitions", "DescribeShareGroupOffsetsResponsePartition"),
+        "Groups.Topics.Partitions.Partition": ("PartitionIndex", None),
+    },
+    "AlterShareGroupOffsetsRequest": {
+        "Topics": ("Topics", "AlterShareGroupOffsetsRequestTopic"),
+        "Topics.Topic": ("TopicName", None),
+        "Topics.Partitions": ("Partitions", "AlterShareGroupOffsetsRequestPartition"),
+        "Topics.Partitions.Partition": ("PartitionIndex", None),
+    },
+    "AlterShareGroupOffsetsResponse": {
+        "Topics": ("Responses", "AlterShareGroupOffsetsResponseTopic"),
+        "Topics.Topic": ("TopicName", None),
+        "Topics.Partitions": ("Partitions", "AlterShareGroupOffsetsResponsePartition"),
+        "Topics.Partitions.Partition": ("PartitionIndex", None),
+    },
+    "DeleteShareGroupOffsetsRequest": {
+        "Topics": ("Topics", "DeleteShareGroupOffsetsRequestTopic"),
+        "Topics.Topic": ("TopicName", None),
+    },
+    "DeleteShareGroupOffsetsResponse": {
+        "Topics": ("Responses", "DeleteShareGroupOffsetsResponseTopic"),
+        "Topics.Topic": ("TopicName", None),
+    },
+}
+
+
+def share_specs(root: Path) -> list[dict]:
+    """The share-group APIs from franz-go, named as Kafka's JSON names them."""
+    snapshot = root / "kafka-4.0-snapshot" / "message"
+    specs = []
+    for key, valid in SHARE_APIS.items():
+        for defn in franz.read_api(root / "franz-go-definitions", key):
+            old = snapshot / f"{defn.name}.json"
+            like = load_json(old) if old.is_file() else None
+            names = SHARE_NAMES.get(defn.name, {})
+            specs.append(franz.to_spec(defn, valid=valid, like=like, names=names))
+    return specs
 
 
 def with_newer(spec: dict) -> dict:
@@ -128,8 +202,9 @@ def write(out: Path, doc: str, specs: list[dict]) -> None:
 def main(spec_dir: str) -> None:
     root = Path(spec_dir)
     msgs = [with_newer(load_json(p)) for p in (root / "message").glob("*.json")]
+    msgs += share_specs(root)
     # Every other API from the 4.0-line snapshot; the messages in message/ keep their own
-    # (served and tested) versions.
+    # (served and tested) versions, the share-group APIs franz-go's.
     have = {s["name"] for s in msgs}
     for p in (root / "kafka-4.0-snapshot" / "message").glob("*.json"):
         spec = load_json(p)

@@ -4338,7 +4338,7 @@ DescribeTopicPartitionsResponse = Message(
 ShareGroupHeartbeatRequest = Message(
     "ShareGroupHeartbeatRequest",
     "request",
-    valid="0",
+    valid="1",
     flexible="0+",
     api_key=76,
     fields=(
@@ -4354,7 +4354,7 @@ ShareGroupHeartbeatRequest = Message(
 ShareGroupHeartbeatResponse = Message(
     "ShareGroupHeartbeatResponse",
     "response",
-    valid="0",
+    valid="1",
     flexible="0+",
     api_key=76,
     fields=(
@@ -4370,15 +4370,16 @@ ShareGroupHeartbeatResponse = Message(
             "0+",
             nullable="0+",
             default="null",
-            fields=(F("TopicPartitions", "[]TopicPartitions", "0+"),),
-        ),
-    ),
-    common=(
-        Struct(
-            "TopicPartitions",
             fields=(
-                F("TopicId", "uuid", "0+"),
-                F("Partitions", "[]int32", "0+"),
+                F(
+                    "TopicPartitions",
+                    "[]TopicPartitions",
+                    "0+",
+                    fields=(
+                        F("TopicId", "uuid", "0+"),
+                        F("Partitions", "[]int32", "0+"),
+                    ),
+                ),
             ),
         ),
     ),
@@ -4388,7 +4389,7 @@ ShareGroupHeartbeatResponse = Message(
 ShareGroupDescribeRequest = Message(
     "ShareGroupDescribeRequest",
     "request",
-    valid="0",
+    valid="1",
     flexible="0+",
     api_key=77,
     fields=(
@@ -4401,7 +4402,7 @@ ShareGroupDescribeRequest = Message(
 ShareGroupDescribeResponse = Message(
     "ShareGroupDescribeResponse",
     "response",
-    valid="0",
+    valid="1",
     flexible="0+",
     api_key=77,
     fields=(
@@ -4429,23 +4430,28 @@ ShareGroupDescribeResponse = Message(
                         F("ClientId", "string", "0+"),
                         F("ClientHost", "string", "0+"),
                         F("SubscribedTopicNames", "[]string", "0+"),
-                        F("Assignment", "Assignment", "0+"),
+                        F(
+                            "Assignment",
+                            "Assignment",
+                            "0+",
+                            fields=(
+                                F(
+                                    "TopicPartitions",
+                                    "[]TopicPartitions",
+                                    "0+",
+                                    fields=(
+                                        F("TopicId", "uuid", "0+"),
+                                        F("TopicName", "string", "0+"),
+                                        F("Partitions", "[]int32", "0+"),
+                                    ),
+                                ),
+                            ),
+                        ),
                     ),
                 ),
                 F("AuthorizedOperations", "int32", "0+", default="-2147483648"),
             ),
         ),
-    ),
-    common=(
-        Struct(
-            "TopicPartitions",
-            fields=(
-                F("TopicId", "uuid", "0+"),
-                F("TopicName", "string", "0+"),
-                F("Partitions", "[]int32", "0+"),
-            ),
-        ),
-        Struct("Assignment", fields=(F("TopicPartitions", "[]TopicPartitions", "0+"),)),
     ),
 )
 
@@ -4453,7 +4459,7 @@ ShareGroupDescribeResponse = Message(
 ShareFetchRequest = Message(
     "ShareFetchRequest",
     "request",
-    valid="0",
+    valid="1",
     flexible="0+",
     api_key=78,
     fields=(
@@ -4463,6 +4469,8 @@ ShareFetchRequest = Message(
         F("MaxWaitMs", "int32", "0+"),
         F("MinBytes", "int32", "0+"),
         F("MaxBytes", "int32", "0+", default="0x7fffffff"),
+        F("MaxRecords", "int32", "1+"),
+        F("BatchSize", "int32", "1+"),
         F(
             "Topics",
             "[]FetchTopic",
@@ -4475,7 +4483,6 @@ ShareFetchRequest = Message(
                     "0+",
                     fields=(
                         F("PartitionIndex", "int32", "0+"),
-                        F("PartitionMaxBytes", "int32", "0+"),
                         F(
                             "AcknowledgementBatches",
                             "[]AcknowledgementBatch",
@@ -4506,13 +4513,14 @@ ShareFetchRequest = Message(
 ShareFetchResponse = Message(
     "ShareFetchResponse",
     "response",
-    valid="0",
+    valid="1",
     flexible="0+",
     api_key=78,
     fields=(
         F("ThrottleTimeMs", "int32", "0+"),
         F("ErrorCode", "int16", "0+"),
         F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+        F("AcquisitionLockTimeoutMs", "int32", "1+"),
         F(
             "Responses",
             "[]ShareFetchableTopicResponse",
@@ -4571,7 +4579,7 @@ ShareFetchResponse = Message(
 ShareAcknowledgeRequest = Message(
     "ShareAcknowledgeRequest",
     "request",
-    valid="0",
+    valid="1",
     flexible="0+",
     api_key=79,
     fields=(
@@ -4611,7 +4619,7 @@ ShareAcknowledgeRequest = Message(
 ShareAcknowledgeResponse = Message(
     "ShareAcknowledgeResponse",
     "response",
-    valid="0",
+    valid="1",
     flexible="0+",
     api_key=79,
     fields=(
@@ -4920,7 +4928,7 @@ ReadShareGroupStateResponse = Message(
 WriteShareGroupStateRequest = Message(
     "WriteShareGroupStateRequest",
     "request",
-    valid="0",
+    valid="0-1",
     flexible="0+",
     api_key=85,
     fields=(
@@ -4940,6 +4948,7 @@ WriteShareGroupStateRequest = Message(
                         F("StateEpoch", "int32", "0+"),
                         F("LeaderEpoch", "int32", "0+"),
                         F("StartOffset", "int64", "0+"),
+                        F("DeliveryCompleteCount", "int32", "1+", default="-1"),
                         F(
                             "StateBatches",
                             "[]StateBatch",
@@ -4962,7 +4971,7 @@ WriteShareGroupStateRequest = Message(
 WriteShareGroupStateResponse = Message(
     "WriteShareGroupStateResponse",
     "response",
-    valid="0",
+    valid="0-1",
     flexible="0+",
     api_key=85,
     fields=(
@@ -5041,7 +5050,7 @@ DeleteShareGroupStateResponse = Message(
 ReadShareGroupStateSummaryRequest = Message(
     "ReadShareGroupStateSummaryRequest",
     "request",
-    valid="0",
+    valid="0-1",
     flexible="0+",
     api_key=87,
     fields=(
@@ -5070,7 +5079,7 @@ ReadShareGroupStateSummaryRequest = Message(
 ReadShareGroupStateSummaryResponse = Message(
     "ReadShareGroupStateSummaryResponse",
     "response",
-    valid="0",
+    valid="0-1",
     flexible="0+",
     api_key=87,
     fields=(
@@ -5089,9 +5098,190 @@ ReadShareGroupStateSummaryResponse = Message(
                         F("ErrorCode", "int16", "0+"),
                         F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
                         F("StateEpoch", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F("StartOffset", "int64", "0+"),
+                        F("DeliveryCompleteCount", "int32", "1+", default="-1"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+DescribeShareGroupOffsetsRequest = Message(
+    "DescribeShareGroupOffsetsRequest",
+    "request",
+    valid="0-1",
+    flexible="0+",
+    api_key=90,
+    fields=(
+        F(
+            "Groups",
+            "[]DescribeShareGroupOffsetsRequestGroup",
+            "0+",
+            fields=(
+                F("GroupId", "string", "0+"),
+                F(
+                    "Topics",
+                    "[]DescribeShareGroupOffsetsRequestTopic",
+                    "0+",
+                    nullable="0+",
+                    default="null",
+                    fields=(
+                        F("TopicName", "string", "0+"),
+                        F("Partitions", "[]int32", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+DescribeShareGroupOffsetsResponse = Message(
+    "DescribeShareGroupOffsetsResponse",
+    "response",
+    valid="0-1",
+    flexible="0+",
+    api_key=90,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Groups",
+            "[]DescribeShareGroupOffsetsResponseGroup",
+            "0+",
+            fields=(
+                F("GroupId", "string", "0+"),
+                F(
+                    "Topics",
+                    "[]DescribeShareGroupOffsetsResponseTopic",
+                    "0+",
+                    fields=(
+                        F("TopicName", "string", "0+"),
+                        F("TopicId", "uuid", "0+"),
+                        F(
+                            "Partitions",
+                            "[]DescribeShareGroupOffsetsResponsePartition",
+                            "0+",
+                            fields=(
+                                F("PartitionIndex", "int32", "0+"),
+                                F("StartOffset", "int64", "0+"),
+                                F("LeaderEpoch", "int32", "0+"),
+                                F("Lag", "int64", "1+", default="-1"),
+                                F("ErrorCode", "int16", "0+"),
+                                F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                            ),
+                        ),
+                    ),
+                ),
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+            ),
+        ),
+    ),
+)
+
+
+AlterShareGroupOffsetsRequest = Message(
+    "AlterShareGroupOffsetsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=91,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F(
+            "Topics",
+            "[]AlterShareGroupOffsetsRequestTopic",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]AlterShareGroupOffsetsRequestPartition",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
                         F("StartOffset", "int64", "0+"),
                     ),
                 ),
+            ),
+        ),
+    ),
+)
+
+
+AlterShareGroupOffsetsResponse = Message(
+    "AlterShareGroupOffsetsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=91,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+        F(
+            "Responses",
+            "[]AlterShareGroupOffsetsResponseTopic",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F("TopicId", "uuid", "0+"),
+                F(
+                    "Partitions",
+                    "[]AlterShareGroupOffsetsResponsePartition",
+                    "0+",
+                    fields=(
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+DeleteShareGroupOffsetsRequest = Message(
+    "DeleteShareGroupOffsetsRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=92,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F(
+            "Topics",
+            "[]DeleteShareGroupOffsetsRequestTopic",
+            "0+",
+            fields=(F("TopicName", "string", "0+"),),
+        ),
+    ),
+)
+
+
+DeleteShareGroupOffsetsResponse = Message(
+    "DeleteShareGroupOffsetsResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=92,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+        F(
+            "Responses",
+            "[]DeleteShareGroupOffsetsResponseTopic",
+            "0+",
+            fields=(
+                F("TopicName", "string", "0+"),
+                F("TopicId", "uuid", "0+"),
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
             ),
         ),
     ),
@@ -5276,4 +5466,10 @@ ALL = (
     DeleteShareGroupStateResponse,
     ReadShareGroupStateSummaryRequest,
     ReadShareGroupStateSummaryResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
 )
