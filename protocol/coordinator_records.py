@@ -2,8 +2,9 @@
 
 A record key is an int16 record type followed by the key struct (whose schema "version" is the
 record type); a value is an int16 version followed by the value struct; a null value is a
-tombstone. Types: 0/1 OffsetCommit, 2 GroupMetadata, 3-8 ConsumerGroup*, 16
-ConsumerGroupRegularExpression. Decoding accepts every version Kafka has written.
+tombstone. Types: 0/1 OffsetCommit, 2 GroupMetadata, 3-8 ConsumerGroup*, 9-15 ShareGroup*
+(KIP-932; the layout of Kafka's 4.0 development line), 16 ConsumerGroupRegularExpression.
+Decoding accepts every version Kafka has written.
 """
 
 from __future__ import annotations

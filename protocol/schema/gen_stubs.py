@@ -10,6 +10,8 @@ class per message and struct, every field of every version typed (nullable in an
     protocol/message_classes.pyi        wire messages (re-exported by protocol.messages)
     protocol/record_classes.pyi         __consumer_offsets keys and values
                                         (re-exported by protocol.coordinator_records)
+    protocol/share_state_classes.pyi    __share_group_state keys and values
+                                        (re-exported by protocol.share_state_records)
 
 They are stub-only modules, never imported at run time. The output is committed and never
 edited by hand; tests/protocol/test_stubs.py checks it is current.
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 
 from protocol.codec import Field, MessageType
-from protocol.schema import coordinator, messages
+from protocol.schema import coordinator, messages, sharestate
 from protocol.schema.dsl import Message, Versions
 
 OUT = Path(__file__).parent.parent
@@ -110,6 +112,13 @@ def main(out_dir: Path = OUT) -> None:
         render(
             "Typed view of protocol.coordinator_records: __consumer_offsets keys and values.",
             coordinator.ALL,
+        ),
+    )
+    write(
+        out_dir / "share_state_classes.pyi",
+        render(
+            "Typed view of protocol.share_state_records: __share_group_state keys and values.",
+            sharestate.ALL,
         ),
     )
 

@@ -3,8 +3,9 @@
     python -m protocol.schema.import_spec ../shared/kafka-spec
 
 Writes `protocol/schema/messages.py` (wire messages), `protocol/schema/coordinator.py`
-(`__consumer_offsets` record keys and values) and `protocol/schema/txnlog.py` (the
-`__transaction_state` record key and value). The share-group APIs (KIP-932) come from
+(`__consumer_offsets` record keys and values), `protocol/schema/txnlog.py` (the
+`__transaction_state` record key and value) and `protocol/schema/sharestate.py` (the
+`__share_group_state` record keys and values). The share-group APIs (KIP-932) come from
 franz-go's definitions (`protocol.schema.franz`), with Kafka's names. Only the facts are kept:
 names, types, versions, nullability, tags and defaults; documentation texts are dropped. The
 output is committed and never edited by hand.
@@ -212,10 +213,10 @@ def main(spec_dir: str) -> None:
             msgs.append(spec)
     msgs.sort(key=lambda s: (s.get("apiKey", -1), s["name"]))
     write(HERE / "messages.py", "Kafka wire messages, every served version.", msgs)
-    # The share-group records (types 9-15) come from the 4.0-line snapshot.
-    share = (root / "kafka-4.0-snapshot" / "coordinator").glob("ShareGroup*.json")
+    snapshot = root / "kafka-4.0-snapshot" / "coordinator"
     recs = sorted(
-        (load_json(p) for p in [*(root / "coordinator").glob("*.json"), *share]),
+        [load_json(p) for p in (root / "coordinator").glob("*.json")]
+        + [load_json(p) for p in snapshot.glob("ShareGroup*.json")],
         key=lambda s: s["name"],
     )
     write(HERE / "coordinator.py", "Records of the __consumer_offsets log (keys and values).", recs)
@@ -224,6 +225,15 @@ def main(spec_dir: str) -> None:
         key=lambda s: s["name"],
     )
     write(HERE / "txnlog.py", "Records of the __transaction_state log (key and value).", txn)
+    share = sorted(
+        (load_json(p) for p in snapshot.glob("Share*.json") if not p.name.startswith("ShareGroup")),
+        key=lambda s: s["name"],
+    )
+    write(
+        HERE / "sharestate.py",
+        "Records of the __share_group_state log (share snapshots and updates).",
+        share,
+    )
 
 
 if __name__ == "__main__":

@@ -3,14 +3,15 @@ Kafka's names, and every version's codec round trip with values in every field."
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from typing import Any
 
 import pytest
 
-from protocol.codec import Field, MessageType
+from protocol.codec import MessageType
 from protocol.messages import REQUESTS, RESPONSES, TYPES
+
+from .fill import Filler
 
 SHARE_VERSIONS = {
     76: (1, 1),  # ShareGroupHeartbeat: v0 (early access) dropped as Kafka 4.1 did
@@ -198,51 +199,6 @@ def test_share_state_and_offsets() -> None:
 
 # -- round trips -----------------------------------------------------------------------------
 
-_INTS = {"int8": 7, "int16": 300, "int32": 70_000, "int64": 2**40 + 3, "uint16": 65_000}
-
-
-class _Filler:
-    """Deterministic, non-default values for every field of a version: distinct numbers,
-    strings (some non-ASCII), two elements per array, and a null in every other nullable
-    field."""
-
-    def __init__(self, mt: MessageType, version: int) -> None:
-        self.mt, self.v = mt, version
-        self.n = itertools.count(1)
-        self.nulls = itertools.cycle([True, False])
-
-    def leaf(self, typ: str) -> Any:
-        i = next(self.n)
-        if typ in _INTS:
-            return _INTS[typ] + i if typ != "int8" else i % 100
-        if typ == "bool":
-            return True
-        if typ == "string":
-            return f"s{i}-é"
-        if typ in ("bytes", "records"):
-            return bytes(range(i % 5, i % 5 + 9))
-        if typ == "uuid":
-            return uuid.UUID(int=i * 0x1234_5678_9ABC_DEF)
-        raise KeyError(typ)
-
-    def value(self, f: Field, depth: int) -> Any:
-        if self.v in f.nullable and next(self.nulls):
-            return None
-        base = f.elem or f.type
-        if base in self.mt.struct_fields:
-            make = lambda: self.struct(base, depth + 1)  # noqa: E731
-        else:
-            make = lambda: self.leaf(base)  # noqa: E731
-        return [make(), make()] if f.elem else make()
-
-    def struct(self, sname: str, depth: int = 0) -> Any:
-        kwargs = {
-            f.attr: self.value(f, depth)
-            for f in self.mt.struct_fields[sname]
-            if self.v in f.versions
-        }
-        return self.mt.classes[sname](**kwargs)
-
 
 def _has_nested_arrays_and_nulls(obj: Any) -> tuple[bool, bool]:
     arrays = nulls = False
@@ -273,7 +229,7 @@ CASES = [(n, v) for n in SHARE for v in TYPES[n].versions()]
 def test_round_trip(name: str, version: int) -> None:
     mt = TYPES[name]
     for start_null in (True, False):  # each nullable field both null and set
-        filler = _Filler(mt, version)
+        filler = Filler(mt, version)
         if not start_null:
             next(filler.nulls)
         msg = filler.struct(mt.name)
@@ -287,7 +243,7 @@ def test_round_trip(name: str, version: int) -> None:
 
 def test_round_trips_cover_nested_arrays_and_nulls() -> None:
     """The filler's values reach nested arrays and nulls wherever a message has them."""
-    filler = _Filler(TYPES["ShareFetchResponse"], 1)
+    filler = Filler(TYPES["ShareFetchResponse"], 1)
     msg = filler.struct("ShareFetchResponse")
     assert _has_nested_arrays_and_nulls(msg) == (True, True)
     part = msg.responses[0].partitions[0]

@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from protocol import coordinator_records, messages
+from protocol import coordinator_records, messages, share_state_records
 from protocol.schema import gen_stubs
 
-STUBS = {"message_classes.pyi": messages, "record_classes.pyi": coordinator_records}
+STUBS = {
+    "message_classes.pyi": messages,
+    "record_classes.pyi": coordinator_records,
+    "share_state_classes.pyi": share_state_records,
+}
 
 
 def test_generated_stubs_are_current(tmp_path: Path) -> None:
