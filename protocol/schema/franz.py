@@ -333,8 +333,9 @@ def _align(
 ) -> dict[int, dict]:
     """Pairs franz-go's fields present in `version` with Kafka's JSON fields (of that version),
     both in wire order: by Kafka's spelling of the name, else by position when neither name
-    occurs on the other side and the types agree. A franz-go field left over was added after
-    the JSON was taken; a JSON field left over was dropped since. Index -> JSON field."""
+    occurs on the other side and the types agree. Fields paired by name must agree in type;
+    all paired fields in nullability. A franz-go field left over was added after the JSON was
+    taken; a JSON field left over was dropped since. Index -> JSON field."""
     old = [i for i, f in enumerate(fields) if f.present_in(version)]
     franz_names = {kafka_name(fields[i].name) for i in old}
     json_names = {j["name"] for j in jfields}
@@ -345,12 +346,20 @@ def _align(
         name = kafka_name(f.name)
         if name in json_names:
             k = next(k for k in range(at, len(jfields)) if jfields[k]["name"] == name)
-        elif at < len(jfields) and jfields[at]["name"] not in franz_names:
+        elif (
+            at < len(jfields)
+            and jfields[at]["name"] not in franz_names
+            and _compatible(f, jfields[at])
+        ):
             k = at
         else:
             continue
         if not _compatible(f, jfields[k]):
             raise FranzError(f"{message}: {f.name} does not match Kafka's {jfields[k]['name']}")
+        if (f.nullable_from is None) != ("nullableVersions" not in jfields[k]):
+            raise FranzError(
+                f"{message}: {f.name} and Kafka's {jfields[k]['name']} differ in nullability"
+            )
         matched[i] = jfields[k]
         at = k + 1
     return matched

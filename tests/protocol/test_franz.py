@@ -251,3 +251,45 @@ def test_share_state_and_offsets_facts() -> None:
         "ErrorCode",
         "ErrorMessage",
     ]
+
+
+def test_kafka_json_names_are_taken_and_checked() -> None:
+    (req,) = franz.parse(
+        "FooRequest => key 99, max version 1, flexible v0+\n"
+        "  GroupID: string\n"
+        "  Partition: int32\n"
+        "  Added: int64\n"
+        "  Topics: [=>]\n"
+        "    TopicID: uuid\n"
+        "  Later: int8 // v1+\n"
+    )
+    like = {
+        "validVersions": "0",
+        "fields": [
+            {"name": "GroupId", "type": "string", "versions": "0+"},
+            {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+            {"name": "Things", "type": "[]Thing", "versions": "0+", "fields": [
+                {"name": "TopicId", "type": "uuid", "versions": "0+"},
+            ]},
+        ],
+    }  # fmt: skip
+    spec = franz.to_spec(req, like=like)
+    assert [(f["name"], f["type"], f["versions"]) for f in spec["fields"]] == [
+        ("GroupId", "string", "0+"),
+        ("PartitionIndex", "int32", "0+"),  # by position: neither name is on the other side
+        ("Added", "int64", "0+"),  # new since the JSON (no int64 there)
+        ("Things", "[]Thing", "0+"),
+        ("Later", "int8", "1+"),
+    ]
+    assert spec["fields"][3]["fields"] == [{"name": "TopicId", "type": "uuid", "versions": "0+"}]
+    assert spec["validVersions"] == "0-1" and spec["flexibleVersions"] == "0+"
+    assert [f["name"] for f in franz.to_spec(req, valid=(0, 0), like=like)["fields"]][-1] == (
+        "Things"
+    )
+    like["fields"][0]["nullableVersions"] = "0+"
+    with pytest.raises(franz.FranzError, match="nullability"):
+        franz.to_spec(req, like=like)
+    with pytest.raises(franz.FranzError, match="no struct name"):
+        franz.to_spec(req)  # nothing names the struct
+    with pytest.raises(franz.FranzError, match="no field at"):
+        franz.to_spec(req, names={"Topics": ("Things", "Thing"), "Nope": ("X", None)})
