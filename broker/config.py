@@ -224,8 +224,16 @@ _SETTINGS: tuple[Setting, ...] = (
             _one_of("disabled", "downgrade", "upgrade", "bidirectional"),
             "Which online migrations between classic and consumer groups are allowed."),
     Setting("group.coordinator.rebalance.protocols", "list", ("classic", "consumer"),
-            _list("classic", "consumer"),
-            "Group protocols served; classic cannot be disabled."),
+            _list("classic", "consumer", "share"),
+            "Group protocols served; classic cannot be disabled. `share` (KIP-932 share groups) "
+            "is off by default while it is being built."),
+    # share groups (KIP-932)
+    Setting("group.share.heartbeat.interval.ms", "int", 5000, _int(1),
+            "Heartbeat interval given to share group members."),
+    Setting("group.share.session.timeout.ms", "int", 45000, _int(1),
+            "Session timeout of share group members."),
+    Setting("group.share.max.size", "int", 200, _int(1),
+            "Most members in one share group."),
     # offsets and __consumer_offsets
     Setting("offsets.topic.num.partitions", "int", 50, _int(1),
             "Partitions of __consumer_offsets; must not change once data exists."),

@@ -89,6 +89,9 @@ def group_config(cfg: Any) -> GroupConfig:
         consumer_max_size=cfg.get("group.consumer.max.size"),
         consumer_assignors=tuple(cfg.get("group.consumer.assignors")),
         consumer_migration_policy=cfg.get("group.consumer.migration.policy"),
+        share_heartbeat_interval_ms=cfg.get("group.share.heartbeat.interval.ms"),
+        share_session_timeout_ms=cfg.get("group.share.session.timeout.ms"),
+        share_max_size=cfg.get("group.share.max.size"),
     )
 
 

@@ -119,7 +119,7 @@ def test_unknown_setting_is_named(tmp_path):
         ("group.consumer.migration.policy", "sideways", "disabled, downgrade"),
         ("group.consumer.assignors", "uniform,sticky", "'sticky' is not one of"),
         ("group.consumer.assignors", " , ", "at least one item"),
-        ("group.coordinator.rebalance.protocols", "classic,share", "'share'"),
+        ("group.coordinator.rebalance.protocols", "classic,streams", "'streams'"),
         ("kcoord.durability", "sometimes", "interval:<ms>"),
         ("kcoord.durability", "interval:0", "positive interval"),
         ("cluster.id", "", "must not be empty"),

@@ -25,6 +25,11 @@ def consumer_protocol_enabled(ctx: RequestContext) -> bool:
     return "consumer" in ctx.broker.config.get("group.coordinator.rebalance.protocols")
 
 
+def share_groups_enabled(ctx: RequestContext) -> bool:
+    """Share groups are served when group.coordinator.rebalance.protocols lists `share`."""
+    return "share" in ctx.broker.config.get("group.coordinator.rebalance.protocols")
+
+
 def topics_image(ctx: RequestContext) -> TopicsImage:
     registry = ctx.broker.topics
     cached = _cache.get(id(registry))

@@ -9,12 +9,27 @@ from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 API_VERSIONS = int(ApiKey.API_VERSIONS)  # broker/connection.py compares it per request
 
 
-def advertised() -> list:
+# The APIs of a group protocol that group.coordinator.rebalance.protocols leaves out are not
+# advertised, as Kafka leaves out those of a disabled feature: clients then do not try them.
+PROTOCOL_APIS = {
+    "consumer": frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}),
+    "share": frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE}),
+}
+
+
+def advertised(protocols: tuple[str, ...] | None = None) -> list:
+    """Every served API, but those of the group protocols not in `protocols` (all if None)."""
+    hidden: set[int] = set()
+    if protocols is not None:
+        for name, keys in PROTOCOL_APIS.items():
+            if name not in protocols:
+                hidden |= keys
     return [
         ApiVersionsResponse.ApiVersion(
             api_key=a.key, min_version=a.min_version, max_version=a.max_version
         )
         for a in sorted(APIS.values(), key=lambda a: a.key)
+        if a.key not in hidden
     ]
 
 
@@ -30,7 +45,8 @@ def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
         _valid_software(req.client_software_name) and _valid_software(req.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    return ApiVersionsResponse(api_keys=advertised())
+    protocols = tuple(ctx.broker.config.get("group.coordinator.rebalance.protocols"))
+    return ApiVersionsResponse(api_keys=advertised(protocols))
 
 
 def _valid_software(text: str) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
+    ApiVersionsRequest,
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     CreateTopicsRequest,
@@ -96,5 +97,10 @@ def test_disabled_consumer_protocol(tmp_path: Path) -> None:
             assert r.error_code == ErrorCode.UNSUPPORTED_VERSION
             d = c.request(DESCRIBE, 0, ConsumerGroupDescribeRequest(group_ids=["g"]))
             assert d.groups[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+            # Nor are they advertised, so that clients do not try them.
+            served = {
+                k.api_key for k in c.request(ApiKey.API_VERSIONS, 2, ApiVersionsRequest()).api_keys
+            }
+            assert HEARTBEAT not in served and DESCRIBE not in served and METADATA in served
     finally:
         proc.stop()

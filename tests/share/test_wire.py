@@ -1,0 +1,101 @@
+"""Share groups over the wire: ShareGroupHeartbeat and ShareGroupDescribe v1 against a real
+kcoord, served only when group.coordinator.rebalance.protocols lists `share`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    ApiVersionsRequest,
+    CreateTopicsRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+from tests.kcoord_process import start_kcoord
+from tests.wire import WireClient
+
+HEARTBEAT, DESCRIBE = ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE
+
+
+def _code(r: Any) -> int:
+    return int(r.error_code)
+
+
+def _loaded(send: Callable[[], Any], error: Callable[[Any], int]) -> Any:
+    """The first answer once the coordinator partition is loaded."""
+    deadline = time.monotonic() + 20
+    while True:
+        r = send()
+        if error(r) != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def _join(member: str, topics: list[str]) -> ShareGroupHeartbeatRequest:
+    return ShareGroupHeartbeatRequest(
+        group_id="sg", member_id=member, member_epoch=0, subscribed_topic_names=topics
+    )
+
+
+def test_share_group_membership_over_the_wire(tmp_path: Path) -> None:
+    proc = start_kcoord(
+        tmp_path / "data", "group.coordinator.rebalance.protocols=classic,consumer,share"
+    )
+    try:
+        with WireClient(proc.host, proc.port) as c:
+            served = {
+                k.api_key for k in c.request(ApiKey.API_VERSIONS, 2, ApiVersionsRequest()).api_keys
+            }
+            assert {HEARTBEAT, DESCRIBE} <= served
+            topic = CreateTopicsRequest.CreatableTopic(
+                name="q", num_partitions=1, replication_factor=1
+            )
+            created = c.request(
+                ApiKey.CREATE_TOPICS, 5, CreateTopicsRequest(topics=[topic], timeout_ms=5000)
+            )
+            assert created.topics[0].error_code == 0
+            r1 = _loaded(lambda: c.request(HEARTBEAT, 1, _join("m1", ["q"])), _code)
+            r2 = c.request(HEARTBEAT, 1, _join("m2", ["q"]))
+            assert (r1.error_code, r2.error_code) == (0, 0)
+            # Both share the one partition.
+            assert [tp.partitions for tp in r2.assignment.topic_partitions] == [[0]]
+            again = ShareGroupHeartbeatRequest(
+                group_id="sg", member_id="m1", member_epoch=r1.member_epoch
+            )
+            r1 = c.request(HEARTBEAT, 1, again)
+            # Moved to the new epoch; its partitions did not change, so none are sent.
+            assert (r1.error_code, r1.member_epoch, r1.assignment) == (0, r2.member_epoch, None)
+            d = _loaded(
+                lambda: c.request(DESCRIBE, 1, ShareGroupDescribeRequest(group_ids=["none"])),
+                lambda d: d.groups[0].error_code,
+            )
+            [missing] = d.groups
+            [found] = c.request(DESCRIBE, 1, ShareGroupDescribeRequest(group_ids=["sg"])).groups
+            assert (found.error_code, found.group_state, found.assignor_name) == (
+                0,
+                "Stable",
+                "simple",
+            )
+            assert sorted(m.member_id for m in found.members) == ["m1", "m2"]
+            assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    finally:
+        proc.stop()
+
+
+def test_share_groups_are_off_by_default(tmp_path: Path) -> None:
+    proc = start_kcoord(tmp_path / "data")
+    try:
+        with WireClient(proc.host, proc.port) as c:
+            served = {
+                k.api_key for k in c.request(ApiKey.API_VERSIONS, 2, ApiVersionsRequest()).api_keys
+            }
+            assert HEARTBEAT not in served and DESCRIBE not in served
+            r = _loaded(lambda: c.request(HEARTBEAT, 1, _join("m1", ["q"])), _code)
+            assert r.error_code == ErrorCode.UNSUPPORTED_VERSION
+    finally:
+        proc.stop()
