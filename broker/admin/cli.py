@@ -244,7 +244,8 @@ def _groups_list(args: argparse.Namespace) -> int:
 def describe(admin: AdminClient, group_id: str) -> dict[str, Any]:
     """Everything `groups describe` shows, as plain data."""
     desc: GroupDescription = admin.describe_group(group_id)
-    committed = admin.committed_offsets(group_id)
+    # A share group's progress is in its share partitions, not in committed offsets.
+    committed = {} if desc.group_type == "share" else admin.committed_offsets(group_id)
     owner: dict[tuple[str, int], Member] = {}
     for m in desc.members:
         for topic, parts in m.assignment.items():

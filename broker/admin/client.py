@@ -34,6 +34,7 @@ from protocol.messages import (
     MetadataRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    ShareGroupDescribeRequest,
 )
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
@@ -47,6 +48,7 @@ _WANTED: dict[int, int] = {
     K.LIST_GROUPS: 5,
     K.DESCRIBE_GROUPS: 5,
     K.CONSUMER_GROUP_DESCRIBE: 1,
+    K.SHARE_GROUP_DESCRIBE: 1,
     K.DELETE_GROUPS: 2,
     K.OFFSET_FETCH: 8,
     K.OFFSET_COMMIT: 8,
@@ -339,7 +341,34 @@ class AdminClient:
         desc = self._retrying(call)
         if K.CONSUMER_GROUP_DESCRIBE in self.versions:
             self._add_consumer_group_view(desc, self.coordinator(group_id))
+        if desc.group_type == "classic" and K.SHARE_GROUP_DESCRIBE in self.versions:
+            self._add_share_group_view(desc, self.coordinator(group_id))
         return desc
+
+    def _add_share_group_view(self, desc: GroupDescription, conn: Client) -> None:
+        """A share group (KIP-932): DescribeGroups calls it Dead; ShareGroupDescribe knows it."""
+        req = ShareGroupDescribeRequest(group_ids=[desc.group_id])
+        [g] = self._call(K.SHARE_GROUP_DESCRIBE, req, conn).groups
+        if g.error_code != 0:
+            return  # not a share group
+        desc.group_type = "share"
+        desc.state = g.group_state
+        desc.protocol_type = "share"
+        desc.epoch = g.group_epoch
+        desc.protocol = g.assignor_name
+        desc.members = [
+            Member(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                epoch=m.member_epoch,
+                assignment={
+                    tp.topic_name or str(tp.topic_id): sorted(tp.partitions)
+                    for tp in m.assignment.topic_partitions
+                },
+            )
+            for m in g.members
+        ]
 
     def _add_consumer_group_view(self, desc: GroupDescription, conn: Client) -> None:
         """A KIP-848 group: members, epochs and assignments come from ConsumerGroupDescribe."""

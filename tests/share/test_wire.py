@@ -3,6 +3,9 @@ kcoord, served only when group.coordinator.rebalance.protocols lists `share`."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,8 +86,30 @@ def test_share_group_membership_over_the_wire(tmp_path: Path) -> None:
             )
             assert sorted(m.member_id for m in found.members) == ["m1", "m2"]
             assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        # The admin commands know share groups.
+        view = json.loads(_cli("groups", "describe", "sg", "--json", "--bootstrap", proc.bootstrap))
+        assert (view["type"], view["state"], view["protocol"]) == ("share", "Stable", "simple")
+        assert {m["member_id"]: m["assignment"] for m in view["members"]} == {
+            "m1": {"q": [0]},
+            "m2": {"q": [0]},
+        }
+        listed = json.loads(_cli("groups", "list", "--json", "--bootstrap", proc.bootstrap))
+        assert {
+            "group": "sg",
+            "type": "share",
+            "state": "Stable",
+            "protocol_type": "share",
+        } in listed
     finally:
         proc.stop()
+
+
+def _cli(*args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "broker.cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def test_share_groups_are_off_by_default(tmp_path: Path) -> None:
