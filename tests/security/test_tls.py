@@ -56,7 +56,14 @@ def ssl_port(k: KcoordProcess) -> int:
 
 
 def start_tls(data_dir: Path, keystore: Path, *more: str) -> KcoordProcess:
-    return start_kcoord(data_dir, LISTENERS, f"ssl.keystore.location={keystore}", *more)
+    # No initial rebalance delay: each new group would wait 3 s before it forms.
+    return start_kcoord(
+        data_dir,
+        LISTENERS,
+        f"ssl.keystore.location={keystore}",
+        "group.initial.rebalance.delay.ms=0",
+        *more,
+    )
 
 
 def tls_client(ca: Ca, port: int, cert: Path | None = None) -> ssl.SSLSocket:
@@ -479,7 +486,6 @@ def test_kafkajs_over_sasl_ssl_and_with_a_client_certificate(
         server_pem,
         f"ssl.truststore.location={ca.pem_path}",
         "ssl.client.auth=required",
-        "group.initial.rebalance.delay.ms=0",
     )
     try:
         got = run(f"127.0.0.1:{ssl_port(k)}", KCOORD_CERT=str(cert), KCOORD_KEY=str(key))
