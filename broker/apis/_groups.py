@@ -52,3 +52,32 @@ def with_authorized_operations(
         return build(described)
 
     return with_operations
+
+
+def describe_groups(
+    ctx: RequestContext,
+    group_ids: list[str],
+    with_operations: bool,
+    resp: Any,
+    describe: Callable[[Any, str], Any],
+) -> Any:
+    """ConsumerGroupDescribe and ShareGroupDescribe: each group (DESCRIBE on it allowed) read
+    from its shard once its writes are durable, by `describe(shard, group_id)`; `resp` is the
+    response class, whose DescribedGroup carries the errors."""
+    from broker.security.acls import Operation, ResourceType
+    from protocol.errors import ErrorCode
+
+    groups = ctx.broker.groups
+
+    def read(g: str) -> Any:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g):
+            return resp.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g)
+        return groups.read(
+            g,
+            lambda shard, now: describe(shard, g),
+            lambda code: resp.DescribedGroup(error_code=code, group_id=g),
+        )
+
+    reads = [read(g) for g in group_ids]
+    build = with_authorized_operations(ctx, with_operations, lambda found: resp(groups=found))
+    return when_ready(reads, build)
