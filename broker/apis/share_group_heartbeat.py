@@ -21,6 +21,10 @@ def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest):
         )
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    # v1: a subscription to a topic the principal may not DESCRIBE fails the whole heartbeat.
+    for topic in req.subscribed_topic_names or ():
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic):
+            return ShareGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     m = meta(ctx)
     image = topics_image(ctx)
     return ctx.broker.groups.call(

@@ -84,12 +84,16 @@ def _member(group: ShareGroup, req: Request) -> ShareGroupMember:
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
             )
         return ShareGroupMember(req.member_id)
-    if req.member_epoch not in (0, member.member_epoch):
+    # Kafka's throwIfShareGroupMemberEpochIsInvalid: the previous epoch is accepted, since the
+    # response that bumped it may have been lost; epoch 0 is a rejoin.
+    epoch = req.member_epoch
+    if epoch not in (0, member.member_epoch, member.previous_member_epoch):
+        relation = "greater" if epoch > member.member_epoch else "smaller"
         raise ApiError(
             ErrorCode.FENCED_MEMBER_EPOCH,
-            f"The share group member has a different member epoch ({req.member_epoch}) than "
-            f"the one known by the group coordinator ({member.member_epoch}). The member must "
-            "rejoin.",
+            f"The share group member has a {relation} member epoch ({epoch}) than the one "
+            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+            "all its partitions and rejoin.",
         )
     return member
 

@@ -91,6 +91,15 @@ def test_errors_epochs_and_leaving() -> None:
     assert beat(h, "a", 0, topics=[]).error_code == E.INVALID_REQUEST
     assert beat(h, "z", 5).error_code == E.UNKNOWN_MEMBER_ID
     assert beat(h, "a", r.member_epoch + 1).error_code == E.FENCED_MEMBER_EPOCH
+    # The previous epoch is accepted (a lost response), an older one is not.
+    beat(h, "b")
+    a = beat(h, "a", r.member_epoch)
+    assert a.member_epoch == r.member_epoch + 1
+    assert beat(h, "a", r.member_epoch).member_epoch == a.member_epoch
+    beat(h, "b", -1)
+    a2 = beat(h, "a", a.member_epoch)
+    assert a2.member_epoch == a.member_epoch + 1
+    assert beat(h, "a", r.member_epoch).error_code == E.FENCED_MEMBER_EPOCH
     assert beat(h, "a", -2).error_code == E.INVALID_REQUEST
     left = beat(h, "a", -1)
     assert (left.error_code, left.member_epoch) == (0, -1)
