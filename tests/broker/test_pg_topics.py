@@ -14,6 +14,7 @@ from tests.kcoord_process import KcoordProcess, start_kcoord
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 N = 300
+NO_JOIN_DELAY = "group.initial.rebalance.delay.ms=0"  # each new group would wait 3 s
 
 
 def consume_all(k: KcoordProcess, topic: str, group: str, n: int) -> list[bytes]:
@@ -38,7 +39,7 @@ def test_topics_live_in_postgresql(tmp_path: Path, pg_url: str) -> None:  # noqa
     from confluent_kafka.admin import AdminClient, NewTopic
 
     data = tmp_path / "data"
-    k = start_kcoord(data, extra_args=("--storage", pg_url))
+    k = start_kcoord(data, NO_JOIN_DELAY, extra_args=("--storage", pg_url))
     try:
         admin = AdminClient({"bootstrap.servers": k.bootstrap})
         for fut in admin.create_topics([NewTopic("pg-t", 2, 1)]).values():
@@ -68,7 +69,7 @@ def test_topics_live_in_postgresql(tmp_path: Path, pg_url: str) -> None:  # noqa
     assert not any(d.name.startswith("pg-t") for d in data.iterdir())
     assert not (data / "kcoord-topics.json").exists()
 
-    k = start_kcoord(data, extra_args=("--storage", pg_url))
+    k = start_kcoord(data, NO_JOIN_DELAY, extra_args=("--storage", pg_url))
     try:
         # Everything comes back from the database: a new group reads it all again, and the old
         # group's offsets stand (nothing more to read).
@@ -101,6 +102,7 @@ def test_retention_deletes_the_oldest_batches(tmp_path: Path, pg_url: str) -> No
 
     k = start_kcoord(
         tmp_path / "data",
+        NO_JOIN_DELAY,
         "log.retention.check.interval.ms=200",
         extra_args=("--storage", pg_url),
     )
