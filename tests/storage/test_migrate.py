@@ -58,7 +58,7 @@ def fill(k: KcoordProcess) -> None:
 
 def test_a_data_dir_to_postgresql_and_back(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
     first = tmp_path / "first"
-    k = start_kcoord(first)
+    k = start_kcoord(first, "group.initial.rebalance.delay.ms=0")  # the group forms at once
     try:
         fill(k)
         assert committed(k) == [N]
