@@ -54,12 +54,14 @@ class Member:
         name: str,
         log_dir: Path,
         protocol: str = "consumer",
+        assignor: str | None = None,
     ):
         self.name = name
         self.protocol = protocol
         self.stderr = open(log_dir / f"{name}.stderr", "w")  # noqa: SIM115
+        extra = [assignor] if assignor else []
         self.proc = subprocess.Popen(
-            [sys.executable, str(MEMBER), bootstrap, group, topics, name, protocol],
+            [sys.executable, str(MEMBER), bootstrap, group, topics, name, protocol, *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,

@@ -30,6 +30,8 @@ def main() -> None:
         "bootstrap.servers": bootstrap,
         "group.id": group,
         "group.protocol": sys.argv[5] if len(sys.argv) > 5 else "consumer",
+        # classic only: the client-side assignor (cooperative-sticky reports owned partitions)
+        **({"partition.assignment.strategy": sys.argv[6]} if len(sys.argv) > 6 else {}),
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
         "client.id": sys.argv[4] if len(sys.argv) > 4 else "kip848-member",

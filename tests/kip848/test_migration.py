@@ -65,15 +65,19 @@ def _converged(live: list[Member]) -> bool:
     return sum(len(o) for o in owned) == PARTS and len(union) == PARTS and all(owned)
 
 
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 def test_rolling_upgrade_and_downgrade_of_a_consuming_group(
-    broker: KcoordProcess, tmp_path: Path
+    broker: KcoordProcess, tmp_path: Path, assignor: str
 ) -> None:
+    """The classic members run an eager assignor (they give everything up before rejoining)
+    or a cooperative one (they report what they own, and give up only what moves)."""
     b = broker.bootstrap
     create_topic(b, TOPIC, PARTS)
     everyone: list[Member] = []
 
     def start(name: str, protocol: str) -> Member:
-        m = Member(b, "rolling", TOPIC, name, tmp_path, protocol=protocol)
+        strategy = assignor if protocol == "classic" else None
+        m = Member(b, "rolling", TOPIC, name, tmp_path, protocol=protocol, assignor=strategy)
         everyone.append(m)
         return m
 
