@@ -221,7 +221,8 @@ class Connection(asyncio.Protocol):
         if api is None or not api.supports(version):
             if key == API_VERSIONS:
                 # KIP-511: answer in v0 so the client can learn which versions we speak.
-                self.respond(header.correlation_id, key, 0, unsupported_version_response())
+                protocols = tuple(self.broker.config.get("group.coordinator.rebalance.protocols"))
+                self.respond(header.correlation_id, key, 0, unsupported_version_response(protocols))
             else:
                 self.abort(f"unsupported api key {key} version {version}")
             return

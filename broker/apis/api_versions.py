@@ -33,9 +33,11 @@ def advertised(protocols: tuple[str, ...] | None = None) -> list:
     ]
 
 
-def unsupported_version_response() -> ApiVersionsResponse:
+def unsupported_version_response(protocols: tuple[str, ...]) -> ApiVersionsResponse:
     """The v0 answer to an ApiVersions request at a version we do not know (KIP-511)."""
-    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=advertised())
+    return ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=advertised(protocols)
+    )
 
 
 @serves(ApiKey.API_VERSIONS, 0, 4)
