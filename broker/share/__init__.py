@@ -1,0 +1,8 @@
+"""The share-partition side of share groups (KIP-932) in the broker runtime.
+
+`sessions` holds the share fetch sessions of members (Kafka's ShareSessionCache rules),
+`partitions` one `coordinator.share.partition.SharePartition` per (group, topic id, partition)
+with the timer that expires acquisition locks, and `reads` turns acquired ranges into the
+record batches a ShareFetch answers with. The APIs are `broker/apis/share_fetch.py` and
+`broker/apis/share_acknowledge.py`.
+"""
