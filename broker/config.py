@@ -234,6 +234,23 @@ _SETTINGS: tuple[Setting, ...] = (
             "Session timeout of share group members."),
     Setting("group.share.max.size", "int", 200, _int(1),
             "Most members in one share group."),
+    Setting("group.share.record.lock.duration.ms", "int", 30000, _integer(1000, 3600000),
+            "How long a share consumer holds the records a ShareFetch acquired for it before "
+            "they are released for redelivery."),
+    Setting("group.share.delivery.count.limit", "int", 5, _integer(2, 10),
+            "Deliveries of a record before a share group archives it."),
+    Setting("group.share.partition.max.record.locks", "int", 2000, _integer(100, 10000),
+            "Most records in flight (acquired or awaiting redelivery) in one share-partition."),
+    Setting("group.share.max.share.sessions", "int", 2000, _int(1),
+            "Most share fetch sessions this broker keeps."),
+    Setting("share.coordinator.state.topic.num.partitions", "int", 50, _int(1),
+            "Partitions of __share_group_state; must not change once data exists."),
+    Setting("share.coordinator.snapshot.update.records.per.snapshot", "int", 500,
+            _integer(0, 500),
+            "ShareUpdate records written for a share-partition between two ShareSnapshots."),
+    Setting("share.auto.offset.reset", "enum", "latest", _one_of("earliest", "latest"),
+            "Where a share group starts consuming a partition it has no state for (Kafka's "
+            "group config; here a broker-wide default)."),
     # offsets and __consumer_offsets
     Setting("offsets.topic.num.partitions", "int", 50, _int(1),
             "Partitions of __consumer_offsets; must not change once data exists."),

@@ -142,7 +142,19 @@ class Broker:
             open_log=open_log,
             open_leased=self._group_store.open_leased if clustered else None,
         )
-        state.groups.on_event = self.metrics.on_event
+        metrics_event, share_event = self.metrics.on_event, state.share.on_event
+
+        def on_event(event: object) -> None:
+            metrics_event(event)
+            share_event(event)
+
+        state.groups.on_event = on_event
+        if "share" in cfg.get("group.coordinator.rebalance.protocols") and not clustered:
+            await state.share.open_state_log(
+                self.data_dir,
+                cfg.get("share.coordinator.state.topic.num.partitions"),
+                state.groups.open_log,
+            )
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.groups.start()
         self._peers = PeerClients(f"kcoord-node-{identity.node_id}", peer_security)
@@ -271,6 +283,8 @@ class Broker:
             await self.state.txns.close()
         if self._peers is not None:
             self._peers.close()
+        if self.state is not None and self.state._share is not None:
+            await self.state.share.close()
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:

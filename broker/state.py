@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from broker.security.acls import Authorizer
     from broker.security.credentials import CredentialStore
     from broker.security.oauth import OAuthValidator
+    from broker.share.runtime import ShareRuntime
     from broker.txn_runtime import TxnRuntime
 
 
@@ -34,6 +35,16 @@ class BrokerState:
     authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name is set
     oauth: OAuthValidator | None = None  # when OAUTHBEARER is enabled (broker.security.oauth)
     cluster: ClusterView = None  # type: ignore[assignment]  # set in __post_init__
+    _share: ShareRuntime | None = None
+
+    @property
+    def share(self) -> ShareRuntime:
+        """Share sessions and share-partitions (broker.share), made on first use."""
+        if self._share is None:
+            from broker.share.runtime import ShareRuntime
+
+            self._share = ShareRuntime.from_config(self.config)
+        return self._share
 
     def __post_init__(self) -> None:
         if self.cluster is None:

@@ -13,7 +13,14 @@ API_VERSIONS = int(ApiKey.API_VERSIONS)  # broker/connection.py compares it per 
 # advertised, as Kafka leaves out those of a disabled feature: clients then do not try them.
 PROTOCOL_APIS = {
     "consumer": frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}),
-    "share": frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE}),
+    "share": frozenset(
+        {
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            ApiKey.SHARE_GROUP_DESCRIBE,
+            ApiKey.SHARE_FETCH,
+            ApiKey.SHARE_ACKNOWLEDGE,
+        }
+    ),
 }
 
 

@@ -8,7 +8,8 @@ from protocol.coordinator_records import OFFSETS_TOPIC
 
 MAX_NAME_LENGTH = 249
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_STATE_TOPIC = "__share_group_state"  # protocol.share_state_records.SHARE_STATE_TOPIC
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 # kcoord's own logs (credentials, ACLs) share a storage engine's namespace with the topics.
 RESERVED_PREFIX = "__kcoord"
 

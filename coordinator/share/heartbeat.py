@@ -13,6 +13,7 @@ from coordinator.modern.assignment import EMPTY, to_topic_partitions
 from coordinator.modern.errors import ApiError, invalid_request
 from coordinator.modern.topics import TopicMeta, TopicsImage
 from coordinator.share import assignor, records
+from coordinator.share.events import ShareMemberGone
 from coordinator.share.group import ShareGroup
 from coordinator.share.member import LEAVE_EPOCH, ShareGroupMember
 from protocol.errors import ErrorCode
@@ -211,6 +212,7 @@ def fence(ctx: Ctx, group: ShareGroup, member: ShareGroupMember) -> None:
         ctx.append(*records.subscription_metadata(gid, kept))
     ctx.append(*records.group_epoch(gid, group.group_epoch + 1))
     ctx.cancel(session_key(gid, member.member_id))
+    ctx.events.append(ShareMemberGone(gid, member.member_id))
 
 
 def on_session_timeout(ctx: Ctx, group_id: str, member_id: str) -> None:

@@ -16,6 +16,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import (
     ApiVersionsRequest,
     CreateTopicsRequest,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 )
@@ -23,6 +25,7 @@ from tests.kcoord_process import start_kcoord
 from tests.wire import WireClient
 
 HEARTBEAT, DESCRIBE = ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE
+FETCH, ACK = ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE
 
 
 def _code(r: Any) -> int:
@@ -119,8 +122,79 @@ def test_share_groups_are_off_by_default(tmp_path: Path) -> None:
             served = {
                 k.api_key for k in c.request(ApiKey.API_VERSIONS, 2, ApiVersionsRequest()).api_keys
             }
-            assert HEARTBEAT not in served and DESCRIBE not in served
+            assert not {HEARTBEAT, DESCRIBE, FETCH, ACK} & served
             r = _loaded(lambda: c.request(HEARTBEAT, 1, _join("m1", ["q"])), _code)
             assert r.error_code == ErrorCode.UNSUPPORTED_VERSION
+            f = c.request(FETCH, 1, ShareFetchRequest(group_id="sg", member_id="m1"))
+            assert f.error_code == ErrorCode.UNSUPPORTED_VERSION
+    finally:
+        proc.stop()
+
+
+def test_share_fetch_sessions_and_acknowledgements_over_the_wire(tmp_path: Path) -> None:
+    proc = start_kcoord(
+        tmp_path / "data",
+        "group.coordinator.rebalance.protocols=classic,consumer,share",
+        "share.auto.offset.reset=earliest",
+    )
+    try:
+        with WireClient(proc.host, proc.port) as c:
+            served = {
+                k.api_key for k in c.request(ApiKey.API_VERSIONS, 2, ApiVersionsRequest()).api_keys
+            }
+            assert {FETCH, ACK} <= served
+            topic = CreateTopicsRequest.CreatableTopic(
+                name="q", num_partitions=1, replication_factor=1
+            )
+            created = c.request(
+                ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[topic], timeout_ms=5000)
+            )
+            topic_id = created.topics[0].topic_id
+            part = ShareFetchRequest.FetchPartition
+
+            def fetch(epoch: int, acks: list | None = None, wait: int = 0) -> Any:
+                p = part(partition_index=0, acknowledgement_batches=acks or [])
+                return c.request(
+                    FETCH,
+                    1,
+                    ShareFetchRequest(
+                        group_id="sg",
+                        member_id="m1",
+                        share_session_epoch=epoch,
+                        max_wait_ms=wait,
+                        max_bytes=1 << 20,
+                        max_records=100,
+                        topics=[ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[p])],
+                    ),
+                )
+
+            assert fetch(1).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+            ack = ShareFetchRequest.AcknowledgementBatch(
+                first_offset=0, last_offset=0, acknowledge_types=[1]
+            )
+            assert fetch(0, [ack]).error_code == ErrorCode.INVALID_REQUEST
+            started = time.monotonic()
+            empty = fetch(0, wait=300)  # nothing to acquire: waits, then answers empty
+            assert empty.error_code == 0, empty
+            assert time.monotonic() - started >= 0.25, empty
+            [[p0]] = [t.partitions for t in empty.responses]
+            assert (p0.error_code, p0.acquired_records, p0.records) == (0, [], b"")
+            assert fetch(5).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+            # Acknowledging offsets never acquired (past the share-partition's end).
+            r = fetch(1, [ack])
+            assert r.responses[0].partitions[0].acknowledge_error_code == ErrorCode.INVALID_REQUEST
+            bad = c.request(
+                ACK,
+                1,
+                ShareAcknowledgeRequest(group_id="sg", member_id="m1", share_session_epoch=0),
+            )
+            assert bad.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+            closed = c.request(
+                ACK,
+                1,
+                ShareAcknowledgeRequest(group_id="sg", member_id="m1", share_session_epoch=-1),
+            )
+            assert closed.error_code == 0
+            assert fetch(3).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
     finally:
         proc.stop()

@@ -1,0 +1,83 @@
+"""What ShareFetch and ShareAcknowledge share: resolving the partitions a request names, and
+applying acknowledgements to share-partitions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.context import RequestContext
+from broker.dataplane.partition import Partition
+from broker.security.acls import Operation, ResourceType
+from broker.share.runtime import ShareRuntime
+from coordinator.share.partition import AckRange
+from protocol.errors import ErrorCode
+
+TopicPartition = tuple[uuid.UUID, int]
+
+
+@dataclass(slots=True)
+class Target:
+    """One partition a request names: where it is, or why it cannot be served."""
+
+    topic_id: uuid.UUID
+    index: int
+    part: Partition | None
+    error: ErrorCode
+    acks: list[AckRange] = field(default_factory=list)
+    ack_error: ErrorCode = ErrorCode.NONE
+    named: bool = False  # in this request (an incremental response lists it)
+
+
+def resolve(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Target:
+    topic = ctx.broker.topics.by_id(topic_id)
+    if topic is None:
+        return Target(topic_id, index, None, ErrorCode.UNKNOWN_TOPIC_ID)
+    if not ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name):
+        return Target(topic_id, index, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    store = ctx.broker.data
+    part = store.partition(topic.name, index) if store is not None else None
+    if part is None or part.closed:
+        return Target(topic_id, index, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not part.leading:
+        return Target(topic_id, index, part, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    return Target(topic_id, index, part, ErrorCode.NONE)
+
+
+def ack_ranges(batches) -> list[AckRange]:
+    return [AckRange(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
+
+
+def acknowledge(
+    share: ShareRuntime, group_id: str, member_id: str, t: Target, writes: list[Awaitable[Any]]
+) -> ErrorCode:
+    """Apply t.acks (all or none) and return the partition's acknowledgement error; the write
+    of the changed state goes to `writes` (the answer waits until it is durable)."""
+    if not t.acks:
+        return ErrorCode.NONE
+    if t.error != ErrorCode.NONE:
+        return t.error
+    key = (group_id, t.topic_id, t.index)
+    sp = share.partitions.get(key)
+    if sp is None:
+        return ErrorCode.INVALID_RECORD_STATE  # nothing was ever acquired here
+    result = sp.acknowledge(member_id, t.acks)
+    if result.applied:
+        share.partitions.wake()  # a RELEASE makes records available at once
+        write = share.partitions.persist(key, sp)
+        if write is not None:
+            writes.append(write)
+    return result.error
+
+
+async def durable(writes: list[Awaitable[Any]]) -> bool:
+    """Wait for the state writes; False if one failed."""
+    ok = True
+    for w in writes:
+        try:
+            await w
+        except Exception:
+            ok = False
+    return ok

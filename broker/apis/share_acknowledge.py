@@ -1,0 +1,88 @@
+"""ShareAcknowledge 1 (KIP-932): a share group member's acknowledgements, outside a fetch.
+
+The member's share session must exist: epoch N is the expected next epoch and moves it on;
+-1 applies the acknowledgements, then closes the session and releases every record the member
+still holds; 0 is INVALID_SHARE_SESSION_EPOCH (only a ShareFetch opens a session). Each
+partition's acknowledgements are applied all or none; its error code says how they went."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable
+from typing import Any
+
+from broker.apis._consumer_groups import share_groups_enabled
+from broker.apis._share import Target, ack_ranges, acknowledge, durable, resolve
+from broker.context import RequestContext
+from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
+from broker.share.sessions import ShareSessionError
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+
+Resp = ShareAcknowledgeResponse
+
+
+def _error(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeResponse:
+    return Resp(error_code=code, error_message=message, responses=[], node_endpoints=[])
+
+
+@serves(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
+def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
+    if not share_groups_enabled(ctx):
+        return _error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled.")
+    if not req.group_id or not req.member_id:
+        return _error(ErrorCode.INVALID_REQUEST, "group id and member id are required")
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    share = ctx.broker.share
+    try:
+        step = share.sessions.acknowledge(req.group_id, req.member_id, req.share_session_epoch)
+    except ShareSessionError as e:
+        return _error(e.code, str(e))
+    named: dict[tuple[uuid.UUID, int], Target] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.topic_id, p.partition_index)
+            target = named.get(key)
+            if target is None:
+                target = named[key] = resolve(ctx, t.topic_id, p.partition_index)
+            target.acks.extend(ack_ranges(p.acknowledgement_batches))
+    topics: dict[uuid.UUID, list[ShareAcknowledgeResponse.PartitionData]] = {}
+    writes: list[Awaitable[Any]] = []
+    for target in named.values():
+        code = acknowledge(share, req.group_id, req.member_id, target, writes)
+        topics.setdefault(target.topic_id, []).append(
+            Resp.PartitionData(
+                partition_index=target.index,
+                error_code=code,
+                current_leader=Resp.LeaderIdAndEpoch(
+                    leader_id=ctx.broker.node_id if target.part is not None else -1,
+                    leader_epoch=0 if target.part is not None else -1,
+                ),
+            )
+        )
+    if step.closed:
+        share.partitions.release_member(req.group_id, req.member_id)
+    resp = Resp(
+        responses=[
+            Resp.ShareAcknowledgeTopicResponse(topic_id=tid, partitions=parts)
+            for tid, parts in topics.items()
+        ],
+        node_endpoints=[],
+    )
+    if not writes:
+        return resp
+    return _after(writes, resp)
+
+
+async def _after(writes: list[Awaitable[Any]], resp: ShareAcknowledgeResponse):
+    """The answer once the acknowledgements are durable (a failed write: the partitions'
+    errors say so)."""
+    if not await durable(writes):
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.error_code == ErrorCode.NONE:
+                    p.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return resp

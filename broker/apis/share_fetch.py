@@ -1,0 +1,244 @@
+"""ShareFetch 1 (KIP-932): acknowledge, then acquire records for a share group's member.
+
+* The member's share session (broker/share/sessions.py) decides which partitions the request
+  fetches: those it names when it opens a session (epoch 0), every partition of the session
+  otherwise. Session errors are the response's error code. Epoch -1 applies the request's
+  acknowledgements, closes the session and releases every record the member holds.
+* Piggy-backed acknowledgements are applied first, per partition all or none, and their
+  outcome is the partition's acknowledge_error_code.
+* Acquisition: per partition, in-flight records available again first, then new ones from the
+  share-partition's end up to the high watermark, in whole batches read through the data
+  plane's `TopicLog.read` (as Fetch reads them), up to max_records over the request and about
+  max_bytes (at least one batch). The response carries the batches holding the acquired
+  ranges; the client keeps only the records inside `acquired_records`.
+* With nothing acquired the request waits up to max_wait_ms, woken by an append to one of its
+  partitions or by records becoming available again (released, lock expired).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar
+
+from broker.apis._consumer_groups import share_groups_enabled
+from broker.apis._share import Target, ack_ranges, acknowledge, durable, resolve
+from broker.context import RequestContext
+from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
+from broker.share.partitions import now_ms
+from broker.share.reads import new_records_bound, read_ranges
+from broker.share.sessions import ShareSessionError
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import ShareFetchRequest, ShareFetchResponse
+from storage.partitionlog import NeedsRead
+
+Resp = ShareFetchResponse
+T = TypeVar("T")
+_CHUNK = 1 << 20  # bytes read at a time while collecting the batches of acquired ranges
+
+
+def _error(code: ErrorCode, message: str | None = None) -> ShareFetchResponse:
+    return Resp(error_code=code, error_message=message, responses=[], node_endpoints=[])
+
+
+@serves(ApiKey.SHARE_FETCH, 1, 1)
+def handle(ctx: RequestContext, req: ShareFetchRequest):
+    if not share_groups_enabled(ctx):
+        return _error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled.")
+    if not req.group_id or not req.member_id:
+        return _error(ErrorCode.INVALID_REQUEST, "group id and member id are required")
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    share = ctx.broker.share
+    group_id, member_id = req.group_id, req.member_id
+
+    named: dict[tuple[uuid.UUID, int], Target] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.topic_id, p.partition_index)
+            target = named.get(key)
+            if target is None:
+                target = named[key] = resolve(ctx, t.topic_id, p.partition_index)
+                target.named = True
+            target.acks.extend(ack_ranges(p.acknowledgement_batches))
+    forgotten = [(f.topic_id, p) for f in req.forgotten_topics_data for p in f.partitions]
+    has_acks = any(t.acks for t in named.values())
+    try:
+        step = share.sessions.fetch(
+            group_id, member_id, req.share_session_epoch, named, forgotten, has_acks
+        )
+    except ShareSessionError as e:
+        return _error(e.code, str(e))
+
+    writes: list[Awaitable[Any]] = []
+    for target in named.values():
+        target.ack_error = acknowledge(share, group_id, member_id, target, writes)
+    if step.closed:
+        share.partitions.release_member(group_id, member_id)
+        return _acked(writes, _response(ctx, list(named.values()), {}, full=True))
+    assert step.session is not None
+    targets = [named.get(tp) or resolve(ctx, tp[0], tp[1]) for tp in step.session.partitions]
+    return _fetch(ctx, req, targets, writes, full=step.full)
+
+
+async def _acked(writes: list[Awaitable[Any]], resp: ShareFetchResponse) -> ShareFetchResponse:
+    _ack_failures(await durable(writes), resp)
+    return resp
+
+
+def _ack_failures(ok: bool, resp: ShareFetchResponse) -> None:
+    """A failed state write: the acknowledgements are not known to be kept."""
+    if ok:
+        return
+    for t in resp.responses:
+        for p in t.partitions:
+            if p.acknowledge_error_code == ErrorCode.NONE:
+                p.acknowledge_error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+async def _fetch(
+    ctx: RequestContext,
+    req: ShareFetchRequest,
+    targets: list[Target],
+    writes: list[Awaitable[Any]],
+    *,
+    full: bool,
+) -> ShareFetchResponse:
+    share = ctx.broker.share
+    acked = await durable(writes)  # the acknowledgements are durable before anything else
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+    session = share.sessions.get(req.group_id or "", req.member_id or "")
+    while True:
+        if share.sessions.get(req.group_id or "", req.member_id or "") is not session:
+            # Closed or replaced while this request waited: acquire nothing for it.
+            return _answer(ctx, targets, {}, full, acked)
+        got = await _acquire(ctx, req, targets)
+        if any(got.values()) or req.max_wait_ms <= 0 or loop.time() >= deadline:
+            return _answer(ctx, targets, got, full, acked)
+        parts = [t.part for t in targets if t.part is not None and t.error == ErrorCode.NONE]
+        if not parts:
+            return _answer(ctx, targets, got, full, acked)
+        waiter: asyncio.Future[None] = loop.create_future()
+        for p in parts:
+            p.waiters.add(waiter)
+        share.partitions.waiters.add(waiter)
+        timer = loop.call_at(deadline, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            for p in parts:
+                p.waiters.discard(waiter)
+            share.partitions.waiters.discard(waiter)
+
+
+def _answer(
+    ctx: RequestContext,
+    targets: list[Target],
+    got: dict[tuple[uuid.UUID, int], Acquired],
+    full: bool,
+    acked: bool,
+) -> ShareFetchResponse:
+    resp = _response(ctx, targets, got, full=full)
+    _ack_failures(acked, resp)
+    return resp
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _loaded(fn: Callable[[], T]) -> T:
+    """fn(), after loading what a storage engine must read first (PostgreSQL)."""
+    for _ in range(64):
+        try:
+            return fn()
+        except NeedsRead as e:
+            await e.log.load(e.offset, e.max_bytes)
+    raise RuntimeError("a share fetch kept needing reads")
+
+
+Acquired = tuple[list[ShareFetchResponse.AcquiredRecords], bytes]
+
+
+async def _acquire(
+    ctx: RequestContext, req: ShareFetchRequest, targets: list[Target]
+) -> dict[tuple[uuid.UUID, int], Acquired]:
+    share = ctx.broker.share
+    group_id, member_id = req.group_id or "", req.member_id or ""
+    records_left = req.max_records if req.max_records > 0 else 500
+    bytes_left = min(req.max_bytes, ctx.broker.config.get("fetch.max.bytes"))
+    got: dict[tuple[uuid.UUID, int], Acquired] = {}
+    for t in targets:
+        if t.error != ErrorCode.NONE or t.part is None or records_left <= 0 or bytes_left <= 0:
+            continue
+        part = t.part
+        log = part.log
+        key = (group_id, t.topic_id, t.index)
+        sp = share.partitions.get_or_create(key, log.log_start_offset, log.high_watermark)
+        sp.advance_start(log.log_start_offset)
+        bound = await _loaded(
+            partial(new_records_bound, log, sp.end_offset, log.high_watermark, bytes_left)
+        )
+        # No await between the bound and the acquisition: the bound is for this end offset.
+        if bound < sp.end_offset:
+            bound = sp.end_offset
+        ranges = sp.acquire(member_id, bound, records_left, now_ms())
+        if not ranges:
+            continue
+        share.partitions.changed(sp)
+        share.partitions.persist(key, sp)  # the delivery counts: not waited for
+        data = await _loaded(partial(read_ranges, log, ranges, _CHUNK))
+        records_left -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+        bytes_left -= len(data)
+        acquired = [
+            Resp.AcquiredRecords(
+                first_offset=r.first_offset,
+                last_offset=r.last_offset,
+                delivery_count=r.delivery_count,
+            )
+            for r in ranges
+        ]
+        got[t.topic_id, t.index] = (acquired, data)
+    return got
+
+
+def _response(
+    ctx: RequestContext,
+    targets: list[Target],
+    got: dict[tuple[uuid.UUID, int], Acquired],
+    *,
+    full: bool,
+) -> ShareFetchResponse:
+    topics: dict[uuid.UUID, list[ShareFetchResponse.PartitionData]] = {}
+    for t in targets:
+        acquired, data = got.get((t.topic_id, t.index), ([], b""))
+        if not full and not t.named and not acquired and t.error == ErrorCode.NONE:
+            continue  # an incremental response lists what changed
+        topics.setdefault(t.topic_id, []).append(
+            Resp.PartitionData(
+                partition_index=t.index,
+                error_code=t.error,
+                acknowledge_error_code=t.ack_error,
+                current_leader=Resp.LeaderIdAndEpoch(
+                    leader_id=ctx.broker.node_id if t.part is not None else -1,
+                    leader_epoch=0 if t.part is not None else -1,
+                ),
+                records=data,
+                acquired_records=acquired,
+            )
+        )
+    return Resp(
+        acquisition_lock_timeout_ms=ctx.broker.share.partitions.lock_duration_ms,
+        responses=[
+            Resp.ShareFetchableTopicResponse(topic_id=tid, partitions=parts)
+            for tid, parts in topics.items()
+        ],
+        node_endpoints=[],
+    )

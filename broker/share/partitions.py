@@ -1,0 +1,185 @@
+"""The share-partitions of this broker: one `SharePartition` per (group, topic id, partition),
+created on first use, and the timer that expires their acquisition locks.
+
+The start offset of a new share-partition comes from share.auto.offset.reset (`latest`, the
+default: the high watermark; `earliest`: the log start). Time is the event loop's clock in ms;
+the partitions themselves never read it. Whoever may now find records (a parked ShareFetch)
+waits on `waiters`, woken when records become available again (released, lock expired).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from coordinator.share.partition import SharePartition, SharePartitionConfig
+
+if TYPE_CHECKING:
+    from broker.share.state_log import ShareStateLog
+
+Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSettings:
+    """The broker settings share-partitions follow (Kafka's names)."""
+
+    partition: SharePartitionConfig
+    auto_offset_reset: str = "latest"  # share.auto.offset.reset
+    # share.coordinator.snapshot.update.records.per.snapshot
+    updates_per_snapshot: int = 500
+
+    @classmethod
+    def from_config(cls, cfg) -> ShareSettings:
+        return cls(
+            SharePartitionConfig(
+                max_in_flight_records=cfg.get("group.share.partition.max.record.locks"),
+                delivery_count_limit=cfg.get("group.share.delivery.count.limit"),
+                record_lock_duration_ms=cfg.get("group.share.record.lock.duration.ms"),
+            ),
+            cfg.get("share.auto.offset.reset"),
+            cfg.get("share.coordinator.snapshot.update.records.per.snapshot"),
+        )
+
+
+def now_ms() -> int:
+    return int(asyncio.get_running_loop().time() * 1000)
+
+
+class SharePartitions:
+    def __init__(self, settings: ShareSettings) -> None:
+        self.settings = settings
+        self.partitions: dict[Key, SharePartition] = {}
+        self.waiters: set[asyncio.Future[None]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self.state_log: ShareStateLog | None = None  # persistence, when the broker has it
+        self._updates: dict[Key, int] = {}  # updates written since the key's last snapshot
+
+    @property
+    def lock_duration_ms(self) -> int:
+        return self.settings.partition.record_lock_duration_ms
+
+    def get(self, key: Key) -> SharePartition | None:
+        return self.partitions.get(key)
+
+    def get_or_create(self, key: Key, log_start: int, high_watermark: int) -> SharePartition:
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp
+        stored = self.state_log.states.pop(key, None) if self.state_log is not None else None
+        if stored is not None:
+            sp = SharePartition.restore(stored, self.settings.partition)
+            sp.advance_start(log_start)
+            self.partitions[key] = sp
+            self.persist(key, sp)
+            return sp
+        start = log_start if self.settings.auto_offset_reset == "earliest" else high_watermark
+        sp = self.partitions[key] = SharePartition(start, self.settings.partition)
+        self._snapshot(key, sp)
+        return sp
+
+    # ---- persistence
+
+    def persist(self, key: Key, sp: SharePartition) -> Awaitable[Any] | None:
+        """Write what changed in sp since the last write (an update, or a snapshot every
+        updates_per_snapshot updates); the awaitable completes once it is durable."""
+        if self.state_log is None:
+            sp.take_update()  # keep the change list from growing
+            return None
+        if self._updates.get(key, 0) >= self.settings.updates_per_snapshot:
+            return self._snapshot(key, sp)
+        update = sp.take_update()
+        if update is None:
+            return None
+        from broker.share.state_log import update_record
+
+        self._updates[key] = self._updates.get(key, 0) + 1
+        epoch = self.state_log.snapshot_epochs.get(key, 0)
+        return self.state_log.write(key, [update_record(key, update, epoch)])
+
+    def _snapshot(self, key: Key, sp: SharePartition) -> Awaitable[Any] | None:
+        sp.take_update()
+        if self.state_log is None:
+            return None
+        from broker.share.state_log import snapshot_record
+
+        epochs = self.state_log.snapshot_epochs
+        epochs[key] = epochs.get(key, -1) + 1
+        self._updates[key] = 0
+        return self.state_log.write(key, [snapshot_record(key, sp.snapshot(), epochs[key])])
+
+    def persist_all(self) -> list[Awaitable[Any]]:
+        writes = [self.persist(k, sp) for k, sp in self.partitions.items()]
+        return [w for w in writes if w is not None]
+
+    def release_member(self, group_id: str, member_id: str) -> int:
+        """Make every record the member holds in any partition of its group available."""
+        released = 0
+        for key, sp in self.partitions.items():
+            if key[0] == group_id:
+                released += sp.release_member(member_id)
+                self.persist(key, sp)
+        if released:
+            self.wake()
+        return released
+
+    def drop_topic(self, topic_id: uuid.UUID) -> None:
+        for key in [k for k in self.partitions if k[1] == topic_id]:
+            del self.partitions[key]
+
+    def keys_of_group(self, group_id: str) -> Iterable[Key]:
+        return [k for k in self.partitions if k[0] == group_id]
+
+    # ---- waking parked fetches
+
+    def wake(self) -> None:
+        if self.waiters:
+            waiters, self.waiters = self.waiters, set()
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    # ---- acquisition lock expiry
+
+    def changed(self, sp: SharePartition) -> None:
+        """A call acquired records of sp: arm the expiry timer for its earliest lock."""
+        deadline = sp.next_deadline()
+        if deadline is None:
+            return
+        if self._timer_at is not None and self._timer_at <= deadline:
+            return
+        self._arm(deadline)
+
+    def _arm(self, deadline: int) -> None:
+        loop = asyncio.get_running_loop()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        delay = max(0.0, (deadline - now_ms() + 1) / 1000)
+        self._timer = loop.call_later(delay, self._expire)
+
+    def _expire(self) -> None:
+        self._timer, self._timer_at = None, None
+        now = now_ms()
+        released = 0
+        earliest: int | None = None
+        for key, sp in self.partitions.items():
+            released += sp.expire(now)
+            self.persist(key, sp)
+            d = sp.next_deadline()
+            if d is not None and (earliest is None or d < earliest):
+                earliest = d
+        if released:
+            self.wake()
+        if earliest is not None:
+            self._arm(earliest)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.wake()

@@ -1,0 +1,67 @@
+"""What the share APIs reach through `BrokerState.share`: the session cache and the
+share-partitions, and the reaction to a member leaving its share group."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from broker.share.partitions import SharePartitions, ShareSettings
+from broker.share.sessions import ShareSession, ShareSessionCache
+from broker.share.state_log import Opener, ShareStateLog
+from coordinator.share.events import ShareMemberGone
+from storage.logconfig import LogConfig
+
+# How long a member that left its share group keeps its share session (see member_gone).
+MEMBER_GONE_GRACE_S = 5.0
+
+
+class ShareRuntime:
+    def __init__(self, settings: ShareSettings, max_sessions: int = 2000) -> None:
+        self.sessions = ShareSessionCache(max_sessions)
+        self.partitions = SharePartitions(settings)
+
+    @classmethod
+    def from_config(cls, cfg) -> ShareRuntime:
+        return cls(ShareSettings.from_config(cfg), cfg.get("group.share.max.share.sessions"))
+
+    def on_event(self, event: Any) -> None:
+        """A group runtime event: a member that left its share group (or was fenced) loses
+        its session and its acquired records."""
+        if isinstance(event, ShareMemberGone):
+            self.member_gone(event.group_id, event.member_id)
+
+    def member_gone(self, group_id: str, member_id: str) -> None:
+        """Release the member's records. A member with an open share session gets a grace
+        period first: librdkafka's share consumer sends its leave heartbeat and the
+        ShareAcknowledge (epoch -1) that carries its last acknowledgements at the same time,
+        and the heartbeat often arrives first; releasing at once would make those
+        acknowledgements fail. The session's close releases the records instead, or, if it
+        never comes (a fenced member), the end of the grace period."""
+        session = self.sessions.get(group_id, member_id)
+        if session is None:
+            self.partitions.release_member(group_id, member_id)
+            return
+        loop = asyncio.get_running_loop()
+        loop.call_later(MEMBER_GONE_GRACE_S, self._gone_for_good, group_id, member_id, session)
+
+    def _gone_for_good(self, group_id: str, member_id: str, session: ShareSession) -> None:
+        if self.sessions.get(group_id, member_id) is session:
+            self.sessions.remove(group_id, member_id)
+            self.partitions.release_member(group_id, member_id)
+
+    async def open_state_log(self, data_dir: Path, partitions: int, open_log: Opener) -> None:
+        """Replay `__share_group_state` (broker/share/state_log.py); from now on every
+        share-partition's changes are written there."""
+        state_log = ShareStateLog(
+            data_dir, partitions, LogConfig(segment_bytes=100 * 1024 * 1024), open_log
+        )
+        await state_log.load()
+        self.partitions.state_log = state_log
+
+    async def close(self) -> None:
+        self.partitions.close()
+        state_log, self.partitions.state_log = self.partitions.state_log, None
+        if state_log is not None:
+            await state_log.close()

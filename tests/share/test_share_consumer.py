@@ -1,0 +1,249 @@
+"""confluent-kafka's ShareConsumer (librdkafka's share consumer) against a real kcoord:
+ShareGroupHeartbeat, ShareFetch and ShareAcknowledge end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("this confluent-kafka has no ShareConsumer", allow_module_level=True)
+
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.kcoord_process import KcoordProcess, start_kcoord  # noqa: E402
+
+SHARE = "group.coordinator.rebalance.protocols=classic,consumer,share"
+LOCK_MS = 2000
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[KcoordProcess]:
+    proc = start_kcoord(tmp_path / "data", SHARE, f"group.share.record.lock.duration.ms={LOCK_MS}")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _bootstrap(proc: KcoordProcess) -> str:
+    return f"{proc.host}:{proc.port}"
+
+
+def _topic(proc: KcoordProcess, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": _bootstrap(proc)})
+    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        f.result(10)
+
+
+def _produce(proc: KcoordProcess, topic: str, values: list[str]) -> None:
+    p = Producer({"bootstrap.servers": _bootstrap(proc), "linger.ms": 5})
+    for v in values:
+        p.produce(topic, value=v.encode())
+    assert p.flush(10) == 0
+
+
+def _consumer(proc: KcoordProcess, group: str, **conf: str) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": _bootstrap(proc), "group.id": group, **conf})
+    return c
+
+
+def _values(msgs) -> list[str]:
+    out = []
+    for m in msgs:
+        assert m.error() is None, m.error()
+        out.append(m.value().decode())
+    return out
+
+
+def test_three_consumers_share_every_record_produced_after_they_joined(
+    broker: KcoordProcess,
+) -> None:
+    _topic(broker, "q")
+    _produce(broker, "q", [f"early-{i}" for i in range(20)])  # before: latest skips them
+    consumers = [_consumer(broker, "sg") for _ in range(3)]
+    for c in consumers:
+        c.subscribe(["q"])
+    got: list[list[str]] = [[] for _ in consumers]
+    produced = threading.Event()
+    stop = threading.Event()
+
+    def run(i: int) -> None:
+        c = consumers[i]
+        while not stop.is_set():
+            got[i].extend(_values(c.poll(0.2)))  # the previous poll's records: ACCEPTed
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(3)  # every member joined and fetched once: the share-partition starts here
+        values = [f"v-{i}" for i in range(300)]
+        for chunk in range(0, 300, 30):
+            _produce(broker, "q", values[chunk : chunk + 30])
+        produced.set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(len(g) for g in got) < 300:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    for c in consumers:
+        c.commit_sync(10)
+        c.close()
+    everything = [v for g in got for v in g]
+    assert sorted(everything) == sorted(values)  # each exactly once, none of the early ones
+
+
+def test_earliest_from_the_log_start(tmp_path: Path) -> None:
+    proc = start_kcoord(tmp_path / "data", SHARE, "share.auto.offset.reset=earliest")
+    try:
+        _topic(proc, "q")
+        _produce(proc, "q", [f"v-{i}" for i in range(50)])
+        c = _consumer(proc, "sg")
+        c.subscribe(["q"])
+        got: list[str] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 50 and time.monotonic() < deadline:
+            got.extend(_values(c.poll(0.5)))
+        c.commit_sync(10)
+        c.close()
+        assert got == [f"v-{i}" for i in range(50)]
+    finally:
+        proc.stop()
+
+
+def _poll_until(c: ShareConsumer, n: int, timeout: float = 20) -> list:
+    msgs: list = []
+    deadline = time.monotonic() + timeout
+    while len(msgs) < n and time.monotonic() < deadline:
+        batch = list(c.poll(0.5))
+        for m in batch:
+            assert m.error() is None, m.error()
+        msgs.extend(batch)
+    return msgs
+
+
+def test_explicit_release_redelivers_and_reject_archives(tmp_path: Path) -> None:
+    proc = start_kcoord(tmp_path / "data", SHARE, "share.auto.offset.reset=earliest")
+    try:
+        _topic(proc, "q")
+        _produce(proc, "q", [f"v-{i}" for i in range(10)])
+        c = _consumer(proc, "sg", **{"share.acknowledgement.mode": "explicit"})
+        c.subscribe(["q"])
+        first = _poll_until(c, 10)
+        assert [m.value().decode() for m in first] == [f"v-{i}" for i in range(10)]
+        assert all(m.delivery_count() == 1 for m in first)
+        for m in first:
+            if m.offset() == 3:
+                c.acknowledge(m, AcknowledgeType.RELEASE)
+            elif m.offset() == 7:
+                c.acknowledge(m, AcknowledgeType.REJECT)
+            else:
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync(10)
+        again = _poll_until(c, 1)
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(3, 2)]
+        for m in again:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync(10)
+        # Offset 7 was rejected: it never comes back, even after the lock duration.
+        later = _poll_until(c, 1, timeout=LOCK_MS / 1000 + 2)
+        assert later == []
+        c.close()
+    finally:
+        proc.stop()
+
+
+_HOLDER = """
+import sys, time
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "sg",
+                   "share.acknowledgement.mode": "explicit"})
+c.subscribe(["q"])
+held = []
+deadline = time.monotonic() + 30
+while not held and time.monotonic() < deadline:
+    held = [m.offset() for m in c.poll(0.5) if m.error() is None]
+print("HELD", ",".join(map(str, held)), flush=True)
+time.sleep(600)
+"""
+
+
+def test_records_of_a_killed_consumer_come_back_after_the_lock_duration(
+    broker: KcoordProcess,
+) -> None:
+    _topic(broker, "q")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, _bootstrap(broker)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(3)  # joined and fetching: the share-partition starts at the log end
+        _produce(broker, "q", [f"v-{i}" for i in range(5)])
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        assert line.startswith("HELD "), line
+        held = [int(o) for o in line.split()[1].split(",")]
+        assert held == list(range(5))
+        holder.kill()  # SIGKILL: no acknowledgement, no leave
+        holder.wait(10)
+        killed_at = time.monotonic()
+        other = _consumer(broker, "sg")
+        other.subscribe(["q"])
+        msgs = _poll_until(other, 5, timeout=20)
+        waited = time.monotonic() - killed_at
+        assert sorted(m.offset() for m in msgs) == held
+        assert all(m.delivery_count() == 2 for m in msgs)
+        assert waited < LOCK_MS / 1000 + 10
+        other.commit_sync(10)
+        other.close()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(10)
+
+
+def test_a_broker_restart_keeps_acknowledgements_and_redelivers_the_rest(
+    tmp_path: Path,
+) -> None:
+    settings = (SHARE, "share.auto.offset.reset=earliest")
+    proc = start_kcoord(tmp_path / "data", *settings)
+    try:
+        _topic(proc, "q")
+        _produce(proc, "q", [f"v-{i}" for i in range(10)])
+        c = _consumer(proc, "sg", **{"share.acknowledgement.mode": "explicit"})
+        c.subscribe(["q"])
+        first = _poll_until(c, 10)
+        assert [m.offset() for m in first] == list(range(10))
+        for m in first:
+            if m.offset() < 4:
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            elif m.offset() == 4:
+                c.acknowledge(m, AcknowledgeType.REJECT)
+        # 5-9 stay acquired: not acknowledged before the broker goes.
+        c.commit_sync(10)
+    finally:
+        proc.stop()
+    port = proc.port
+    proc = start_kcoord(tmp_path / "data", *settings, port=port)
+    try:
+        other = _consumer(proc, "sg")
+        other.subscribe(["q"])
+        msgs = _poll_until(other, 5, timeout=20)
+        assert [(m.offset(), m.delivery_count()) for m in msgs] == [(o, 2) for o in range(5, 10)]
+        other.commit_sync(10)
+        assert _poll_until(other, 1, timeout=2) == []
+        other.close()
+    finally:
+        proc.stop()
