@@ -2,7 +2,8 @@
 
 `sessions` holds the share fetch sessions of members (Kafka's ShareSessionCache rules),
 `partitions` one `coordinator.share.partition.SharePartition` per (group, topic id, partition)
-with the timer that expires acquisition locks, and `reads` turns acquired ranges into the
-record batches a ShareFetch answers with. The APIs are `broker/apis/share_fetch.py` and
-`broker/apis/share_acknowledge.py`.
+with the timer that expires acquisition locks, `reads` turns acquired ranges into the
+record batches a ShareFetch answers with, `state_log` keeps share-partitions in
+`__share_group_state`, and `runtime` (`BrokerState.share`) holds them together. The APIs
+are `broker/apis/share_fetch.py` and `broker/apis/share_acknowledge.py`.
 """
