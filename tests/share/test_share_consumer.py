@@ -11,15 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-if not hasattr(confluent_kafka, "ShareConsumer"):
-    pytest.skip("this confluent-kafka has no ShareConsumer", allow_module_level=True)
-
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-from tests.kcoord_process import KcoordProcess, start_kcoord  # noqa: E402
+from tests.kcoord_process import KcoordProcess, start_kcoord
 
 SHARE = "group.coordinator.rebalance.protocols=classic,consumer,share"
 LOCK_MS = 2000
