@@ -248,6 +248,11 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("share.coordinator.snapshot.update.records.per.snapshot", "int", 500,
             _integer(0, 500),
             "ShareUpdate records written for a share-partition between two ShareSnapshots."),
+    Setting("share.coordinator.cold.partition.snapshot.interval.ms", "int", 300000, _int(1),
+            "Age of a share-partition's latest ShareSnapshot after which a new one is written, "
+            "so that idle share-partitions do not hold back pruning."),
+    Setting("share.coordinator.state.topic.prune.interval.ms", "int", 300000, _int(1),
+            "How often the redundant prefix of each __share_group_state partition is deleted."),
     Setting("share.auto.offset.reset", "enum", "latest", _one_of("earliest", "latest"),
             "Where a share group starts consuming a partition it has no state for (Kafka's "
             "group config; here a broker-wide default)."),

@@ -14,6 +14,7 @@ import itertools
 import logging
 import operator
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
@@ -376,7 +377,7 @@ class GroupRuntime:
             _replay_open_txn(path, shard, pid, records, latest)
         return shard, count
 
-    def on_topic_deleted(self, name: str, partitions: int) -> None:
+    def on_topic_deleted(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
         """Tombstones for every group's offsets of a deleted topic, as Kafka's coordinator
         writes on a topic deletion. Written now on the loaded shards, so a commit to a topic
         of that name created again afterwards comes later in the log; a shard still loading

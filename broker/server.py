@@ -156,6 +156,7 @@ class Broker:
                 state.groups.open_log,
             )
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
+        state.data.on_topic_deleted.append(state.share.on_topic_deleted)
         state.groups.start()
         self._peers = PeerClients(f"kcoord-node-{identity.node_id}", peer_security)
         state.txns = TxnRuntime(

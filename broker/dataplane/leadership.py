@@ -87,10 +87,11 @@ async def refresh(store: TopicStore) -> None:
                 store.apply_settings(name, TopicSettings.resolve(store.config, mine.configs))
         if rec.partitions > have:
             await store._open_partitions(name, have, rec.partitions, leading=False)
-    for name in [n for n, r in known.items() if not r.internal and n not in fresh.topics]:
+    gone = [(n, r.topic_id) for n, r in known.items() if not r.internal and n not in fresh.topics]
+    for name, topic_id in gone:
         await _forget(store, name)
         for listener in store.on_topic_deleted:
-            listener(name, 0)
+            listener(name, 0, topic_id)
     store.catalog.producer_id_block_end = max(
         store.catalog.producer_id_block_end, fresh.producer_id_block_end
     )

@@ -110,7 +110,7 @@ class TopicStore:
         self.now_ms = now_ms
         # Called with (topic name, partition count) after a topic is deleted, so the group
         # runtime can drop committed offsets of it.
-        self.on_topic_deleted: list[Callable[[str, int], None]] = []
+        self.on_topic_deleted: list[Callable[[str, int, uuid.UUID], None]] = []
         self._admin = asyncio.Lock()
         self._admin_tasks: set[asyncio.Future] = set()
         self.maintenance = Maintenance(
@@ -449,7 +449,7 @@ class TopicStore:
             log.info("deleted topic %s", name)
         for listener in self.on_topic_deleted:
             try:
-                listener(name, topic.partitions)
+                listener(name, topic.partitions, topic.topic_id)
             except Exception:
                 log.exception("topic deletion listener failed")
         return topic

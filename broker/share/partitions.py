@@ -105,12 +105,10 @@ class SharePartitions:
         sp.take_update()
         if self.state_log is None:
             return None
-        from broker.share.state_log import snapshot_record
-
         epochs = self.state_log.snapshot_epochs
         epochs[key] = epochs.get(key, -1) + 1
         self._updates[key] = 0
-        return self.state_log.write(key, [snapshot_record(key, sp.snapshot(), epochs[key])])
+        return self.state_log.write_snapshot(key, sp.snapshot(), epochs[key])
 
     def persist_all(self) -> list[Awaitable[Any]]:
         writes = [self.persist(k, sp) for k, sp in self.partitions.items()]
@@ -128,11 +126,64 @@ class SharePartitions:
         return released
 
     def drop_topic(self, topic_id: uuid.UUID) -> None:
-        for key in [k for k in self.partitions if k[1] == topic_id]:
-            del self.partitions[key]
+        """The topic is deleted: every group's share-partitions of it go, with their state."""
+        self.forget(k for k in self.known_keys() if k[1] == topic_id)
+
+    def drop_group(self, group_id: str) -> None:
+        """The share group is deleted: its share-partitions go, with their state."""
+        self.forget(k for k in self.known_keys() if k[0] == group_id)
+
+    def forget(self, keys: Iterable[Key]) -> list[Awaitable[Any]]:
+        """Delete these share-partitions and their persisted state (a fetch after this
+        starts afresh, per share.auto.offset.reset)."""
+        writes = []
+        for key in list(keys):
+            self.partitions.pop(key, None)
+            self._updates.pop(key, None)
+            if self.state_log is not None:
+                w = self.state_log.delete(key)
+                if w is not None:
+                    writes.append(w)
+        return writes
+
+    def known_keys(self) -> set[Key]:
+        """Every share-partition with a state: in use, or stored and not yet read."""
+        keys = set(self.partitions)
+        if self.state_log is not None:
+            keys.update(self.state_log.states)
+        return keys
 
     def keys_of_group(self, group_id: str) -> Iterable[Key]:
         return [k for k in self.partitions if k[0] == group_id]
+
+    # ---- keeping __share_group_state short
+
+    def snapshot_cold(self, now: int, older_than_ms: int) -> list[Awaitable[Any]]:
+        """A fresh snapshot for every share-partition whose latest one is older than
+        older_than_ms, so that an idle share-partition does not keep the state log from being
+        pruned (share.coordinator.cold.partition.snapshot.interval.ms)."""
+        state_log = self.state_log
+        if state_log is None:
+            return []
+        writes: list[Awaitable[Any] | None] = []
+        for key in self.known_keys():
+            age = state_log.snapshot_age(key, now)
+            if age is None or age < older_than_ms:
+                continue  # fresh, or its first snapshot is still being written
+            sp = self.partitions.get(key)
+            if sp is not None:
+                writes.append(self._snapshot(key, sp))
+            else:
+                epochs = state_log.snapshot_epochs
+                epochs[key] = epochs.get(key, -1) + 1
+                writes.append(state_log.write_snapshot(key, state_log.states[key], epochs[key]))
+        return [w for w in writes if w is not None]
+
+    async def prune_state_log(self) -> int:
+        """Drop the prefix of __share_group_state no share-partition needs any more."""
+        if self.state_log is None:
+            return 0
+        return await self.state_log.prune(self.known_keys())
 
     # ---- waking parked fetches
 

@@ -4,33 +4,57 @@ share-partitions, and the reaction to a member leaving its share group."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from broker.share.partitions import SharePartitions, ShareSettings
+from broker.share.partitions import SharePartitions, ShareSettings, now_ms
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import Opener, ShareStateLog
-from coordinator.share.events import ShareMemberGone
+from coordinator.share.events import ShareGroupDeleted, ShareMemberGone
 from storage.logconfig import LogConfig
+
+log = logging.getLogger("kcoord.share")
 
 # How long a member that left its share group keeps its share session (see member_gone).
 MEMBER_GONE_GRACE_S = 5.0
 
 
 class ShareRuntime:
-    def __init__(self, settings: ShareSettings, max_sessions: int = 2000) -> None:
+    def __init__(
+        self,
+        settings: ShareSettings,
+        max_sessions: int = 2000,
+        cold_snapshot_interval_ms: int = 300_000,
+        prune_interval_ms: int = 300_000,
+    ) -> None:
         self.sessions = ShareSessionCache(max_sessions)
         self.partitions = SharePartitions(settings)
+        self.cold_snapshot_interval_ms = cold_snapshot_interval_ms
+        self.prune_interval_ms = prune_interval_ms
+        self._maintenance: list[asyncio.Task[None]] = []
 
     @classmethod
     def from_config(cls, cfg) -> ShareRuntime:
-        return cls(ShareSettings.from_config(cfg), cfg.get("group.share.max.share.sessions"))
+        return cls(
+            ShareSettings.from_config(cfg),
+            cfg.get("group.share.max.share.sessions"),
+            cfg.get("share.coordinator.cold.partition.snapshot.interval.ms"),
+            cfg.get("share.coordinator.state.topic.prune.interval.ms"),
+        )
 
     def on_event(self, event: Any) -> None:
         """A group runtime event: a member that left its share group (or was fenced) loses
         its session and its acquired records."""
         if isinstance(event, ShareMemberGone):
             self.member_gone(event.group_id, event.member_id)
+        elif isinstance(event, ShareGroupDeleted):
+            self.partitions.drop_group(event.group_id)
+
+    def on_topic_deleted(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
+        self.partitions.drop_topic(topic_id)
 
     def member_gone(self, group_id: str, member_id: str) -> None:
         """Release the member's records. A member with an open share session gets a grace
@@ -59,8 +83,35 @@ class ShareRuntime:
         )
         await state_log.load()
         self.partitions.state_log = state_log
+        self._maintenance = [
+            asyncio.ensure_future(self._every(self.cold_snapshot_interval_ms, self.snapshot_cold)),
+            asyncio.ensure_future(self._every(self.prune_interval_ms, self.prune)),
+        ]
+
+    async def snapshot_cold(self) -> None:
+        writes = self.partitions.snapshot_cold(now_ms(), self.cold_snapshot_interval_ms)
+        if writes:
+            await asyncio.gather(*writes)
+
+    async def prune(self) -> None:
+        moved = await self.partitions.prune_state_log()
+        if moved:
+            log.info("pruned %d partitions of __share_group_state", moved)
+
+    @staticmethod
+    async def _every(interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except Exception:  # the next round tries again; the state log stays as it was
+                log.exception("share state maintenance failed")
 
     async def close(self) -> None:
+        for task in self._maintenance:
+            task.cancel()
+        await asyncio.gather(*self._maintenance, return_exceptions=True)
+        self._maintenance = []
         self.partitions.close()
         state_log, self.partitions.state_log = self.partitions.state_log, None
         if state_log is not None:

@@ -10,9 +10,13 @@ an update after each call that changed its persisted state. At start every parti
 replayed: the latest snapshot of a key with the updates after it folded in
 (`coordinator.share.persisted.apply_update`) is what `SharePartition.restore` starts from.
 
-The log is not compacted: a compaction keeping only the newest update of a key would lose
-the updates before it (Kafka's records have the same keys), so it waits for a compaction that
-knows the snapshot boundaries.
+The log is not compacted by key: a compaction keeping only the newest update of a key would
+lose the updates before it. As Kafka's share coordinator does, it is pruned instead: a
+snapshot makes every earlier record of its key redundant, so everything below the oldest
+latest-snapshot of the keys still alive in a partition can go (`prunable`). A key nobody
+touches would hold that point back forever, so keys whose snapshot has grown old get a fresh
+one (SharePartitions.snapshot_cold). Replay stays correct from any point at or below the
+pruned start, since the log is the keys' whole history in order.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from coordinator.partitioning import java_string_hashcode, kafka_abs
 from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate, apply_update
@@ -31,9 +35,14 @@ from protocol import share_state_records as sr
 from protocol.codec import DecodeError
 from protocol.records import build_tail_batch, kv_record_tail
 from storage.logconfig import LogConfig
-from storage.partitionlog import PartitionLog, replay_batches
+from storage.partitionlog import PartitionLog, TopicLog, replay_batches
 
 log = logging.getLogger("kcoord.share")
+
+
+def now_ms() -> int:
+    return int(asyncio.get_running_loop().time() * 1000)
+
 
 Key = tuple[str, uuid.UUID, int]
 Opener = Callable[[Path, LogConfig], PartitionLog]
@@ -81,6 +90,19 @@ def snapshot_record(key: Key, state: PersistedState, snapshot_epoch: int) -> byt
     return kv_record_tail(*sr.encode_record(k, v))
 
 
+def tombstone_records(key: Key) -> list[bytes]:
+    """A deleted share-partition: tombstones for both of its keys, so a compaction by key
+    would drop its snapshot and its updates alike."""
+    group_id, topic_id, partition = key
+    keys = (sr.ShareSnapshotKey, sr.ShareUpdateKey)
+    return [
+        kv_record_tail(
+            *sr.encode_record(k(group_id=group_id, topic_id=topic_id, partition=partition), None)
+        )
+        for k in keys
+    ]
+
+
 def update_record(key: Key, update: StateUpdate, snapshot_epoch: int) -> bytes:
     k = sr.ShareUpdateKey(group_id=key[0], topic_id=key[1], partition=key[2])
     v = sr.ShareUpdateValue(
@@ -103,6 +125,9 @@ class ShareStateLog:
         self.logs: list[PartitionLog | None] = [None] * partitions
         self.states: dict[Key, PersistedState] = {}  # as loaded: taken by SharePartitions
         self.snapshot_epochs: dict[Key, int] = {}
+        # Per partition: offset and time (ms) of each key's latest durable snapshot. Set only
+        # once a snapshot is durable, so pruning below it never loses a state.
+        self.snapshots: list[dict[Key, tuple[int, int]]] = [{} for _ in range(partitions)]
 
     async def load(self) -> None:
         loop = asyncio.get_running_loop()
@@ -122,6 +147,7 @@ class ShareStateLog:
         )
 
     async def _replay(self, p: int, plog: PartitionLog) -> None:
+        loaded_at = now_ms()
         async for chunk in replay_batches(plog):
             for header, records in chunk:
                 if header.is_control:
@@ -134,18 +160,21 @@ class ShareStateLog:
                     except DecodeError as e:
                         log.warning("%s-%d: skipping a record: %s", sr.SHARE_STATE_TOPIC, p, e)
                         continue
-                    self._apply(rec)
+                    self._apply(rec, p, record[0], loaded_at)
 
-    def _apply(self, rec: sr.ShareStateRecord) -> None:
+    def _apply(self, rec: sr.ShareStateRecord, p: int, offset: int, now: int) -> None:
         key = (rec.key.group_id, rec.key.topic_id, rec.key.partition)
         v = rec.value
         if v is None:
             self.states.pop(key, None)
+            self.snapshots[p].pop(key, None)
         elif rec.type == sr.SHARE_SNAPSHOT:
             self.states[key] = PersistedState(
                 v.start_offset, _state_batches(v.state_batches), v.state_epoch
             )
             self.snapshot_epochs[key] = v.snapshot_epoch
+            # Its age is unknown: counted from the load, so it is rewritten one interval on.
+            self.snapshots[p][key] = (offset, now)
         else:
             state = self.states.get(key)
             if state is None:
@@ -160,6 +189,69 @@ class ShareStateLog:
         if plog is None or not tails:
             return None
         return plog.append(build_tail_batch(tails), built_here=True)
+
+    def write_snapshot(
+        self, key: Key, state: PersistedState, snapshot_epoch: int
+    ) -> Awaitable[Any] | None:
+        p = state_partition(key, self.partitions)
+        fut = self.write(key, [snapshot_record(key, state, snapshot_epoch)])
+        if isinstance(fut, asyncio.Future):
+            written_at = now_ms()
+
+            def durable(f: asyncio.Future) -> None:
+                if f.cancelled() or f.exception() is not None:
+                    return
+                offset = f.result().base_offset
+                known = self.snapshots[p].get(key)
+                if known is None or known[0] < offset:
+                    self.snapshots[p][key] = (offset, written_at)
+
+            fut.add_done_callback(durable)
+        return fut
+
+    def delete(self, key: Key) -> Awaitable[Any] | None:
+        """Forget a share-partition: its stored state and its place in pruning go now; the
+        tombstones make the deletion outlive a restart."""
+        self.states.pop(key, None)
+        self.snapshots[state_partition(key, self.partitions)].pop(key, None)
+        return self.write(key, tombstone_records(key))
+
+    def snapshot_age(self, key: Key, now: int) -> int | None:
+        """ms since the key's latest durable snapshot (None: none is durable yet)."""
+        known = self.snapshots[state_partition(key, self.partitions)].get(key)
+        return None if known is None else now - known[1]
+
+    def prunable(self, p: int, live: set[Key]) -> int | None:
+        """The offset below which partition p holds nothing a live key needs: the oldest of
+        the live keys' latest durable snapshots (None while a live key has none)."""
+        offsets = []
+        for key in live:
+            known = self.snapshots[p].get(key)
+            if known is None:
+                return None
+            offsets.append(known[0])
+        if offsets:
+            return min(offsets)
+        plog = self.logs[p]
+        return None if plog is None else cast(TopicLog, plog).log_end_offset
+
+    async def prune(self, live: set[Key]) -> int:
+        """Move each partition's log start up to what its live keys still need (live: every
+        share-partition the broker has a state for). Returns how many partitions moved."""
+        by_partition: dict[int, set[Key]] = {p: set() for p in range(self.partitions)}
+        for key in live:
+            by_partition[state_partition(key, self.partitions)].add(key)
+        moved = 0
+        for p, keys in by_partition.items():
+            plog = self.logs[p]
+            target = self.prunable(p, keys)
+            if plog is None or target is None:
+                continue
+            topic_log = cast(TopicLog, plog)
+            if target > topic_log.log_start_offset:
+                await topic_log.delete_before(target)
+                moved += 1
+        return moved
 
     async def close(self) -> None:
         for plog in self.logs:

@@ -6,9 +6,16 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from broker.share.partitions import SharePartitions, ShareSettings
+from broker.share.partitions import SharePartitions, ShareSettings, now_ms
 from broker.share.state_log import ShareStateLog, state_partition, topic_id_string
-from coordinator.share.partition import AckRange, AckType, RecordState, SharePartitionConfig
+from coordinator.share.partition import (
+    AckRange,
+    AckType,
+    RecordState,
+    SharePartition,
+    SharePartitionConfig,
+)
+from storage.log import Log
 from storage.logconfig import LogConfig
 from storage.memory import MemoryLog
 
@@ -71,3 +78,112 @@ def test_snapshots_and_updates_replay_to_the_live_state(tmp_path: Path) -> None:
     assert [(r.first_offset, r.delivery_count) for r in available] == [
         (i * 10 + 9, 1) for i in range(10)
     ]
+
+
+def _file_log(path: Path, config: LogConfig) -> Log:
+    return Log.open(path, config)
+
+
+async def _open(path: Path, settings: ShareSettings) -> SharePartitions:
+    # Small segments, so pruning can delete whole ones.
+    state_log = ShareStateLog(path, 3, LogConfig(segment_bytes=2048), _file_log)
+    await state_log.load()
+    parts = SharePartitions(settings)
+    parts.state_log = state_log
+    return parts
+
+
+def _busy(parts: SharePartitions, key: tuple, rounds: int) -> list:
+    """Acquire and accept ten records per round: an update per call."""
+    sp = parts.partitions[key]
+    writes = []
+    for _ in range(rounds):
+        first = sp.snapshot().start_offset
+        assert sp.acquire("m", first + 10, 10, now=0)
+        writes.append(parts.persist(key, sp))
+        sp.acknowledge("m", [AckRange.of(first, first + 9, AckType.ACCEPT)])
+        writes.append(parts.persist(key, sp))
+    return [w for w in writes if w is not None]
+
+
+def test_pruning_keeps_what_each_live_share_partition_needs(tmp_path: Path) -> None:
+    """A busy share-partition and an idle one share a state partition. Pruning alone cannot
+    pass the idle one's only snapshot; once it is rewritten as cold, the log start moves on,
+    and a restart still restores both exactly."""
+    settings = ShareSettings(SharePartitionConfig(), "earliest", updates_per_snapshot=5)
+    busy = ("busy", T, 0)
+    idle = next(
+        ("idle", T, p)
+        for p in range(100)
+        if state_partition(("idle", T, p), 3) == state_partition(busy, 3)
+    )
+    p = state_partition(busy, 3)
+
+    async def life() -> tuple:
+        parts = await _open(tmp_path, settings)
+        parts.get_or_create(busy, 0, 10)
+        parts.get_or_create(idle, 0, 10).acquire("m", 10, 3, now=0)
+        await asyncio.gather(*_busy(parts, busy, 1), parts.persist(idle, parts.partitions[idle]))
+        await asyncio.gather(*_busy(parts, busy, 40))
+        plog = parts.state_log.logs[p]
+        idle_snapshot = parts.state_log.snapshots[p][idle][0]
+        await parts.prune_state_log()
+        assert plog.log_start_offset == idle_snapshot  # no further: the idle key needs it
+        assert plog.log_end_offset > idle_snapshot + 80
+        # Nothing is older than an hour; everything is older than 0 ms.
+        assert parts.snapshot_cold(now_ms(), 3_600_000) == []
+        await asyncio.gather(*parts.snapshot_cold(now_ms() + 1, 0))
+        assert await parts.prune_state_log() >= 1
+        assert plog.log_start_offset > 0
+        live = {k: sp.snapshot() for k, sp in parts.partitions.items()}
+        parts.close()
+        await parts.state_log.close()
+        return live
+
+    async def restart() -> dict:
+        parts = await _open(tmp_path, settings)
+        restored = {
+            k: SharePartition.restore(s, settings.partition).snapshot()
+            for k, s in parts.state_log.states.items()
+        }
+        await parts.state_log.close()
+        return restored
+
+    live = asyncio.run(life())
+    assert asyncio.run(restart()) == live
+
+
+def test_deleting_a_group_or_a_topic_deletes_its_share_state(tmp_path: Path) -> None:
+    settings = ShareSettings(SharePartitionConfig(), "earliest")
+    other = uuid.UUID(int=7)
+
+    async def life() -> None:
+        parts = await _open(tmp_path, settings)
+        for key in [("g1", T, 0), ("g1", other, 0), ("g2", T, 0), ("g2", other, 1)]:
+            parts.get_or_create(key, 0, 10).acquire("m", 10, 2, now=0)
+            await parts.persist(key, parts.partitions[key])
+        await asyncio.gather(*parts.forget([("g2", other, 1)]))
+        parts.drop_group("g1")
+        await asyncio.gather(*parts.forget([]))  # the drop's writes are in flight: flush
+        assert set(parts.partitions) == {("g2", T, 0)}
+        parts.close()
+        await parts.state_log.close()
+
+    async def second_life() -> None:
+        parts = await _open(tmp_path, settings)
+        assert set(parts.state_log.states) == {("g2", T, 0)}
+        parts.drop_topic(T)  # not yet read back: the stored state goes too
+        assert parts.known_keys() == set()
+        await asyncio.sleep(0.05)
+        parts.close()
+        await parts.state_log.close()
+
+    async def third_life() -> set:
+        parts = await _open(tmp_path, settings)
+        keys = set(parts.state_log.states)
+        await parts.state_log.close()
+        return keys
+
+    asyncio.run(life())
+    asyncio.run(second_life())
+    assert asyncio.run(third_life()) == set()
