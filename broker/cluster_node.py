@@ -37,6 +37,7 @@ from storage.postgres import leases as L
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
+    from broker.share.runtime import ShareRuntime
     from broker.txn_runtime import TxnRuntime
 
 log = logging.getLogger("kcoord.cluster")
@@ -58,8 +59,13 @@ class ClusterNode:
         renew_interval_ms: int,
         shared: Sequence[Callable[[], Awaitable[None]]] = (),
         endpoints: str | None = None,
+        share: ShareRuntime | None = None,
     ) -> None:
         self.db = db
+        # Share groups on: a led topic partition's share state is read back before it is
+        # served, and given up with it (ShareRuntime.lead and resign).
+        self.share = share
+        self._share_led: dict[tuple[str, int], uuid.UUID] = {}
         # What other nodes change in the database and this one reads each round (the SCRAM
         # credentials, the ACLs).
         self.shared = list(shared)
@@ -238,10 +244,29 @@ class ClusterNode:
                 task.add_done_callback(self._loading.discard)
                 return
             try:
+                await self._share_lead(topic, partition, epoch)
                 if not await leadership.lead(self.data, topic, partition, epoch):
+                    await self._share_resign(topic, partition)
                     await self._forget((topic, partition, epoch), release=True)
             except FencedError:
+                await self._share_resign(topic, partition)
                 await self._forget((topic, partition, epoch), release=False)
+
+    async def _share_lead(self, topic: str, partition: int, epoch: int) -> None:
+        known = self.data.registry.get(topic)
+        if self.share is None or known is None:
+            return
+        self._share_led[topic, partition] = known.topic_id
+        await self.share.lead(known.topic_id, partition, epoch)
+
+    async def _share_resign(self, topic: str, partition: int) -> None:
+        topic_id = self._share_led.pop((topic, partition), None)
+        if self.share is not None and topic_id is not None:
+            await self.share.resign(topic_id, partition)
+
+    async def _resign(self, topic: str, partition: int) -> None:
+        await leadership.resign(self.data, topic, partition)
+        await self._share_resign(topic, partition)
 
     async def _hand_off(self, h: Held) -> None:
         """Flush and stop serving, then release the lease for the partition's new owner."""
@@ -252,7 +277,7 @@ class ClusterNode:
         elif topic == TXN_TOPIC:
             await self._txns().give_up(partition)
         else:
-            await leadership.resign(self.data, topic, partition)
+            await self._resign(topic, partition)
         await self.keeper.release(topic, partition, epoch)
         log.info("handed off %s-%d (epoch %d)", topic, partition, epoch)
 
@@ -273,7 +298,7 @@ class ClusterNode:
             elif topic == TXN_TOPIC:
                 task = loop.create_task(self._txns().give_up(partition))
             else:
-                task = loop.create_task(leadership.resign(self.data, topic, partition))
+                task = loop.create_task(self._resign(topic, partition))
             # The loop keeps only weak references to tasks: hold each until it is done.
             self._loading.add(task)
             task.add_done_callback(self._loading.discard)

@@ -149,7 +149,10 @@ class Broker:
             share_event(event)
 
         state.groups.on_event = on_event
-        if "share" in cfg.get("group.coordinator.rebalance.protocols") and not clustered:
+        share_on = "share" in cfg.get("group.coordinator.rebalance.protocols")
+        if share_on and clustered:
+            state.share.use_engine(self._group_store)
+        elif share_on:
             await state.share.open_state_log(
                 self.data_dir,
                 cfg.get("share.coordinator.state.topic.num.partitions"),
@@ -195,6 +198,7 @@ class Broker:
                 (inter_broker.advertised_host, inter_broker.advertised_port),
                 cfg.get("kcoord.cluster.lease.ms"),
                 cfg.get("kcoord.cluster.renew.interval.ms"),
+                share=state.share if share_on else None,
                 shared=[state.credentials.refresh]
                 + ([state.authorizer.refresh] if state.authorizer is not None else []),
                 endpoints=format_endpoints(

@@ -146,6 +146,15 @@ class SharePartitions:
                     writes.append(w)
         return writes
 
+    def unload(self, slot: object) -> None:
+        """This node stops leading a slot of the state log: its share-partitions leave memory
+        (their state is in the log; the next leader reads it back). Nothing is written."""
+        assert self.state_log is not None
+        for key in [k for k in self.partitions if self.state_log.place(k) == slot]:
+            del self.partitions[key]
+            self._updates.pop(key, None)
+        self.wake()
+
     def known_keys(self) -> set[Key]:
         """Every share-partition with a state: in use, or stored and not yet read."""
         keys = set(self.partitions)

@@ -12,11 +12,19 @@ from typing import Any
 
 from broker.share.partitions import SharePartitions, ShareSettings, now_ms
 from broker.share.sessions import ShareSession, ShareSessionCache
-from broker.share.state_log import Opener, ShareStateLog
+from broker.share.state_log import Opener, ShareStateLog, topic_id_string
 from coordinator.share.events import ShareGroupDeleted, ShareMemberGone
+from storage.log import FencedError
 from storage.logconfig import LogConfig
 
 log = logging.getLogger("kcoord.share")
+
+
+def leased_state_log_name(topic_id: uuid.UUID) -> str:
+    """Cluster mode: the engine's name for a topic's share state logs, one per partition. The
+    colon keeps it out of the topic namespace."""
+    return f"__share_group_state:{topic_id_string(topic_id)}"
+
 
 # How long a member that left its share group keeps its share session (see member_gone).
 MEMBER_GONE_GRACE_S = 5.0
@@ -35,6 +43,8 @@ class ShareRuntime:
         self.cold_snapshot_interval_ms = cold_snapshot_interval_ms
         self.prune_interval_ms = prune_interval_ms
         self._maintenance: list[asyncio.Task[None]] = []
+        self._dropping: set[asyncio.Future[None]] = set()
+        self.engine: Any = None  # cluster mode: the shared storage engine (use_engine)
 
     @classmethod
     def from_config(cls, cfg) -> ShareRuntime:
@@ -55,6 +65,21 @@ class ShareRuntime:
 
     def on_topic_deleted(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
         self.partitions.drop_topic(topic_id)
+        if self.engine is not None:
+            # The topic's own share state logs go with it (any node may do this: it is
+            # idempotent, and a late write of a former leader then fails as fenced).
+            task = asyncio.ensure_future(self._drop_leased_logs(topic_id))
+            self._dropping.add(task)
+            task.add_done_callback(self._dropping.discard)
+
+    async def _drop_leased_logs(self, topic_id: uuid.UUID) -> None:
+        name = leased_state_log_name(topic_id)
+        try:
+            count = (await self.engine.topics()).get(name, 0)
+            if count:
+                await self.engine.drop_partitions(name, list(range(count)))
+        except Exception:
+            log.exception("dropping %s", name)
 
     def member_gone(self, group_id: str, member_id: str) -> None:
         """Release the member's records. A member with an open share session gets a grace
@@ -83,6 +108,38 @@ class ShareRuntime:
         )
         await state_log.load()
         self.partitions.state_log = state_log
+        self._start_maintenance()
+
+    def use_engine(self, engine: Any) -> None:
+        """Cluster mode: each topic partition's share state is a log of its own in the shared
+        storage engine, written only by the node leading the topic partition (see lead)."""
+        self.engine = engine
+        self.partitions.state_log = ShareStateLog(
+            Path("."), 0, LogConfig(segment_bytes=100 * 1024 * 1024), place=lambda k: k[1:]
+        )
+        self._start_maintenance()
+
+    async def lead(self, topic_id: uuid.UUID, partition: int, epoch: int) -> None:
+        """This node now leads topic_id-partition under `epoch`: read its share state back.
+        The state log is fenced by the same epoch, so the node that led it before can no
+        longer write it; raises FencedError if a newer leader already took it."""
+        state_log = self.partitions.state_log
+        if state_log is None or self.engine is None:
+            return
+        name = leased_state_log_name(topic_id)
+        if not await self.engine.take_epoch(name, partition, epoch):
+            raise FencedError(f"{name}-{partition}: a newer leader than epoch {epoch} took it")
+        plog = await self.engine.open_leased(name, partition, state_log.log_config, epoch)
+        await state_log.open_slot((topic_id, partition), plog)
+
+    async def resign(self, topic_id: uuid.UUID, partition: int) -> None:
+        state_log = self.partitions.state_log
+        if state_log is None or self.engine is None:
+            return
+        self.partitions.unload((topic_id, partition))
+        await state_log.close_slot((topic_id, partition))
+
+    def _start_maintenance(self) -> None:
         self._maintenance = [
             asyncio.ensure_future(self._every(self.cold_snapshot_interval_ms, self.snapshot_cold)),
             asyncio.ensure_future(self._every(self.prune_interval_ms, self.prune)),

@@ -25,7 +25,7 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,6 +34,7 @@ from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate,
 from protocol import share_state_records as sr
 from protocol.codec import DecodeError
 from protocol.records import build_tail_batch, kv_record_tail
+from storage.log import LogFailedError
 from storage.logconfig import LogConfig
 from storage.partitionlog import PartitionLog, TopicLog, replay_batches
 
@@ -114,29 +115,47 @@ def update_record(key: Key, update: StateUpdate, snapshot_epoch: int) -> bytes:
     return kv_record_tail(*sr.encode_record(k, v))
 
 
+Slot = Hashable  # where a key's records go: a partition number, or (topic id, partition)
+
+
 class ShareStateLog:
+    """The logs that hold share-partition state, each a `slot`. On one node the slots are the
+    partitions of `__share_group_state`, all opened at start (`load`). In cluster mode
+    (`leased`) a slot is one topic partition's share state, opened by the node that leads the
+    topic partition under its lease's epoch and closed when it stops leading it."""
+
     def __init__(
-        self, data_dir: Path, partitions: int, log_config: LogConfig, open_log: Opener
+        self,
+        data_dir: Path,
+        partitions: int,
+        log_config: LogConfig,
+        open_log: Opener | None = None,
+        *,
+        place: Callable[[Key], Slot] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.partitions = partitions
         self.log_config = log_config
         self.open_log = open_log
-        self.logs: list[PartitionLog | None] = [None] * partitions
+        self.leased = place is not None
+        self.place: Callable[[Key], Slot] = place or (lambda k: state_partition(k, partitions))
+        self.logs: dict[Slot, PartitionLog] = {}
         self.states: dict[Key, PersistedState] = {}  # as loaded: taken by SharePartitions
         self.snapshot_epochs: dict[Key, int] = {}
-        # Per partition: offset and time (ms) of each key's latest durable snapshot. Set only
-        # once a snapshot is durable, so pruning below it never loses a state.
-        self.snapshots: list[dict[Key, tuple[int, int]]] = [{} for _ in range(partitions)]
+        # Per slot: offset and time (ms) of each key's latest durable snapshot. Set only once
+        # a snapshot is durable, so pruning below it never loses a state.
+        self.snapshots: dict[Slot, dict[Key, tuple[int, int]]] = {}
 
     async def load(self) -> None:
+        """One node: open and replay every partition of `__share_group_state`."""
         loop = asyncio.get_running_loop()
+        assert self.open_log is not None
+        open_log = self.open_log
 
         async def one(p: int) -> None:
             path = self.data_dir / f"{sr.SHARE_STATE_TOPIC}-{p}"
-            plog = await loop.run_in_executor(None, self.open_log, path, self.log_config)
-            await self._replay(p, plog)
-            self.logs[p] = plog
+            plog = await loop.run_in_executor(None, open_log, path, self.log_config)
+            await self.open_slot(p, plog)
 
         await asyncio.gather(*(one(p) for p in range(self.partitions)))
         log.info(
@@ -146,7 +165,25 @@ class ShareStateLog:
             len(self.states),
         )
 
-    async def _replay(self, p: int, plog: PartitionLog) -> None:
+    async def open_slot(self, slot: Slot, plog: PartitionLog) -> None:
+        """Replay the slot's log; from now on its keys' changes are written to it."""
+        self.snapshots[slot] = {}
+        await self._replay(slot, plog)
+        self.logs[slot] = plog
+
+    async def close_slot(self, slot: Slot) -> None:
+        """Stop writing the slot (another node leads it now): its loaded states go."""
+        plog = self.logs.pop(slot, None)
+        self.snapshots.pop(slot, None)
+        for key in [k for k in self.states if self.place(k) == slot]:
+            del self.states[key]
+        if plog is not None:
+            try:
+                await plog.close()
+            except Exception as e:  # fenced or failed: nothing in flight could succeed
+                log.debug("closing share state %s: %s", slot, e)
+
+    async def _replay(self, p: Slot, plog: PartitionLog) -> None:
         loaded_at = now_ms()
         async for chunk in replay_batches(plog):
             for header, records in chunk:
@@ -158,11 +195,11 @@ class ShareStateLog:
                     try:
                         rec = sr.decode_record(record[2], record[3])
                     except DecodeError as e:
-                        log.warning("%s-%d: skipping a record: %s", sr.SHARE_STATE_TOPIC, p, e)
+                        log.warning("%s %s: skipping a record: %s", sr.SHARE_STATE_TOPIC, p, e)
                         continue
                     self._apply(rec, p, record[0], loaded_at)
 
-    def _apply(self, rec: sr.ShareStateRecord, p: int, offset: int, now: int) -> None:
+    def _apply(self, rec: sr.ShareStateRecord, p: Slot, offset: int, now: int) -> None:
         key = (rec.key.group_id, rec.key.topic_id, rec.key.partition)
         v = rec.value
         if v is None:
@@ -184,16 +221,23 @@ class ShareStateLog:
 
     def write(self, key: Key, tails: list[bytes]) -> Awaitable[Any] | None:
         """Append the records of one share-partition as one batch; the awaitable completes
-        when it is durable (None when the log is not open)."""
-        plog = self.logs[state_partition(key, self.partitions)]
-        if plog is None or not tails:
+        when it is durable. None when the log is closed on one node (shutting down); in
+        cluster mode a closed slot fails the write, since this node no longer leads it."""
+        if not tails:
             return None
+        plog = self.logs.get(self.place(key))
+        if plog is None:
+            if not self.leased:
+                return None
+            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            failed.set_exception(LogFailedError(f"share state of {key} is not led here"))
+            return failed
         return plog.append(build_tail_batch(tails), built_here=True)
 
     def write_snapshot(
         self, key: Key, state: PersistedState, snapshot_epoch: int
     ) -> Awaitable[Any] | None:
-        p = state_partition(key, self.partitions)
+        p = self.place(key)
         fut = self.write(key, [snapshot_record(key, state, snapshot_epoch)])
         if isinstance(fut, asyncio.Future):
             written_at = now_ms()
@@ -202,9 +246,12 @@ class ShareStateLog:
                 if f.cancelled() or f.exception() is not None:
                     return
                 offset = f.result().base_offset
-                known = self.snapshots[p].get(key)
+                slot = self.snapshots.get(p)
+                if slot is None:
+                    return  # closed meanwhile
+                known = slot.get(key)
                 if known is None or known[0] < offset:
-                    self.snapshots[p][key] = (offset, written_at)
+                    slot[key] = (offset, written_at)
 
             fut.add_done_callback(durable)
         return fut
@@ -213,37 +260,39 @@ class ShareStateLog:
         """Forget a share-partition: its stored state and its place in pruning go now; the
         tombstones make the deletion outlive a restart."""
         self.states.pop(key, None)
-        self.snapshots[state_partition(key, self.partitions)].pop(key, None)
+        self.snapshots.get(self.place(key), {}).pop(key, None)
         return self.write(key, tombstone_records(key))
 
     def snapshot_age(self, key: Key, now: int) -> int | None:
         """ms since the key's latest durable snapshot (None: none is durable yet)."""
-        known = self.snapshots[state_partition(key, self.partitions)].get(key)
+        known = self.snapshots.get(self.place(key), {}).get(key)
         return None if known is None else now - known[1]
 
-    def prunable(self, p: int, live: set[Key]) -> int | None:
-        """The offset below which partition p holds nothing a live key needs: the oldest of
-        the live keys' latest durable snapshots (None while a live key has none)."""
+    def prunable(self, p: Slot, live: set[Key]) -> int | None:
+        """The offset below which slot p holds nothing a live key needs: the oldest of the
+        live keys' latest durable snapshots (None while a live key has none)."""
         offsets = []
         for key in live:
-            known = self.snapshots[p].get(key)
+            known = self.snapshots.get(p, {}).get(key)
             if known is None:
                 return None
             offsets.append(known[0])
         if offsets:
             return min(offsets)
-        plog = self.logs[p]
+        plog = self.logs.get(p)
         return None if plog is None else cast(TopicLog, plog).log_end_offset
 
     async def prune(self, live: set[Key]) -> int:
-        """Move each partition's log start up to what its live keys still need (live: every
-        share-partition the broker has a state for). Returns how many partitions moved."""
-        by_partition: dict[int, set[Key]] = {p: set() for p in range(self.partitions)}
+        """Move each slot's log start up to what its live keys still need (live: every
+        share-partition the broker has a state for). Returns how many logs moved."""
+        by_slot: dict[Slot, set[Key]] = {p: set() for p in self.logs}
         for key in live:
-            by_partition[state_partition(key, self.partitions)].add(key)
+            keys = by_slot.get(self.place(key))
+            if keys is not None:
+                keys.add(key)
         moved = 0
-        for p, keys in by_partition.items():
-            plog = self.logs[p]
+        for p, keys in by_slot.items():
+            plog = self.logs.get(p)
             target = self.prunable(p, keys)
             if plog is None or target is None:
                 continue
@@ -254,7 +303,5 @@ class ShareStateLog:
         return moved
 
     async def close(self) -> None:
-        for plog in self.logs:
-            if plog is not None:
-                await plog.close()
-        self.logs = [None] * self.partitions
+        for slot in list(self.logs):
+            await self.close_slot(slot)

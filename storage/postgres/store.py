@@ -122,6 +122,21 @@ class PgStore:
             size_bytes=int(size),
         )
 
+    async def take_epoch(self, topic: str, partition: int, epoch: int) -> bool:
+        """Fence a log that follows another partition's lease (a topic partition's share
+        state): set its epoch to that lease's ``epoch``, unless a newer one already did.
+        False then: a newer leader exists."""
+        got = await self.pool.fetchval(
+            "INSERT INTO kcoord_partitions (topic, partition, leader_epoch) VALUES ($1, $2, $3)"
+            " ON CONFLICT (topic, partition) DO UPDATE SET leader_epoch = EXCLUDED.leader_epoch"
+            " WHERE kcoord_partitions.leader_epoch <= EXCLUDED.leader_epoch"
+            " RETURNING leader_epoch",
+            topic,
+            partition,
+            epoch,
+        )
+        return got is not None
+
     async def open_leased(self, topic: str, partition: int, config: LogConfig, epoch: int) -> PgLog:
         """The group runtime's opener in cluster mode: under this node's lease epoch."""
         return await self.open_log(topic, partition, config, epoch=epoch)
