@@ -92,6 +92,11 @@ def update_record(key: Key, update: StateUpdate, snapshot_epoch: int) -> bytes:
     return kv_record_tail(*sr.encode_record(k, v))
 
 
+def tombstone_record(key: Key) -> bytes:
+    k = sr.ShareSnapshotKey(group_id=key[0], topic_id=key[1], partition=key[2])
+    return kv_record_tail(*sr.encode_record(k, None))
+
+
 class ShareStateLog:
     def __init__(
         self, data_dir: Path, partitions: int, log_config: LogConfig, open_log: Opener
@@ -141,6 +146,7 @@ class ShareStateLog:
         v = rec.value
         if v is None:
             self.states.pop(key, None)
+            self.snapshot_epochs.pop(key, None)
         elif rec.type == sr.SHARE_SNAPSHOT:
             self.states[key] = PersistedState(
                 v.start_offset, _state_batches(v.state_batches), v.state_epoch
@@ -152,6 +158,13 @@ class ShareStateLog:
                 return  # an update without a snapshot before it: nothing to apply it to
             update = StateUpdate(v.start_offset, _state_batches(v.state_batches))
             self.states[key] = apply_update(state, update)
+
+    def delete(self, key: Key) -> Awaitable[Any] | None:
+        """A tombstone of the share-partition's snapshot key: replay forgets its state (the
+        updates after it, without a snapshot before them, are skipped)."""
+        self.states.pop(key, None)
+        self.snapshot_epochs.pop(key, None)
+        return self.write(key, [tombstone_record(key)])
 
     def write(self, key: Key, tails: list[bytes]) -> Awaitable[Any] | None:
         """Append the records of one share-partition as one batch; the awaitable completes
