@@ -29,6 +29,7 @@ from broker.security.credentials import CredentialStore
 from broker.security.metrics_access import METRICS_LISTENER, MetricsAccess
 from broker.security.oauth import OAuthSettings, OAuthValidator
 from broker.security.tls import TlsConfigError, TlsContext, client_context
+from broker.share.group_configs import GroupConfigs
 from broker.state import BrokerState
 from broker.txn_runtime import TxnRuntime
 from protocol.coordinator_records import OFFSETS_TOPIC
@@ -123,6 +124,9 @@ class Broker:
         ):
             state.oauth = OAuthValidator(OAuthSettings.from_config(cfg))
             state.oauth.start()
+        state.group_configs = await GroupConfigs.open(
+            self.data_dir, cfg.durability, self._credentials_opener()
+        )
         if cfg.get("authorizer.class.name") is not None:
             state.authorizer = await Authorizer.open(
                 self.data_dir,
@@ -199,7 +203,7 @@ class Broker:
                 cfg.get("kcoord.cluster.lease.ms"),
                 cfg.get("kcoord.cluster.renew.interval.ms"),
                 share=state.share if share_on else None,
-                shared=[state.credentials.refresh]
+                shared=[state.credentials.refresh, state.group_configs.refresh]
                 + ([state.authorizer.refresh] if state.authorizer is not None else []),
                 endpoints=format_endpoints(
                     [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
@@ -300,6 +304,8 @@ class Broker:
             await self.state.credentials.close()
         if self.state is not None and self.state.authorizer is not None:
             await self.state.authorizer.close()
+        if self.state is not None and self.state._group_configs is not None:
+            await self.state._group_configs.close()
         if self._group_store is not None:
             await self._group_store.close()
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from broker.security.acls import Authorizer
     from broker.security.credentials import CredentialStore
     from broker.security.oauth import OAuthValidator
+    from broker.share.group_configs import GroupConfigs
     from broker.share.runtime import ShareRuntime
     from broker.txn_runtime import TxnRuntime
 
@@ -36,6 +37,7 @@ class BrokerState:
     oauth: OAuthValidator | None = None  # when OAUTHBEARER is enabled (broker.security.oauth)
     cluster: ClusterView = None  # type: ignore[assignment]  # set in __post_init__
     _share: ShareRuntime | None = None
+    _group_configs: GroupConfigs | None = None
 
     @property
     def share(self) -> ShareRuntime:
@@ -44,7 +46,24 @@ class BrokerState:
             from broker.share.runtime import ShareRuntime
 
             self._share = ShareRuntime.from_config(self.config)
+            self._share.partitions.group_configs = self.group_configs
         return self._share
+
+    @property
+    def group_configs(self) -> GroupConfigs:
+        """Per-group config overrides (broker.share.group_configs); in memory until the server
+        sets the persisted ones."""
+        if self._group_configs is None:
+            from broker.share.group_configs import GroupConfigs
+
+            self._group_configs = GroupConfigs(None)
+        return self._group_configs
+
+    @group_configs.setter
+    def group_configs(self, configs: GroupConfigs) -> None:
+        self._group_configs = configs
+        if self._share is not None:
+            self._share.partitions.group_configs = configs
 
     def __post_init__(self) -> None:
         if self.cluster is None:

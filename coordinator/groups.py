@@ -5,8 +5,6 @@ from __future__ import annotations
 from coordinator.context import Ctx
 from coordinator.group import Group
 from coordinator.keys import offset_record_key
-from coordinator.share.events import ShareGroupDeleted
-from coordinator.share.group import ShareGroup
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteGroupsResponse
 
@@ -21,8 +19,6 @@ def delete_groups(
         error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_delete_group()
         if group is not None and error == ErrorCode.NONE:
             delete_group_and_offsets(ctx, group)
-            if isinstance(group, ShareGroup):
-                ctx.events.append(ShareGroupDeleted(group_id))
         results.append(Result(group_id=group_id, error_code=int(error)))
     return results
 

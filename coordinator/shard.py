@@ -33,6 +33,7 @@ from coordinator.modern.topics import TopicsImage
 from coordinator.offset_store import OffsetStore
 from coordinator.request_meta import RequestMeta
 from coordinator.result import RebalanceEvent, Result, Timer
+from coordinator.share import admin as _share_admin
 from coordinator.share import describe as _share_describe
 from coordinator.share import heartbeat as _share_heartbeat
 from coordinator.state import ShardState
@@ -345,6 +346,17 @@ class Shard:
             _share_describe.share_group_describe(g, self.state.groups.get(g), topics)
             for g in group_ids
         ]
+
+    def share_group_prepare_alter(self, group_id: str, req_id: int, now: int) -> Result:
+        """AlterShareGroupOffsets' check (coordinator/share/admin.py); the reply is a Verdict
+        with the share group's new epoch, once its record is written."""
+        ctx = Ctx(self.state, now)
+        ctx.reply(req_id, _share_admin.prepare_alter(ctx, group_id))
+        return ctx.result()
+
+    def share_group_check_delete(self, group_id: str) -> _share_admin.Verdict:
+        """DeleteShareGroupOffsets' check: an empty share group."""
+        return _share_admin.check_delete(group_id, self.state.groups.get(group_id))
 
     def list_groups(
         self, states: set[str] | None, types: set[str] | None

@@ -1,4 +1,5 @@
-"""`kcoord health`, `kcoord groups ...` and `kcoord offsets reset`: the admin commands.
+"""`kcoord health`, `kcoord groups ...`, `kcoord offsets reset` (and the commands of the other
+modules here: users, acls, transactions, topics, configs, share-groups): the admin commands.
 
 Each talks to a running broker (`--bootstrap HOST:PORT`) over the Kafka protocol, prints a
 table (or JSON with `--json`) and exits 0 on success, 1 when the broker refuses or cannot be
@@ -28,6 +29,7 @@ from broker.admin.client import (
     client_of,
     parse_bootstrap,
 )
+from broker.admin.share_groups import add_parser as add_share_groups_parser
 from broker.admin.tables import table
 from broker.admin.topics import add_parser as add_topics_parser
 from broker.admin.transactions import add_parser as add_transactions_parser
@@ -45,6 +47,7 @@ def add_parsers(commands: Any) -> None:
     def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument(
             "--bootstrap",
+            "--bootstrap-server",
             default=DEFAULT_BOOTSTRAP,
             metavar="HOST:PORT",
             help=f"a broker to ask (default: {DEFAULT_BOOTSTRAP})",
@@ -98,6 +101,7 @@ def add_parsers(commands: Any) -> None:
     add_acls_parser(commands, common)
     add_transactions_parser(commands, common)
     add_topics_parser(commands, common)
+    add_share_groups_parser(commands, common)
 
     offsets = commands.add_parser("offsets", help="reset a group's committed offsets")
     osub = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")

@@ -6,7 +6,9 @@ persisted in the catalog (`TopicStore.alter_configs`). Internal topics are refus
 (INVALID_REQUEST), unlike Kafka: kcoord's group and transaction runtimes own their logs'
 configs. Brokers and broker loggers: kcoord's settings are static (its config file, KCOORD_*
 variables, --set), so a change is refused with INVALID_REQUEST naming them, after CLUSTER
-ALTER_CONFIGS is checked.
+ALTER_CONFIGS is checked. Groups (resource type 32): ALTER_CONFIGS on the group; the overrides
+are validated as Kafka's GroupConfig (`broker/share/group_configs.py`) and persisted there,
+whether or not the group exists.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from broker.context import RequestContext
 from broker.dataplane import names, topicconfig
 from broker.dataplane.store import TopicError
 from broker.security.acls import Operation, ResourceType
+from broker.share import group_configs
 from protocol.errors import ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 
 Outcome = tuple[int, str | None]
 
@@ -45,6 +48,8 @@ async def alter_resource(
             "kcoord's broker settings are static (config file, KCOORD_* variables, --set):"
             f" cannot update {', '.join(config_names) or 'them'} dynamically",
         )
+    if resource_type == GROUP:
+        return await _alter_group(ctx, name, new_overrides, validate_only)
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     if not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.TOPIC, name):
@@ -62,6 +67,26 @@ async def alter_resource(
         return ErrorCode.INVALID_CONFIG, str(e)
     except TopicError as e:
         return e.code, e.message
+    return ErrorCode.NONE, None
+
+
+async def _alter_group(
+    ctx: RequestContext,
+    name: str,
+    new_overrides: Callable[[dict[str, str]], dict[str, str | None]],
+    validate_only: bool,
+) -> Outcome:
+    if not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.GROUP, name):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
+    configs = ctx.broker.group_configs
+    try:
+        overrides = group_configs.validate(new_overrides(configs.overrides(name)))
+    except (group_configs.InvalidGroupConfig, topicconfig.InvalidConfigError) as e:
+        return ErrorCode.INVALID_CONFIG, str(e)
+    if not validate_only:
+        await configs.alter(name, overrides)
     return ErrorCode.NONE, None
 
 

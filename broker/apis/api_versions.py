@@ -19,6 +19,9 @@ PROTOCOL_APIS = {
             ApiKey.SHARE_GROUP_DESCRIBE,
             ApiKey.SHARE_FETCH,
             ApiKey.SHARE_ACKNOWLEDGE,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS,
         }
     ),
 }

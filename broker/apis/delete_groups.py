@@ -1,3 +1,6 @@
+"""DeleteGroups: empty groups of any kind, with their offsets (and a share group's
+share-partition state)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -40,6 +43,16 @@ def handle(ctx: RequestContext, req: DeleteGroupsRequest):
         results = refused + loading
         for part in await asyncio.gather(*writes):
             results.extend(part)
+        share = ctx.broker._share
+        if share is not None:
+            # A deleted share group's share-partition state goes with it, as in Kafka.
+            forgotten = [
+                w
+                for r in results
+                if r.error_code == ErrorCode.NONE
+                for w in share.partitions.delete_group(r.group_id)
+            ]
+            await asyncio.gather(*forgotten)
         return DeleteGroupsResponse(results=results)
 
     return gather()

@@ -1,8 +1,11 @@
-"""DescribeConfigs v0-4 for topics and for this broker.
+"""DescribeConfigs v0-4 for topics, groups and this broker.
 
 Topics: every topic config we support (`broker.dataplane.topicconfig`), with Kafka's sources
 (topic override, broker setting, default) and synonyms. Broker: every setting of
-`broker.config`, read-only (kcoord has no dynamic broker configs).
+`broker.config`, read-only (kcoord has no dynamic broker configs). Groups (resource type 32,
+DESCRIBE_CONFIGS on the group): every group config kcoord serves
+(`broker.share.group_configs`), the group's override (source GROUP_CONFIG) or the broker's
+setting (source DEFAULT_CONFIG), whether or not the group exists, as Kafka describes them.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from broker.context import RequestContext
 from broker.dataplane import topicconfig as tc
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
+from broker.share import group_configs
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
+SOURCE_GROUP = 8  # ConfigSource GROUP_CONFIG
 Resp = DescribeConfigsResponse
 _BROKER_TYPES = {
     "int": tc.TYPE_INT,
@@ -71,6 +76,17 @@ def _broker_rows(ctx: RequestContext, req) -> list:
     return rows
 
 
+def _group_rows(ctx: RequestContext, req, name: str) -> list:
+    rows = []
+    overrides = ctx.broker.group_configs.overrides(name)
+    for d, value, overridden in group_configs.describe(ctx.broker.config, overrides):
+        source = SOURCE_GROUP if overridden else tc.SOURCE_DEFAULT
+        rows.append(
+            _row(ctx, req, d.name, value, source, d.type, d.doc, [(d.name, value, source)], False)
+        )
+    return rows
+
+
 def _describe(ctx: RequestContext, req, r) -> Resp.DescribeConfigsResult:
     result = Resp.DescribeConfigsResult(
         resource_type=r.resource_type, resource_name=r.resource_name, error_message=None
@@ -85,8 +101,15 @@ def _describe(ctx: RequestContext, req, r) -> Resp.DescribeConfigsResult:
     ):
         result.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return result
+    if r.resource_type == GROUP and not ctx.allowed(
+        Operation.DESCRIBE_CONFIGS, ResourceType.GROUP, r.resource_name
+    ):
+        result.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return result
     try:
-        if r.resource_type == TOPIC:
+        if r.resource_type == GROUP:
+            rows = _group_rows(ctx, req, r.resource_name)
+        elif r.resource_type == TOPIC:
             rows = _topic_rows(ctx, req, r.resource_name)
         elif r.resource_type == BROKER:
             if r.resource_name not in ("", str(ctx.broker.node_id)):

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.apis._alter_configs import responses
+from broker.apis._alter_configs import GROUP, responses
 from broker.context import RequestContext
 from broker.dataplane import topicconfig
 from broker.registry import serves
+from broker.share import group_configs
 from protocol.api_keys import ApiKey
 from protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
@@ -23,9 +24,31 @@ async def handle(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
     def changed(resource: Any) -> Callable[[dict[str, str]], dict[str, str | None]]:
+        if resource.resource_type == GROUP:
+            return lambda current: _apply_group(current, resource.configs)
         return lambda current: _apply(current, resource.configs, ctx.broker.config)
 
     return Resp(responses=await responses(ctx, req, changed, Resp.AlterConfigsResourceResponse))
+
+
+def _apply_group(current: dict[str, str], ops) -> dict[str, str | None]:
+    """A group's configs: SET and DELETE (none of them is a list)."""
+    result: dict[str, str | None] = dict(current)
+    for op in ops:
+        if op.name not in group_configs.DEFS:
+            group_configs.validate({op.name: None})  # raises, naming what is wrong
+        if op.config_operation == SET:
+            result[op.name] = op.value
+        elif op.config_operation == DELETE:
+            result.pop(op.name, None)
+        else:
+            verb = {APPEND: "append", SUBTRACT: "subtract"}.get(op.config_operation)
+            raise group_configs.InvalidGroupConfig(
+                f"Config value {verb} is not allowed for config key {op.name}"
+                if verb
+                else f"Unknown config operation {op.config_operation} for {op.name}"
+            )
+    return result
 
 
 def _apply(current: dict[str, str], ops, config) -> dict[str, str | None]:

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -79,7 +80,7 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
         target.ack_error = acknowledge(share, group_id, member_id, target, writes)
     if step.closed:
         share.partitions.release_member(group_id, member_id)
-        return _acked(writes, _response(ctx, list(named.values()), {}, full=True))
+        return _acked(writes, _response(ctx, group_id, list(named.values()), {}, full=True))
     assert step.session is not None
     targets = [named.get(tp) or resolve(ctx, tp[0], tp[1]) for tp in step.session.partitions]
     return _fetch(ctx, req, targets, writes, full=step.full)
@@ -116,13 +117,13 @@ async def _fetch(
     while True:
         if share.sessions.get(req.group_id or "", req.member_id or "") is not session:
             # Closed or replaced while this request waited: acquire nothing for it.
-            return _answer(ctx, targets, {}, full, acked)
+            return _answer(ctx, req.group_id or "", targets, {}, full, acked)
         got = await _acquire(ctx, req, targets)
         if any(got.values()) or req.max_wait_ms <= 0 or loop.time() >= deadline:
-            return _answer(ctx, targets, got, full, acked)
+            return _answer(ctx, req.group_id or "", targets, got, full, acked)
         parts = [t.part for t in targets if t.part is not None and t.error == ErrorCode.NONE]
         if not parts:
-            return _answer(ctx, targets, got, full, acked)
+            return _answer(ctx, req.group_id or "", targets, got, full, acked)
         waiter: asyncio.Future[None] = loop.create_future()
         for p in parts:
             p.waiters.add(waiter)
@@ -139,12 +140,13 @@ async def _fetch(
 
 def _answer(
     ctx: RequestContext,
+    group_id: str,
     targets: list[Target],
     got: dict[tuple[uuid.UUID, int], Acquired],
     full: bool,
     acked: bool,
 ) -> ShareFetchResponse:
-    resp = _response(ctx, targets, got, full=full)
+    resp = _response(ctx, group_id, targets, got, full=full)
     _ack_failures(acked, resp)
     return resp
 
@@ -181,7 +183,12 @@ async def _acquire(
         part = t.part
         log = part.log
         key = (group_id, t.topic_id, t.index)
-        sp = share.partitions.get_or_create(key, log.log_start_offset, log.high_watermark)
+        by_time = None
+        duration = share.partitions.new_by_duration_ms(key)
+        if duration is not None:  # a new share-partition of a by_duration group
+            found = await log.offset_for_timestamp(int(time.time() * 1000) - duration)
+            by_time = found[0] if found is not None else None
+        sp = share.partitions.get_or_create(key, log.log_start_offset, log.high_watermark, by_time)
         sp.advance_start(log.log_start_offset)
         bound = await _loaded(
             partial(new_records_bound, log, sp.end_offset, log.high_watermark, bytes_left)
@@ -211,6 +218,7 @@ async def _acquire(
 
 def _response(
     ctx: RequestContext,
+    group_id: str,
     targets: list[Target],
     got: dict[tuple[uuid.UUID, int], Acquired],
     *,
@@ -235,7 +243,7 @@ def _response(
             )
         )
     return Resp(
-        acquisition_lock_timeout_ms=ctx.broker.share.partitions.lock_duration_ms,
+        acquisition_lock_timeout_ms=ctx.broker.share.partitions.lock_duration_for(group_id),
         responses=[
             Resp.ShareFetchableTopicResponse(topic_id=tid, partitions=parts)
             for tid, parts in topics.items()

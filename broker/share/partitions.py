@@ -1,8 +1,12 @@
 """The share-partitions of this broker: one `SharePartition` per (group, topic id, partition),
 created on first use, and the timer that expires their acquisition locks.
 
-The start offset of a new share-partition comes from share.auto.offset.reset (`latest`, the
-default: the high watermark; `earliest`: the log start). Time is the event loop's clock in ms;
+The start offset of a new share-partition comes from share.auto.offset.reset: the group's own
+setting (broker/share/group_configs.py) or else the broker's (`latest`, the default: the high
+watermark; `earliest`: the log start; `by_duration:<ISO-8601>`: the first record at or after
+now minus the duration). Admin calls read a share-partition's start offset (`summary`), set it
+(`reset`: AlterShareGroupOffsets) or drop it (`delete`: DeleteShareGroupOffsets, DeleteGroups),
+each written to `__share_group_state`. Time is the event loop's clock in ms;
 the partitions themselves never read it. Whoever may now find records (a parked ShareFetch)
 waits on `waiters`, woken when records become available again (released, lock expired).
 """
@@ -11,16 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from coordinator.share.partition import SharePartition, SharePartitionConfig
+from coordinator.share.partition import TERMINAL, SharePartition, SharePartitionConfig
 
 if TYPE_CHECKING:
+    from broker.share.group_configs import GroupConfigs
     from broker.share.state_log import ShareStateLog
 
 Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+
+AUTO_OFFSET_RESET = "share.auto.offset.reset"
+RECORD_LOCK = "share.record.lock.duration.ms"
+BY_DURATION = "by_duration:"
+DONE = frozenset(int(s) for s in TERMINAL)  # persisted states of records already delivered
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,29 +68,121 @@ class SharePartitions:
         self._timer_at: int | None = None
         self.state_log: ShareStateLog | None = None  # persistence, when the broker has it
         self._updates: dict[Key, int] = {}  # updates written since the key's last snapshot
+        self.group_configs: GroupConfigs | None = None  # per-group overrides, when opened
 
     @property
     def lock_duration_ms(self) -> int:
         return self.settings.partition.record_lock_duration_ms
 
+    def lock_duration_for(self, group_id: str) -> int:
+        """share.record.lock.duration.ms of the group, else the broker's."""
+        own = self.group_configs.int_of(group_id, RECORD_LOCK) if self.group_configs else None
+        return self.lock_duration_ms if own is None else own
+
+    def config_for(self, group_id: str) -> SharePartitionConfig:
+        duration = self.lock_duration_for(group_id)
+        cfg = self.settings.partition
+        if duration == cfg.record_lock_duration_ms:
+            return cfg
+        return replace(cfg, record_lock_duration_ms=duration)
+
+    def auto_offset_reset(self, group_id: str) -> str:
+        """share.auto.offset.reset of the group, else the broker's."""
+        configs = self.group_configs
+        own = configs.value_of(group_id, AUTO_OFFSET_RESET) if configs is not None else None
+        return own or self.settings.auto_offset_reset
+
     def get(self, key: Key) -> SharePartition | None:
         return self.partitions.get(key)
 
-    def get_or_create(self, key: Key, log_start: int, high_watermark: int) -> SharePartition:
+    def new_by_duration_ms(self, key: Key) -> int | None:
+        """The duration of the group's by_duration reset when get_or_create would make a new
+        share-partition for key (the caller then looks up the offset by time), else None."""
+        if key in self.partitions:
+            return None
+        if self.state_log is not None and key in self.state_log.states:
+            return None
+        from broker.share.group_configs import reset_duration_ms
+
+        return reset_duration_ms(self.auto_offset_reset(key[0]))
+
+    def get_or_create(
+        self, key: Key, log_start: int, high_watermark: int, by_time: int | None = None
+    ) -> SharePartition:
+        """The share-partition; a new one starts where its group's share.auto.offset.reset
+        says: `by_time` is the offset found for a by_duration reset (None: none found, the
+        high watermark)."""
         sp = self.partitions.get(key)
         if sp is not None:
+            sp.config = self.config_for(key[0])  # a group config may have changed
             return sp
+        config = self.config_for(key[0])
         stored = self.state_log.states.pop(key, None) if self.state_log is not None else None
         if stored is not None:
-            sp = SharePartition.restore(stored, self.settings.partition)
+            sp = SharePartition.restore(stored, config)
             sp.advance_start(log_start)
             self.partitions[key] = sp
             self.persist(key, sp)
             return sp
-        start = log_start if self.settings.auto_offset_reset == "earliest" else high_watermark
-        sp = self.partitions[key] = SharePartition(start, self.settings.partition)
+        reset = self.auto_offset_reset(key[0])
+        if reset == "earliest":
+            start = log_start
+        elif reset.startswith(BY_DURATION) and by_time is not None:
+            start = max(by_time, log_start)
+        else:
+            start = high_watermark
+        sp = self.partitions[key] = SharePartition(start, config)
         self._snapshot(key, sp)
         return sp
+
+    # ---- admin: AlterShareGroupOffsets, DeleteShareGroupOffsets, DescribeShareGroupOffsets
+
+    def summary(self, key: Key) -> tuple[int, int] | None:
+        """(start offset, records at or past it already acknowledged or archived), or None if
+        the share-partition was never initialised."""
+        sp = self.partitions.get(key)
+        if sp is not None:
+            stats = sp.stats()
+            return sp.start_offset, stats.acknowledged + stats.archived
+        stored = self.state_log.states.get(key) if self.state_log is not None else None
+        if stored is None:
+            return None
+        done = sum(
+            b.last_offset - max(b.first_offset, stored.start_offset) + 1
+            for b in stored.state_batches
+            if b.delivery_state in DONE and b.last_offset >= stored.start_offset
+        )
+        return stored.start_offset, done
+
+    def keys_of(self, group_id: str) -> list[Key]:
+        """Every initialised share-partition of the group, live or only persisted."""
+        keys = [k for k in self.known_keys() if k[0] == group_id]
+        return sorted(keys, key=lambda k: (str(k[1]), k[2]))
+
+    def reset(self, key: Key, start_offset: int, state_epoch: int) -> Awaitable[Any] | None:
+        """Start the share-partition afresh at start_offset: nothing in flight, the delivery
+        counts forgotten (Kafka's InitializeShareGroupState), persisted as a new snapshot."""
+        if self.state_log is not None:
+            self.state_log.states.pop(key, None)
+        sp = self.partitions[key] = SharePartition(
+            start_offset, self.config_for(key[0]), state_epoch=state_epoch
+        )
+        self.wake()  # a parked fetch of the group finds the new window
+        return self._snapshot(key, sp)
+
+    def delete(self, key: Key) -> Awaitable[Any] | None:
+        """Forget the share-partition: its next use starts by share.auto.offset.reset. A
+        tombstone in `__share_group_state` keeps it forgotten after a restart."""
+        self.partitions.pop(key, None)
+        self._updates.pop(key, None)
+        if self.state_log is None:
+            return None
+        return self.state_log.delete(key)
+
+    def delete_group(self, group_id: str) -> list[Awaitable[Any]]:
+        """Forget every share-partition of the group (it was deleted)."""
+        writes = [self.delete(k) for k in self.keys_of(group_id)]
+        return [w for w in writes if w is not None]
 
     # ---- persistence
 
@@ -125,26 +227,10 @@ class SharePartitions:
             self.wake()
         return released
 
-    def drop_topic(self, topic_id: uuid.UUID) -> None:
+    def drop_topic(self, topic_id: uuid.UUID) -> list[Awaitable[Any]]:
         """The topic is deleted: every group's share-partitions of it go, with their state."""
-        self.forget(k for k in self.known_keys() if k[1] == topic_id)
-
-    def drop_group(self, group_id: str) -> None:
-        """The share group is deleted: its share-partitions go, with their state."""
-        self.forget(k for k in self.known_keys() if k[0] == group_id)
-
-    def forget(self, keys: Iterable[Key]) -> list[Awaitable[Any]]:
-        """Delete these share-partitions and their persisted state (a fetch after this
-        starts afresh, per share.auto.offset.reset)."""
-        writes = []
-        for key in list(keys):
-            self.partitions.pop(key, None)
-            self._updates.pop(key, None)
-            if self.state_log is not None:
-                w = self.state_log.delete(key)
-                if w is not None:
-                    writes.append(w)
-        return writes
+        writes = [self.delete(k) for k in self.known_keys() if k[1] == topic_id]
+        return [w for w in writes if w is not None]
 
     def unload(self, slot: object) -> None:
         """This node stops leading a slot of the state log: its share-partitions leave memory
@@ -161,9 +247,6 @@ class SharePartitions:
         if self.state_log is not None:
             keys.update(self.state_log.states)
         return keys
-
-    def keys_of_group(self, group_id: str) -> Iterable[Key]:
-        return [k for k in self.partitions if k[0] == group_id]
 
     # ---- keeping __share_group_state short
 

@@ -13,7 +13,7 @@ from typing import Any
 from broker.share.partitions import SharePartitions, ShareSettings, now_ms
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import Opener, ShareStateLog, topic_id_string
-from coordinator.share.events import ShareGroupDeleted, ShareMemberGone
+from coordinator.share.events import ShareMemberGone
 from storage.log import FencedError
 from storage.logconfig import LogConfig
 
@@ -60,8 +60,6 @@ class ShareRuntime:
         its session and its acquired records."""
         if isinstance(event, ShareMemberGone):
             self.member_gone(event.group_id, event.member_id)
-        elif isinstance(event, ShareGroupDeleted):
-            self.partitions.drop_group(event.group_id)
 
     def on_topic_deleted(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
         self.partitions.drop_topic(topic_id)

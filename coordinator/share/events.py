@@ -12,10 +12,3 @@ class ShareMemberGone:
 
     group_id: str
     member_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ShareGroupDeleted:
-    """A share group was deleted (DeleteGroups): its share-partitions' state goes too."""
-
-    group_id: str

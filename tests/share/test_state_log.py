@@ -162,9 +162,8 @@ def test_deleting_a_group_or_a_topic_deletes_its_share_state(tmp_path: Path) -> 
         for key in [("g1", T, 0), ("g1", other, 0), ("g2", T, 0), ("g2", other, 1)]:
             parts.get_or_create(key, 0, 10).acquire("m", 10, 2, now=0)
             await parts.persist(key, parts.partitions[key])
-        await asyncio.gather(*parts.forget([("g2", other, 1)]))
-        parts.drop_group("g1")
-        await asyncio.gather(*parts.forget([]))  # the drop's writes are in flight: flush
+        await parts.delete(("g2", other, 1))
+        await asyncio.gather(*parts.delete_group("g1"))
         assert set(parts.partitions) == {("g2", T, 0)}
         parts.close()
         await parts.state_log.close()
@@ -172,9 +171,9 @@ def test_deleting_a_group_or_a_topic_deletes_its_share_state(tmp_path: Path) -> 
     async def second_life() -> None:
         parts = await _open(tmp_path, settings)
         assert set(parts.state_log.states) == {("g2", T, 0)}
-        parts.drop_topic(T)  # not yet read back: the stored state goes too
+        writes = parts.drop_topic(T)  # not yet read back: the stored state goes too
         assert parts.known_keys() == set()
-        await asyncio.sleep(0.05)
+        await asyncio.gather(*writes)
         parts.close()
         await parts.state_log.close()
 

@@ -1,0 +1,139 @@
+"""DescribeShareGroupOffsets 0-1 (KIP-932): each share-partition's start offset (SPSO) and, from
+v1, its lag; Kafka 4.x's rules (GroupCoordinatorService.describeShareGroupOffsets and
+KafkaApis):
+
+* DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED for it.
+* Named topics: a topic the client may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED on each of
+  its partitions; an unknown topic, or a share-partition never initialised, start offset -1
+  (absence of data, not an error, as OffsetFetch answers). Kafka does not look the group up
+  here: an unknown group, or one of another kind, has no initialised share-partitions, so
+  every start offset is -1.
+* Null topics: every initialised share-partition of the group whose topic exists and may be
+  described.
+* Lag (v1): the high watermark minus the start offset minus the records past it already
+  acknowledged or archived; -1 for an uninitialised share-partition.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.apis._consumer_groups import share_groups_enabled
+from broker.context import RequestContext
+from broker.registry import serves
+from broker.security.acls import Operation, ResourceType
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
+
+Resp = DescribeShareGroupOffsetsResponse
+ZERO = uuid.UUID(int=0)
+
+
+def _partition(ctx: RequestContext, group_id: str, topic_id: uuid.UUID, name: str, index: int):
+    summary = ctx.broker.share.partitions.summary((group_id, topic_id, index))
+    if summary is None:
+        return Resp.DescribeShareGroupOffsetsResponsePartition(
+            partition_index=index, start_offset=-1, leader_epoch=0, lag=-1
+        )
+    start, done = summary
+    store = ctx.broker.data
+    part = store.partition(name, index) if store is not None else None
+    lag = -1
+    if part is not None and not part.closed:
+        lag = max(part.log.high_watermark - start - done, 0)
+    return Resp.DescribeShareGroupOffsetsResponsePartition(
+        partition_index=index, start_offset=start, leader_epoch=0, lag=lag
+    )
+
+
+def _named(ctx: RequestContext, group_id: str, topics) -> list:
+    out = []
+    for t in topics:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.topic_name):
+            out.append(
+                Resp.DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=t.topic_name,
+                    topic_id=ZERO,
+                    partitions=[
+                        Resp.DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=p,
+                            start_offset=-1,
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            error_message="Topic authorization failed.",
+                        )
+                        for p in t.partitions
+                    ],
+                )
+            )
+            continue
+        topic = ctx.broker.topics.get(t.topic_name)
+        if topic is None:
+            out.append(
+                Resp.DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=t.topic_name,
+                    topic_id=ZERO,
+                    partitions=[
+                        Resp.DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=p, start_offset=-1
+                        )
+                        for p in t.partitions
+                    ],
+                )
+            )
+            continue
+        out.append(
+            Resp.DescribeShareGroupOffsetsResponseTopic(
+                topic_name=topic.name,
+                topic_id=topic.topic_id,
+                partitions=[
+                    _partition(ctx, group_id, topic.topic_id, topic.name, p) for p in t.partitions
+                ],
+            )
+        )
+    return out
+
+
+def _all(ctx: RequestContext, group_id: str) -> list:
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for _, topic_id, index in ctx.broker.share.partitions.keys_of(group_id):
+        by_topic.setdefault(topic_id, []).append(index)
+    out = []
+    for topic_id, indexes in by_topic.items():
+        topic = ctx.broker.topics.by_id(topic_id)
+        if topic is None or not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            continue  # deleted, or not the client's to see
+        out.append(
+            Resp.DescribeShareGroupOffsetsResponseTopic(
+                topic_name=topic.name,
+                topic_id=topic_id,
+                partitions=[
+                    _partition(ctx, group_id, topic_id, topic.name, p) for p in sorted(indexes)
+                ],
+            )
+        )
+    return sorted(out, key=lambda t: t.topic_name)
+
+
+def _group(ctx: RequestContext, g) -> Resp.DescribeShareGroupOffsetsResponseGroup:
+    if not share_groups_enabled(ctx):
+        return Resp.DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, error_code=ErrorCode.UNSUPPORTED_VERSION
+        )
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g.group_id):
+        return Resp.DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+        )
+    if not g.group_id:
+        return Resp.DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, error_code=ErrorCode.INVALID_GROUP_ID
+        )
+    topics = _all(ctx, g.group_id) if g.topics is None else _named(ctx, g.group_id, g.topics)
+    return Resp.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics)
+
+
+@serves(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
+def handle(
+    ctx: RequestContext, req: DescribeShareGroupOffsetsRequest
+) -> DescribeShareGroupOffsetsResponse:
+    return Resp(groups=[_group(ctx, g) for g in req.groups])
