@@ -8,7 +8,8 @@ since), both keyed by (group, topic id, partition). Each share-partition gets a 
 it is made and again every `share.coordinator.snapshot.update.records.per.snapshot` updates,
 an update after each call that changed its persisted state. At start every partition is
 replayed: the latest snapshot of a key with the updates after it folded in
-(`coordinator.share.persisted.apply_update`) is what `SharePartition.restore` starts from.
+(`coordinator.share.state_replay`, which the exporter's report uses too) is what
+`SharePartition.restore` starts from.
 
 The log is not compacted: a compaction keeping only the newest update of a key would lose
 the updates before it (Kafka's records have the same keys), so it waits for a compaction that
@@ -26,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.partitioning import java_string_hashcode, kafka_abs
-from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate, apply_update
+from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate
+from coordinator.share.state_replay import Key, StateReplay
 from protocol import share_state_records as sr
 from protocol.codec import DecodeError
 from protocol.records import build_tail_batch, kv_record_tail
@@ -35,7 +37,6 @@ from storage.partitionlog import PartitionLog, replay_batches
 
 log = logging.getLogger("kcoord.share")
 
-Key = tuple[str, uuid.UUID, int]
 Opener = Callable[[Path, LogConfig], PartitionLog]
 
 
@@ -60,13 +61,6 @@ def _batches(cls: Any, batches: tuple[StateBatch, ...]) -> list:
         )
         for b in batches
     ]
-
-
-def _state_batches(batches: list) -> tuple[StateBatch, ...]:
-    return tuple(
-        StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-        for b in batches
-    )
 
 
 def snapshot_record(key: Key, state: PersistedState, snapshot_epoch: int) -> bytes:
@@ -101,8 +95,10 @@ class ShareStateLog:
         self.log_config = log_config
         self.open_log = open_log
         self.logs: list[PartitionLog | None] = [None] * partitions
-        self.states: dict[Key, PersistedState] = {}  # as loaded: taken by SharePartitions
-        self.snapshot_epochs: dict[Key, int] = {}
+        self._fold = StateReplay()
+        # As loaded: taken by SharePartitions.
+        self.states: dict[Key, PersistedState] = self._fold.states
+        self.snapshot_epochs: dict[Key, int] = self._fold.snapshot_epochs
 
     async def load(self) -> None:
         loop = asyncio.get_running_loop()
@@ -134,24 +130,7 @@ class ShareStateLog:
                     except DecodeError as e:
                         log.warning("%s-%d: skipping a record: %s", sr.SHARE_STATE_TOPIC, p, e)
                         continue
-                    self._apply(rec)
-
-    def _apply(self, rec: sr.ShareStateRecord) -> None:
-        key = (rec.key.group_id, rec.key.topic_id, rec.key.partition)
-        v = rec.value
-        if v is None:
-            self.states.pop(key, None)
-        elif rec.type == sr.SHARE_SNAPSHOT:
-            self.states[key] = PersistedState(
-                v.start_offset, _state_batches(v.state_batches), v.state_epoch
-            )
-            self.snapshot_epochs[key] = v.snapshot_epoch
-        else:
-            state = self.states.get(key)
-            if state is None:
-                return  # an update without a snapshot before it: nothing to apply it to
-            update = StateUpdate(v.start_offset, _state_batches(v.state_batches))
-            self.states[key] = apply_update(state, update)
+                    self._fold.apply(rec)
 
     def write(self, key: Key, tails: list[bytes]) -> Awaitable[Any] | None:
         """Append the records of one share-partition as one batch; the awaitable completes
