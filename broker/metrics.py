@@ -29,6 +29,7 @@ from protocol.coordinator_records import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from broker.security.metrics_access import MetricsAccess
+    from broker.share.runtime import ShareRuntime
     from broker.state import BrokerState
 
 log = logging.getLogger("kcoord.metrics")
@@ -40,6 +41,14 @@ LATENCY_BUCKETS = (
 # The classic text format, which every Prometheus version reads.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# Share groups with series of their own (the first by name); the others are summed under
+# SHARE_OTHER_GROUPS, so a broker with many share groups keeps a bounded set of series.
+SHARE_GROUP_SERIES = 100
+SHARE_OTHER_GROUPS = "__other__"
+# Share-partitions with a start-offset and in-flight series of their own (of the groups
+# above, the first by group, topic, partition); the rest are only in their group's sums.
+SHARE_PARTITION_SERIES = 1000
+ACK_TYPE_LABELS = ("gap", "accept", "release", "reject")  # AckType order
 
 
 FLUSH_EVERY = 4096  # request durations kept before they reach the histogram
@@ -247,6 +256,9 @@ class _StateCollector:
         if runtime is not None:
             yield from _group_families(runtime)
         yield from _log_families(state)
+        share = getattr(state, "_share", None)  # not made by a scrape when share groups are off
+        if share is not None:
+            yield from _share_families(state, share)
 
 
 def _group_families(runtime: Any) -> Iterator[Any]:
@@ -330,3 +342,117 @@ def _log_families(state: Any) -> Iterator[Any]:
         seg.add_metric([topic], segments[topic])
     yield fam
     yield seg
+
+
+def _share_families(state: Any, share: ShareRuntime) -> Iterator[Any]:
+    """Share groups, from the live share-partitions (broker.share): gauges of their windows
+    now and the counters each SharePartition keeps since the broker loaded it."""
+    sessions = share.sessions.per_group()
+    stats = [(key, sp.stats()) for key, sp in share.partitions.partitions.items()]
+    names = sorted({k[0] for k, _ in stats} | set(sessions))
+    own = set(names[:SHARE_GROUP_SERIES])
+
+    def label(group: str) -> str:
+        return group if group in own else SHARE_OTHER_GROUPS
+
+    gauges = {
+        "in_flight": Tally[str](),
+        "acquired": Tally[str](),
+        "archived": Tally[str](),
+        "acquired_total": Tally[str](),
+        "expired_total": Tally[str](),
+        "at_limit_total": Tally[str](),
+    }
+    acks: Tally[tuple[str, str]] = Tally()
+    for (group, _, _), st in stats:
+        g = label(group)
+        gauges["in_flight"][g] += st.in_flight
+        gauges["acquired"][g] += st.acquired
+        gauges["archived"][g] += st.archived
+        gauges["acquired_total"][g] += st.acquired_total
+        gauges["expired_total"][g] += st.lock_expiries_total
+        gauges["at_limit_total"][g] += st.archived_at_limit_total
+        for kind, n in zip(ACK_TYPE_LABELS, st.acknowledged_total, strict=True):
+            acks[(g, kind)] += n
+    groups = sorted({label(g) for g in names})
+    fam: GaugeMetricFamily | CounterMetricFamily = GaugeMetricFamily(
+        "kcoord_share_partitions", "Share-partitions this broker holds (loaded or made)."
+    )
+    fam.add_metric([], len(stats))
+    yield fam
+    per_group = (
+        ("kcoord_share_sessions", "Share sessions open, per share group.", None),
+        (
+            "kcoord_share_in_flight_records",
+            "Records in the share-partitions' in-flight windows (start to end offset), per"
+            " share group.",
+            "in_flight",
+        ),
+        ("kcoord_share_acquired_records", "Records acquired (locked) now.", "acquired"),
+        (
+            "kcoord_share_archived_records",
+            "Records archived inside the in-flight windows now.",
+            "archived",
+        ),
+    )
+    for name, doc, which in per_group:
+        fam = GaugeMetricFamily(name, doc, labels=["group"])
+        for g in groups:
+            if which is None:
+                n = sum(c for grp, c in sessions.items() if label(grp) == g)
+            else:
+                n = gauges[which][g]
+            fam.add_metric([g], n)
+        yield fam
+    counters = (
+        (
+            "kcoord_share_records_acquired",
+            "Records handed to share consumers (deliveries, redeliveries included).",
+            "acquired_total",
+        ),
+        (
+            "kcoord_share_lock_expiries",
+            "Acquired records whose acquisition lock ran out.",
+            "expired_total",
+        ),
+        (
+            "kcoord_share_records_archived_at_limit",
+            "Records archived after group.share.delivery.count.limit deliveries.",
+            "at_limit_total",
+        ),
+    )
+    for name, doc, which in counters:
+        fam = CounterMetricFamily(name, doc, labels=["group"])
+        for g in groups:
+            fam.add_metric([g], gauges[which][g])
+        yield fam
+    fam = CounterMetricFamily(
+        "kcoord_share_records_acknowledged",
+        "Records acknowledged by share consumers, per share group and acknowledgement type.",
+        labels=["group", "type"],
+    )
+    for g in groups:
+        for kind in ACK_TYPE_LABELS:
+            fam.add_metric([g, kind], acks[(g, kind)])
+    yield fam
+    start = GaugeMetricFamily(
+        "kcoord_share_partition_start_offset",
+        "A share-partition's start offset (SPSO): every record below it is done.",
+        labels=["group", "topic", "partition"],
+    )
+    window = GaugeMetricFamily(
+        "kcoord_share_partition_in_flight_records",
+        "Records in a share-partition's in-flight window.",
+        labels=["group", "topic", "partition"],
+    )
+    topics = state.topics
+    labelled = sorted(
+        (group, t.name if (t := topics.by_id(tid)) is not None else str(tid), p, st)
+        for (group, tid, p), st in stats
+        if group in own
+    )
+    for group, topic, p, st in labelled[:SHARE_PARTITION_SERIES]:
+        start.add_metric([group, topic, str(p)], st.start_offset)
+        window.add_metric([group, topic, str(p)], st.in_flight)
+    yield start
+    yield window

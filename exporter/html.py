@@ -249,6 +249,8 @@ def render(
     warnings: list[str],
     max_partition_rows: int = 500,
     open_transactions: Sequence[dict] = (),
+    share_groups: Sequence[dict] = (),
+    share_partitions: Sequence[dict] = (),
 ) -> str:
     parts = [
         *head(title, meta, groups),
@@ -264,6 +266,7 @@ def render(
         timeline(rebalance_events),
         "<h2>Partitions</h2>",
         *partitions_section(partitions, max_partition_rows),
+        *share_section(share_groups, share_partitions, max_partition_rows),
         "</body></html>",
     ]
     return "\n".join(parts)
@@ -309,6 +312,89 @@ def open_transactions_section(rows: Sequence[dict]) -> list[str]:
         "<h2>Open transactions</h2>",
         table(["group", "partition", "pending offset", "producer", "open since"], body, [0, 1]),
     ]
+
+
+def share_section(groups: Sequence[dict], partitions: Sequence[dict], max_rows: int) -> list[str]:
+    """Share groups (KIP-932): each group's totals, then its share-partitions (the
+    ``max_rows`` with the most lag) from ``__share_group_state``."""
+    if not groups:
+        return []
+    totals = table(
+        [
+            "share group",
+            "state",
+            "epoch",
+            "members",
+            "partitions",
+            "in flight",
+            "acknowledged",
+            "archived",
+            "redeliveries",
+            "lag",
+            "clients",
+        ],
+        [
+            [
+                esc(g["group"]),
+                esc(g["state"]),
+                fmt_num(g.get("epoch")),
+                fmt_num(g["members"]),
+                fmt_num(g["partitions"]),
+                fmt_num(g["in_flight"]),
+                fmt_num(g["acknowledged"]),
+                fmt_num(g["archived"]),
+                fmt_num(g["redeliveries"]),
+                fmt_num(g.get("lag")),
+                esc(", ".join(g.get("clients") or []) or "-"),
+            ]
+            for g in groups
+        ],
+        left=(0, 1, 10),
+    )
+    shown = sorted(
+        partitions, key=lambda p: (-(p.get("lag") or 0), p["group"], p["topic"], p["partition"])
+    )[:max_rows]
+    note = []
+    if len(partitions) > len(shown):
+        note.append(
+            f'<p class="meta">the {len(shown)} with the most lag of {len(partitions)}'
+            " share-partitions; all are in share_partitions.parquet</p>"
+        )
+    rows = table(
+        [
+            "share group",
+            "topic",
+            "partition",
+            "start offset",
+            "end offset",
+            "log end",
+            "in flight",
+            "available",
+            "acknowledged",
+            "archived",
+            "redeliveries",
+            "lag",
+        ],
+        [
+            [
+                esc(p["group"]),
+                esc(p["topic"]),
+                fmt_num(p["partition"]),
+                fmt_num(p["start_offset"]),
+                fmt_num(p["end_offset"]),
+                fmt_num(p.get("log_end_offset")),
+                fmt_num(p["in_flight"]),
+                fmt_num(p["available"]),
+                fmt_num(p["acknowledged"]),
+                fmt_num(p["archived"]),
+                fmt_num(p["redeliveries"]),
+                fmt_num(p.get("lag")),
+            ]
+            for p in shown
+        ],
+        left=(0, 1),
+    )
+    return ["<h2>Share groups</h2>", totals, *note, rows]
 
 
 def warnings_box(warnings: list[str]) -> list[str]:

@@ -445,6 +445,18 @@ def record_row(key: bytes | None, value: bytes | None) -> dict[str, Any] | None:
         row["members"] = [
             {"member_id": k.member_id, "assignment": _topic_partitions(v.assigned_partitions)}
         ]
+    elif t == 10:  # ShareGroupMemberMetadata
+        row["protocol_type"] = "share"
+        row["members"] = [
+            {"member_id": k.member_id, "client_id": v.client_id, "client_host": v.client_host}
+        ]
+    elif t == 11:  # ShareGroupMetadata
+        row.update(generation=v.epoch, protocol_type="share")
+    elif t == 14:  # ShareGroupCurrentMemberAssignment
+        row.update(generation=v.member_epoch, protocol_type="share")
+        row["members"] = [
+            {"member_id": k.member_id, "assignment": _topic_partitions(v.assigned_partitions)}
+        ]
     return row
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,12 @@ def partitions(url: str, topic: str | None) -> list[tuple[str, int]]:
         return [(r["topic"], r["partition"]) for r in rows if r["topic"] == topic]
     topics = set(catalog(url)) - {OFFSETS_TOPIC}
     return [(r["topic"], r["partition"]) for r in rows if r["topic"] in topics]
+
+
+def partitions_of_logs(url: str, named: Callable[[str], bool]) -> list[tuple[str, int]]:
+    """(log name, partition) of every log whose name ``named`` accepts, topics or not."""
+    rows = _query(url, "SELECT topic, partition FROM kcoord_partitions ORDER BY 1, 2")
+    return [(r["topic"], r["partition"]) for r in rows if named(r["topic"])]
 
 
 def ranges(

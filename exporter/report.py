@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from exporter.analytics import Settings, Tables, build
 from exporter.html import fmt_duration, fmt_ts, render
+from exporter.shares import MEMBER_RECORD_TYPES, ShareReport
 from exporter.topics import TIMESTAMPS_AT_DDL, timestamps_at_arrow
 from exporter.txnfilter import open_transactions
 
@@ -29,6 +30,7 @@ TABLES = (
     "rebalances",
     "lag_over_time",
 )
+SHARE_TABLES = ("share_partitions", "share_groups")
 
 
 class Progress:
@@ -81,6 +83,7 @@ class ReportResult:
     html_path: Path
     seconds: float
     timings: dict[str, float] = field(default_factory=dict)
+    shares: ShareReport = field(default_factory=ShareReport)
 
 
 def parse_at(text: str | None) -> int:
@@ -161,7 +164,9 @@ def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
     meta = (
         spark.read.format("kcoord")
         .load(data_dir)
-        .where(F.col("record_type").isin(2, 3, 5) & (F.col("timestamp") <= s.at))
+        .where(
+            F.col("record_type").isin(2, 3, 5, *MEMBER_RECORD_TYPES) & (F.col("timestamp") <= s.at)
+        )
         .coalesce(max(1, spark.sparkContext.defaultParallelism))
         .cache()  # scanned once; the analytics filter the cache by record type
     )
@@ -258,14 +263,34 @@ def run_report(
         paths = _write(tables, out, prog, write_history)
         timings["tables"] = time.monotonic() - t
         groups, partitions = read_lags(spark, paths)
+        t = time.monotonic()
+        prog.step("share groups")
+        share = share_section(spark, data_dir, s, parts, meta)
+        paths.update(write_share_tables(spark, share, out))
+        timings["shares"] = time.monotonic() - t
+        for w in share.warnings:
+            prog.step(f"warning: {w}")
+        warnings += share.warnings
         prog.step("writing report.html")
         html_path = write_html(
-            out, spark, paths, groups, partitions, warnings, data_dir, s, snapshot, open_txns
+            out,
+            spark,
+            paths,
+            groups,
+            partitions,
+            warnings,
+            data_dir,
+            s,
+            snapshot,
+            open_txns,
+            share,
         )
-        write_summary(out, groups, partitions, console, open_txns)
+        write_summary(out, groups, partitions, console, open_txns, share)
         elapsed = time.monotonic() - t_start
         prog.step(f"done in {elapsed:.1f}s: {out}")
-        return ReportResult(out, s.at, groups, partitions, warnings, html_path, elapsed, timings)
+        return ReportResult(
+            out, s.at, groups, partitions, warnings, html_path, elapsed, timings, share
+        )
     finally:
         prog.stop()
         for df in tables.cached if tables is not None else ():
@@ -283,6 +308,7 @@ def write_html(
     s: Settings,
     snapshot: str | None,
     open_txns: list[dict] | None = None,
+    share: ShareReport | None = None,
 ) -> Path:
     """report.html from the written tables."""
     series = lag_series(spark, paths["lag_over_time"], groups)
@@ -298,6 +324,8 @@ def write_html(
             rebalance_events=events,
             warnings=warnings,
             open_transactions=open_txns or [],
+            share_groups=share.groups if share is not None else [],
+            share_partitions=share.partitions if share is not None else [],
         )
     )
     return path
@@ -309,9 +337,14 @@ def write_summary(
     partitions: list[dict],
     console: TextIO | None,
     open_txns: list[dict] | None = None,
+    share: ShareReport | None = None,
 ) -> None:
     """summary.txt, printed to ``console`` (default stdout) too."""
+    from exporter.shares import summary as share_summary
+
     summary = console_summary(groups, partitions) + open_transactions_summary(open_txns or [])
+    if share is not None:
+        summary += share_summary(share)
     (out / "summary.txt").write_text(summary)
     print(summary, file=console if console is not None else sys.stdout, end="")
 
@@ -327,6 +360,63 @@ def _session(spark: Any, master: str | None, prog: Progress) -> Any:
 
     register(spark)
     return spark
+
+
+def share_section(spark: Any, data_dir: str, s: Settings, parts: Any, meta: Any) -> ShareReport:
+    """The share groups (:mod:`exporter.shares`): the state log replayed here, against the
+    report's end offsets as of ``--at`` and the latest share-group member records."""
+    from pyspark.sql import functions as F
+
+    from exporter import shares
+
+    states, warnings = shares.read_states(data_dir, s.at)
+    names = shares.topic_names(data_dir)
+    topics = sorted({names[k[1]] for k in states if k[1] in names})
+    ends: dict[tuple[str, int], tuple] = {}
+    if topics:
+        for r in (
+            parts.where(F.col("topic").isin(topics))
+            .select("topic", "partition", "log_start_offset", "log_end_offset")
+            .collect()
+        ):
+            ends[(r["topic"], r["partition"])] = (r["log_start_offset"], r["log_end_offset"])
+    latest = (
+        meta.where(F.col("record_type").isin(*MEMBER_RECORD_TYPES))
+        .groupBy("group", "record_type", "member_id")
+        .agg(
+            F.max_by(F.struct("offset", "tombstone", "generation", "members"), "offset").alias("l")
+        )
+        .collect()
+    )
+    rows = [
+        {
+            "group": r["group"],
+            "record_type": r["record_type"],
+            "member_id": r["member_id"],
+            **r["l"].asDict(recursive=True),
+        }
+        for r in latest
+    ]
+    report = shares.build(states, names, ends, rows)
+    report.warnings = warnings
+    return report
+
+
+def write_share_tables(spark: Any, share: ShareReport, out: Path) -> dict[str, str]:
+    """share_partitions.parquet and share_groups.parquet (written empty when there are no
+    share groups, so their readers find them)."""
+    from exporter import shares
+
+    paths = {}
+    for name, rows, columns, ddl in (
+        ("share_partitions", share.partitions, shares.PARTITION_COLUMNS, shares.PARTITION_DDL),
+        ("share_groups", share.groups, shares.GROUP_COLUMNS, shares.GROUP_DDL),
+    ):
+        data = [tuple(r[c] for c, _ in columns) for r in rows]
+        path = str(out / f"{name}.parquet")
+        spark.createDataFrame(data, ddl).coalesce(1).write.mode("overwrite").parquet(path)
+        paths[name] = path
+    return paths
 
 
 def input_warnings(segments: Any, topic_parts: Any) -> list[str]:

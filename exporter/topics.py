@@ -37,6 +37,7 @@ from protocol.records import (
 from storage.batches import batch_headers as walk_batch_headers
 
 CATALOG_FILE = "kcoord-topics.json"  # broker/dataplane/catalog.py
+SHARE_STATE_TOPIC = "__share_group_state"  # kcoord's and Kafka's share-group state log
 
 PARTITION_SCHEMA = pa.schema(
     [
@@ -114,12 +115,13 @@ def offsets_partition_count(data_dir: Path) -> int | None:
 
 
 def topic_partitions(data_dir: Path) -> list[tuple[str, int, Path]]:
-    """Topic partition dirs (not ``__consumer_offsets``); with a catalog, only its topics."""
+    """Topic partition dirs (not ``__consumer_offsets``, nor the share-group state log);
+    with a catalog, only its topics."""
     catalog = read_catalog(data_dir)
     dirs = list_partition_dirs(Path(data_dir), None)
     if catalog:
-        dirs = [d for d in dirs if d[0] in catalog]
-    return dirs
+        return [d for d in dirs if d[0] in catalog]
+    return [d for d in dirs if d[0] != SHARE_STATE_TOPIC]
 
 
 def _scans(pdir: Path, *, last_only: bool = False) -> list[SegmentScan]:

@@ -77,6 +77,13 @@ class ShareSessionCache:
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
 
+    def per_group(self) -> dict[str, int]:
+        """Open sessions by group id (for the metrics)."""
+        out: dict[str, int] = {}
+        for g, _ in self._sessions:
+            out[g] = out.get(g, 0) + 1
+        return out
+
     def of_group(self, group_id: str) -> list[ShareSession]:
         return [s for (g, _), s in self._sessions.items() if g == group_id]
 

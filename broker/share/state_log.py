@@ -8,7 +8,8 @@ since), both keyed by (group, topic id, partition). Each share-partition gets a 
 it is made and again every `share.coordinator.snapshot.update.records.per.snapshot` updates,
 an update after each call that changed its persisted state. At start every partition is
 replayed: the latest snapshot of a key with the updates after it folded in
-(`coordinator.share.persisted.apply_update`) is what `SharePartition.restore` starts from.
+(`coordinator.share.state_replay`, which the exporter's report uses too) is what
+`SharePartition.restore` starts from.
 
 The log is not compacted by key: a compaction keeping only the newest update of a key would
 lose the updates before it. As Kafka's share coordinator does, it is pruned instead: a
@@ -30,7 +31,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from coordinator.partitioning import java_string_hashcode, kafka_abs
-from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate, apply_update
+from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate
+from coordinator.share.state_replay import Key, StateReplay
 from protocol import share_state_records as sr
 from protocol.codec import DecodeError
 from protocol.records import build_tail_batch, kv_record_tail
@@ -45,7 +47,6 @@ def now_ms() -> int:
     return int(asyncio.get_running_loop().time() * 1000)
 
 
-Key = tuple[str, uuid.UUID, int]
 Opener = Callable[[Path, LogConfig], PartitionLog]
 
 
@@ -70,13 +71,6 @@ def _batches(cls: Any, batches: tuple[StateBatch, ...]) -> list:
         )
         for b in batches
     ]
-
-
-def _state_batches(batches: list) -> tuple[StateBatch, ...]:
-    return tuple(
-        StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-        for b in batches
-    )
 
 
 def snapshot_record(key: Key, state: PersistedState, snapshot_epoch: int) -> bytes:
@@ -140,8 +134,10 @@ class ShareStateLog:
         self.leased = place is not None
         self.place: Callable[[Key], Slot] = place or (lambda k: state_partition(k, partitions))
         self.logs: dict[Slot, PartitionLog] = {}
-        self.states: dict[Key, PersistedState] = {}  # as loaded: taken by SharePartitions
-        self.snapshot_epochs: dict[Key, int] = {}
+        self._fold = StateReplay()
+        # As loaded: taken by SharePartitions.
+        self.states: dict[Key, PersistedState] = self._fold.states
+        self.snapshot_epochs: dict[Key, int] = self._fold.snapshot_epochs
         # Per slot: offset and time (ms) of each key's latest durable snapshot. Set only once
         # a snapshot is durable, so pruning below it never loses a state.
         self.snapshots: dict[Slot, dict[Key, tuple[int, int]]] = {}
@@ -197,27 +193,14 @@ class ShareStateLog:
                     except DecodeError as e:
                         log.warning("%s %s: skipping a record: %s", sr.SHARE_STATE_TOPIC, p, e)
                         continue
-                    self._apply(rec, p, record[0], loaded_at)
-
-    def _apply(self, rec: sr.ShareStateRecord, p: Slot, offset: int, now: int) -> None:
-        key = (rec.key.group_id, rec.key.topic_id, rec.key.partition)
-        v = rec.value
-        if v is None:
-            self.states.pop(key, None)
-            self.snapshots[p].pop(key, None)
-        elif rec.type == sr.SHARE_SNAPSHOT:
-            self.states[key] = PersistedState(
-                v.start_offset, _state_batches(v.state_batches), v.state_epoch
-            )
-            self.snapshot_epochs[key] = v.snapshot_epoch
-            # Its age is unknown: counted from the load, so it is rewritten one interval on.
-            self.snapshots[p][key] = (offset, now)
-        else:
-            state = self.states.get(key)
-            if state is None:
-                return  # an update without a snapshot before it: nothing to apply it to
-            update = StateUpdate(v.start_offset, _state_batches(v.state_batches))
-            self.states[key] = apply_update(state, update)
+                    self._fold.apply(rec)
+                    key = (rec.key.group_id, rec.key.topic_id, rec.key.partition)
+                    if rec.value is None:
+                        self.snapshots[p].pop(key, None)
+                    elif rec.type == sr.SHARE_SNAPSHOT:
+                        # Its age is unknown: counted from the load, so it is rewritten one
+                        # cold-snapshot interval on.
+                        self.snapshots[p][key] = (record[0], loaded_at)
 
     def write(self, key: Key, tails: list[bytes]) -> Awaitable[Any] | None:
         """Append the records of one share-partition as one batch; the awaitable completes

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 from coordinator.share.persisted import (
@@ -153,6 +153,11 @@ class PartitionStats:
     archived: int
     archived_total: int  # records archived since load: rejected, or at the delivery limit
     redeliveries_total: int  # records acquired again (delivery count above 1) since load
+    acquired_total: int = 0  # records handed out by acquire since load (redeliveries too)
+    # Records acknowledged since load, by AckType (GAP, ACCEPT, RELEASE, REJECT).
+    acknowledged_total: tuple[int, int, int, int] = (0, 0, 0, 0)
+    lock_expiries_total: int = 0  # acquired records whose lock ran out since load
+    archived_at_limit_total: int = 0  # records archived having had all their deliveries
 
 
 @dataclass(slots=True)
@@ -184,8 +189,14 @@ class _Run:
 
 @dataclass
 class _Counters:
+    """Flows since load, for the metrics: each is one integer add on the path it counts."""
+
     archived: int = 0
     redelivered: int = 0
+    acquired: int = 0
+    acknowledged: list[int] = field(default_factory=lambda: [0] * len(AckType))
+    expired: int = 0
+    archived_at_limit: int = 0
 
 
 class SharePartition:
@@ -281,6 +292,10 @@ class SharePartition:
             archived=by_state[RecordState.ARCHIVED],
             archived_total=self._counters.archived,
             redeliveries_total=self._counters.redelivered,
+            acquired_total=self._counters.acquired,
+            acknowledged_total=tuple(self._counters.acknowledged),  # type: ignore[arg-type]
+            lock_expiries_total=self._counters.expired,
+            archived_at_limit_total=self._counters.archived_at_limit,
         )
 
     # ---- acquiring
@@ -311,6 +326,7 @@ class SharePartition:
                 continue
             if run.count >= limit:
                 self._set(run, RecordState.ARCHIVED)
+                self._counters.archived_at_limit += run.size
                 i += 1
                 continue
             if run.size > left:
@@ -323,6 +339,7 @@ class SharePartition:
             )
             if run.count > 1:
                 self._counters.redelivered += run.size
+            self._counters.acquired += run.size
             self._touch(run.first, run.last)
             got.append(AcquiredRange(run.first, run.last, run.count))
             left -= run.size
@@ -332,6 +349,7 @@ class SharePartition:
         if stop > self._end:
             run = _Run(self._end, stop - 1, RecordState.ACQUIRED, 1, member_id, deadline)
             self._runs.append(run)
+            self._counters.acquired += run.size
             self._touch(run.first, run.last)
             got.append(AcquiredRange(run.first, run.last, 1))
             self._end = stop
@@ -362,6 +380,7 @@ class SharePartition:
             if lo > r.last_offset:
                 continue  # all below the start offset
             for first, last, ack in _runs_of_types(r, lo):
+                self._counters.acknowledged[ack] += last - first + 1
                 self._finish(first, last, AckType(ack))
         self._normalize()
         return AckResult(tuple(errors), applied=True)
@@ -394,7 +413,9 @@ class SharePartition:
 
     def expire(self, now: int) -> int:
         """Release the records whose acquisition lock ran out by `now`; returns how many."""
-        return self._release(lambda r: r.deadline is not None and r.deadline <= now)
+        expired = self._release(lambda r: r.deadline is not None and r.deadline <= now)
+        self._counters.expired += expired
+        return expired
 
     def _release(self, which: Callable[[_Run], bool]) -> int:
         released = 0
@@ -502,6 +523,8 @@ class SharePartition:
                 self._set(run, RecordState.AVAILABLE)
             else:
                 # REJECT, GAP, or a release of a record that has had all its deliveries.
+                if ack == AckType.RELEASE:
+                    self._counters.archived_at_limit += run.size
                 self._set(run, RecordState.ARCHIVED, counted=ack != AckType.GAP)
 
     def _set(self, run: _Run, state: RecordState, *, counted: bool = True) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from exporter.shares import read_states
 from protocol.api_keys import ApiKey
 from protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from tests.cluster.harness import SETTINGS, Cluster, wait_for
@@ -104,5 +105,9 @@ def test_share_state_fails_over_with_the_topic_partition(tmp_path: Path, pg_url:
             # the unaccepted records are available again, delivered once before.
             got = wait_for(lambda: _acquire(c, topic_id, "m2"), 30, "records")
             assert got == [(o, 2) for o in range(5, 10)]
+        # The report reads the state where the cluster keeps it.
+        states, warnings = read_states(pg_url)
+        assert warnings == []
+        assert states[("sg", topic_id, 0)].start_offset == 5
     finally:
         cluster.stop_all()

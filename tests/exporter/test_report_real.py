@@ -122,9 +122,43 @@ def real_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict:
         producer.close()
     finally:
         proc.stop()
+    _share_state(proc.data_dir)
     at = int(time.time() * 1000) + 3_600_000  # an hour on: every lagging partition is STOP
     result = run_report(proc.data_dir, base / "out", spark=spark, at=at)
     return {"result": result, "produced": produced, "at": at, "generations": seen_generations}
+
+
+def _share_state(data_dir: Path) -> None:
+    """Share group 'sg' on orders-0 in `__share_group_state`, written by the broker's own
+    share-partitions: 0-9 acquired, 0-4 accepted, 5 rejected, 6-9 left acquired."""
+    import asyncio
+    import uuid
+
+    from broker.share.partitions import SharePartitions, ShareSettings
+    from broker.share.state_log import ShareStateLog
+    from coordinator.share.partition import AckRange, AckType, SharePartitionConfig
+    from exporter.topics import read_catalog
+    from storage.log import Log
+    from storage.logconfig import LogConfig
+
+    key = ("sg", uuid.UUID(read_catalog(data_dir)[TOPIC].topic_id), 0)
+
+    async def write() -> None:
+        state_log = ShareStateLog(data_dir, 50, LogConfig(), Log.open)
+        await state_log.load()
+        parts = SharePartitions(ShareSettings(SharePartitionConfig(), "earliest"))
+        parts.state_log = state_log
+        sp = parts.get_or_create(key, 0, 35)
+        sp.acquire("m", 35, 10, now=0)
+        parts.persist(key, sp)
+        sp.acknowledge("m", [AckRange.of(0, 4, AckType.ACCEPT), AckRange.of(5, 5, AckType.REJECT)])
+        w = parts.persist(key, sp)
+        assert w is not None
+        await w
+        parts.close()
+        await state_log.close()
+
+    asyncio.run(write())
 
 
 def _generation(consumer: Any) -> int:
@@ -186,6 +220,20 @@ def test_rebalance_count_matches_membership_changes(real_run: dict) -> None:
     assert a["rebalances"] == max(seen) + 1
     assert (a["members"], a["state"]) == (0, "Empty")
     assert groups["report-b"]["rebalances"] == 0
+
+
+def test_share_section_against_the_topic_log(real_run: dict, spark: Any) -> None:
+    """The share section joins the replayed state to the report's end offsets (orders-0 ends
+    at 35) and is written as share_partitions.parquet."""
+    result = real_run["result"]
+    path = str(result.out_dir / "share_partitions.parquet")
+    [row] = [r.asDict() for r in spark.read.parquet(path).collect()]
+    assert row == result.shares.partitions[0]
+    assert (row["group"], row["topic"], row["partition"]) == ("sg", TOPIC, 0)
+    assert (row["start_offset"], row["end_offset"], row["log_end_offset"]) == (6, 10, 35)
+    assert (row["in_flight"], row["available"], row["lag"]) == (4, 4, 29)
+    assert "Share group 'sg'" in (result.out_dir / "summary.txt").read_text()
+    assert "<h2>Share groups</h2>" in result.html_path.read_text()
 
 
 def test_report_cli(real_run: dict, tmp_path: Path) -> None:
