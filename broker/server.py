@@ -30,6 +30,7 @@ from broker.security.metrics_access import METRICS_LISTENER, MetricsAccess
 from broker.security.oauth import OAuthSettings, OAuthValidator
 from broker.security.tls import TlsConfigError, TlsContext, client_context
 from broker.share.group_configs import GroupConfigs
+from broker.share.persister import SharePersister
 from broker.state import BrokerState
 from broker.txn_runtime import TxnRuntime
 from protocol.coordinator_records import OFFSETS_TOPIC
@@ -166,6 +167,9 @@ class Broker:
         state.data.on_topic_deleted.append(state.share.on_topic_deleted)
         state.groups.start()
         self._peers = PeerClients(f"kcoord-node-{identity.node_id}", peer_security)
+        state.share.persister = SharePersister(
+            state.share.partitions, state.topics, state.cluster, self._peers
+        )
         state.txns = TxnRuntime(
             self.data_dir,
             cfg,

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable
 from typing import Any, cast
 
 from broker.apis._consumer_groups import share_groups_enabled
-from broker.apis._share import durable
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
@@ -85,8 +83,8 @@ async def handle(
     if verdict.error != ErrorCode.NONE:
         return _error(verdict.error, verdict.message)
 
-    partitions = ctx.broker.share.partitions
-    writes: list[Awaitable[Any]] = []
+    starts: dict[tuple[uuid.UUID, int], int] = {}
+    named: list[tuple[Any, tuple[uuid.UUID, int]]] = []  # (its answer, share-partition)
     for topic, parts, answers in wanted:
         for p in parts:
             if not 0 <= p.partition_index < topic.partitions:
@@ -106,14 +104,11 @@ async def handle(
                     )
                 )
                 continue
-            key = (group_id, topic.topic_id, p.partition_index)
-            if p.start_offset == -1:
-                write = partitions.delete(key)
-            else:
-                write = partitions.reset(key, p.start_offset, verdict.epoch)
-            if write is not None:
-                writes.append(write)
-            answers.append(Part(partition_index=p.partition_index))
-    if not await durable(writes):
-        return _error(ErrorCode.KAFKA_STORAGE_ERROR, "The share-group state was not written.")
+            starts[topic.topic_id, p.partition_index] = p.start_offset
+            answer = Part(partition_index=p.partition_index)
+            answers.append(answer)
+            named.append((answer, (topic.topic_id, p.partition_index)))
+    codes = await ctx.broker.share.persister.initialize(group_id, starts, verdict.epoch)
+    for answer, tp in named:
+        answer.error_code = codes[tp]
     return Resp(responses=topics)

@@ -22,6 +22,9 @@ PROTOCOL_APIS = {
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
             ApiKey.ALTER_SHARE_GROUP_OFFSETS,
             ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+            ApiKey.DELETE_SHARE_GROUP_STATE,
+            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
         }
     ),
 }

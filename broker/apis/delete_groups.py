@@ -46,13 +46,13 @@ def handle(ctx: RequestContext, req: DeleteGroupsRequest):
         share = ctx.broker._share
         if share is not None:
             # A deleted share group's share-partition state goes with it, as in Kafka.
-            forgotten = [
-                w
-                for r in results
-                if r.error_code == ErrorCode.NONE
-                for w in share.partitions.delete_group(r.group_id)
-            ]
-            await asyncio.gather(*forgotten)
+            await asyncio.gather(
+                *(
+                    share.persister.delete_group(r.group_id)
+                    for r in results
+                    if r.error_code == ErrorCode.NONE
+                )
+            )
         return DeleteGroupsResponse(results=results)
 
     return gather()

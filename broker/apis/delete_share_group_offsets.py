@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable
 from typing import Any
 
 from broker.apis._consumer_groups import share_groups_enabled
-from broker.apis._share import durable
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
@@ -50,31 +48,22 @@ async def handle(
     if not group_id:
         return _error(ErrorCode.INVALID_GROUP_ID)
 
-    def delete(shard: Any, now: int) -> Verdict | tuple[list[Any], list[Awaitable[Any]]]:
-        verdict = shard.share_group_check_delete(group_id)
-        if verdict.error != ErrorCode.NONE:
-            return verdict
-        # The group is empty now: forget the state in the same step, before a member can join.
-        return _delete_topics(ctx, group_id, req.topics)
+    def check(shard: Any, now: int) -> Verdict:
+        return shard.share_group_check_delete(group_id)
 
-    done = ctx.broker.groups.read(group_id, delete, lambda code: Verdict(code))
-    if asyncio.isfuture(done):
-        done = await done
-    if isinstance(done, Verdict):
-        return _error(done.error, done.message)
-    answers, writes = done
-    if not await durable(writes):
-        return _error(ErrorCode.KAFKA_STORAGE_ERROR, "The share-group state was not written.")
-    return Resp(responses=answers)
+    verdict = ctx.broker.groups.read(group_id, check, lambda code: Verdict(code))
+    if asyncio.isfuture(verdict):
+        verdict = await verdict
+    assert isinstance(verdict, Verdict)
+    if verdict.error != ErrorCode.NONE:
+        return _error(verdict.error, verdict.message)
+    return Resp(responses=await _delete_topics(ctx, group_id, req.topics))
 
 
-def _delete_topics(
-    ctx: RequestContext, group_id: str, topics: list[Any]
-) -> tuple[list[Any], list[Awaitable[Any]]]:
-    partitions = ctx.broker.share.partitions
-    have = partitions.keys_of(group_id)
+async def _delete_topics(ctx: RequestContext, group_id: str, topics: list[Any]) -> list[Any]:
+    persister = ctx.broker.share.persister
     answers: list[Any] = []
-    writes: list[Awaitable[Any]] = []
+    named: list[tuple[Any, list[tuple[uuid.UUID, int]]]] = []  # (topic, its partitions)
     for t in topics:
         if not ctx.allowed(Operation.READ, ResourceType.TOPIC, t.topic_name):
             answers.append(
@@ -97,20 +86,29 @@ def _delete_topics(
                 )
             )
             continue
-        keys = [k for k in have if k[1] == topic.topic_id]
-        if not keys:
+        named.append((topic, [(topic.topic_id, p) for p in range(topic.partitions)]))
+    summaries = await persister.summaries(group_id, [tp for _, tps in named for tp in tps])
+    doomed = {
+        topic.name: [tp for tp in tps if summaries[tp].start_offset >= 0] for topic, tps in named
+    }
+    codes = await persister.delete(group_id, [tp for tps in doomed.values() for tp in tps])
+    for topic, _ in named:
+        if not doomed[topic.name]:
             answers.append(
                 Topic(
-                    topic_name=t.topic_name,
+                    topic_name=topic.name,
                     topic_id=topic.topic_id,
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     error_message="There is no offset information to delete.",
                 )
             )
             continue
-        for key in keys:
-            write = partitions.delete(key)
-            if write is not None:
-                writes.append(write)
-        answers.append(Topic(topic_name=topic.name, topic_id=topic.topic_id))
-    return answers, writes
+        failed = [codes[tp] for tp in doomed[topic.name] if codes[tp] != ErrorCode.NONE]
+        answers.append(
+            Topic(
+                topic_name=topic.name,
+                topic_id=topic.topic_id,
+                error_code=failed[0] if failed else ErrorCode.NONE,
+            )
+        )
+    return answers

@@ -16,12 +16,14 @@ KafkaApis):
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
+from broker.share.persister import Summary
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
@@ -30,24 +32,36 @@ Resp = DescribeShareGroupOffsetsResponse
 ZERO = uuid.UUID(int=0)
 
 
-def _partition(ctx: RequestContext, group_id: str, topic_id: uuid.UUID, name: str, index: int):
-    summary = ctx.broker.share.partitions.summary((group_id, topic_id, index))
-    if summary is None:
+def _partition(ctx: RequestContext, name: str, index: int, summary: Summary):
+    if summary.start_offset < 0:
         return Resp.DescribeShareGroupOffsetsResponsePartition(
-            partition_index=index, start_offset=-1, leader_epoch=0, lag=-1
+            partition_index=index,
+            start_offset=-1,
+            leader_epoch=0,
+            lag=-1,
+            error_code=summary.error,
         )
-    start, done = summary
     store = ctx.broker.data
     part = store.partition(name, index) if store is not None else None
     lag = -1
     if part is not None and not part.closed:
-        lag = max(part.log.high_watermark - start - done, 0)
+        lag = max(part.log.high_watermark - summary.start_offset - summary.done, 0)
     return Resp.DescribeShareGroupOffsetsResponsePartition(
-        partition_index=index, start_offset=start, leader_epoch=0, lag=lag
+        partition_index=index, start_offset=summary.start_offset, leader_epoch=0, lag=lag
     )
 
 
-def _named(ctx: RequestContext, group_id: str, topics) -> list:
+async def _named(ctx: RequestContext, group_id: str, topics) -> list:
+    known = [ctx.broker.topics.get(t.topic_name) for t in topics]
+    summaries = await ctx.broker.share.persister.summaries(
+        group_id,
+        [
+            (topic.topic_id, p)
+            for t, topic in zip(topics, known, strict=True)
+            if topic is not None and ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
+            for p in t.partitions
+        ],
+    )
     out = []
     for t in topics:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.topic_name):
@@ -87,17 +101,21 @@ def _named(ctx: RequestContext, group_id: str, topics) -> list:
                 topic_name=topic.name,
                 topic_id=topic.topic_id,
                 partitions=[
-                    _partition(ctx, group_id, topic.topic_id, topic.name, p) for p in t.partitions
+                    _partition(ctx, topic.name, p, summaries[topic.topic_id, p])
+                    for p in t.partitions
                 ],
             )
         )
     return out
 
 
-def _all(ctx: RequestContext, group_id: str) -> list:
+async def _all(ctx: RequestContext, group_id: str) -> list:
+    persister = ctx.broker.share.persister
+    summaries = await persister.summaries(group_id, persister.candidates(group_id))
     by_topic: dict[uuid.UUID, list[int]] = {}
-    for _, topic_id, index in ctx.broker.share.partitions.keys_of(group_id):
-        by_topic.setdefault(topic_id, []).append(index)
+    for (topic_id, index), summary in summaries.items():
+        if summary.start_offset >= 0:
+            by_topic.setdefault(topic_id, []).append(index)
     out = []
     for topic_id, indexes in by_topic.items():
         topic = ctx.broker.topics.by_id(topic_id)
@@ -108,14 +126,14 @@ def _all(ctx: RequestContext, group_id: str) -> list:
                 topic_name=topic.name,
                 topic_id=topic_id,
                 partitions=[
-                    _partition(ctx, group_id, topic_id, topic.name, p) for p in sorted(indexes)
+                    _partition(ctx, topic.name, p, summaries[topic_id, p]) for p in sorted(indexes)
                 ],
             )
         )
     return sorted(out, key=lambda t: t.topic_name)
 
 
-def _group(ctx: RequestContext, g) -> Resp.DescribeShareGroupOffsetsResponseGroup:
+async def _group(ctx: RequestContext, g) -> Resp.DescribeShareGroupOffsetsResponseGroup:
     if not share_groups_enabled(ctx):
         return Resp.DescribeShareGroupOffsetsResponseGroup(
             group_id=g.group_id, error_code=ErrorCode.UNSUPPORTED_VERSION
@@ -128,12 +146,14 @@ def _group(ctx: RequestContext, g) -> Resp.DescribeShareGroupOffsetsResponseGrou
         return Resp.DescribeShareGroupOffsetsResponseGroup(
             group_id=g.group_id, error_code=ErrorCode.INVALID_GROUP_ID
         )
-    topics = _all(ctx, g.group_id) if g.topics is None else _named(ctx, g.group_id, g.topics)
+    topics = await (
+        _all(ctx, g.group_id) if g.topics is None else _named(ctx, g.group_id, g.topics)
+    )
     return Resp.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics)
 
 
 @serves(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
-def handle(
+async def handle(
     ctx: RequestContext, req: DescribeShareGroupOffsetsRequest
 ) -> DescribeShareGroupOffsetsResponse:
-    return Resp(groups=[_group(ctx, g) for g in req.groups])
+    return Resp(groups=list(await asyncio.gather(*(_group(ctx, g) for g in req.groups))))

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from broker.share.partitions import SharePartitions, ShareSettings, now_ms
+from broker.share.persister import SharePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import Opener, ShareStateLog, topic_id_string
+from broker.topics import TopicRegistry
 from coordinator.share.events import ShareMemberGone
 from storage.log import FencedError
 from storage.logconfig import LogConfig
@@ -45,6 +47,9 @@ class ShareRuntime:
         self._maintenance: list[asyncio.Task[None]] = []
         self._dropping: set[asyncio.Future[None]] = set()
         self.engine: Any = None  # cluster mode: the shared storage engine (use_engine)
+        # The admin paths' way to share-partition state, wherever it is; set by the broker
+        # (in cluster mode, with the view and the clients of the other nodes).
+        self.persister: SharePersister = SharePersister(self.partitions, TopicRegistry())
 
     @classmethod
     def from_config(cls, cfg) -> ShareRuntime:

@@ -13,7 +13,14 @@ from confluent_kafka import Producer
 
 from exporter.shares import read_states
 from protocol.api_keys import ApiKey
-from protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
+from protocol.messages import (
+    AlterShareGroupOffsetsRequest,
+    DeleteGroupsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+)
 from tests.cluster.harness import SETTINGS, Cluster, wait_for
 from tests.dataplane.wire import create_topic as wire_create
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
@@ -25,10 +32,12 @@ SHARE = (
 )
 
 
-def _acquire(c: WireClient, topic_id: uuid.UUID, member: str) -> list[tuple[int, int]]:
+def _acquire(
+    c: WireClient, topic_id: uuid.UUID, member: str, group: str = "sg"
+) -> list[tuple[int, int]]:
     """A new share session's first fetch: (offset, delivery count) of what it acquired."""
     req = ShareFetchRequest(
-        group_id="sg",
+        group_id=group,
         member_id=member,
         share_session_epoch=0,
         max_wait_ms=3000,
@@ -53,7 +62,9 @@ def _acquire(c: WireClient, topic_id: uuid.UUID, member: str) -> list[tuple[int,
     ]
 
 
-def _accept(c: WireClient, topic_id: uuid.UUID, member: str, first: int, last: int) -> Any:
+def _accept(
+    c: WireClient, topic_id: uuid.UUID, member: str, first: int, last: int, group: str = "sg"
+) -> Any:
     batch = ShareAcknowledgeRequest.AcknowledgementBatch(
         first_offset=first, last_offset=last, acknowledge_types=[1]
     )
@@ -61,7 +72,7 @@ def _accept(c: WireClient, topic_id: uuid.UUID, member: str, first: int, last: i
         partition_index=0, acknowledgement_batches=[batch]
     )
     req = ShareAcknowledgeRequest(
-        group_id="sg",
+        group_id=group,
         member_id=member,
         share_session_epoch=1,
         topics=[ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=topic_id, partitions=[part])],
@@ -109,5 +120,102 @@ def test_share_state_fails_over_with_the_topic_partition(tmp_path: Path, pg_url:
         states, warnings = read_states(pg_url)
         assert warnings == []
         assert states[("sg", topic_id, 0)].start_offset == 5
+    finally:
+        cluster.stop_all()
+
+
+def _two_nodes(tmp_path: Path, pg_url: str) -> tuple[Cluster, uuid.UUID, int]:  # noqa: F811
+    """Two nodes, topic q (one partition) with ten records: the cluster, q's id, its leader."""
+    cluster = Cluster(tmp_path, pg_url, SETTINGS + SHARE)
+    for n in (1, 2):
+        cluster.start(n)
+    for n in (1, 2):
+        wait_for(lambda n=n: set(cluster.brokers(n)) == {1, 2}, 15, f"node {n} to see all")
+    k1 = cluster.nodes[1]
+    with WireClient(k1.host, k1.port) as c:
+        created = wire_create(c, "q", 1)
+        assert created.error_code == 0, created
+    leader = wait_for(lambda: cluster.leaders("q", 1).get(0, -1) + 1, 15, "a leader") - 1
+    wait_for(lambda: cluster.leaders("q", 3 - leader)[0] == leader, 15, "both to agree")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(10):
+        producer.produce("q", value=b"%d" % i)
+    assert producer.flush(15) == 0
+    return cluster, created.topic_id, leader
+
+
+def test_share_admin_reaches_the_partition_leader(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    """The admin APIs go to the group's coordinator; the share-partition is on the topic
+    partition's leader, another node: describe, alter, delete-offsets and DeleteGroups reach it
+    through the share-state APIs."""
+    cluster, topic_id, leader = _two_nodes(tmp_path, pg_url)
+    try:
+        other = 3 - leader
+        group = next(
+            g
+            for g in (f"sg{i}" for i in range(100))
+            if wait_for(lambda g=g: cluster.coordinator(g, leader) + 1, 15, "a coordinator") - 1
+            == other
+        )
+        k, o = cluster.nodes[leader], cluster.nodes[other]
+        with WireClient(k.host, k.port) as at_leader, WireClient(o.host, o.port) as at_coord:
+            assert _acquire(at_leader, topic_id, "m1", group) == [(i, 1) for i in range(10)]
+            assert _accept(at_leader, topic_id, "m1", 0, 4, group) == 0
+
+            def starts() -> dict:
+                req = DescribeShareGroupOffsetsRequest(
+                    groups=[
+                        DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+                            group_id=group, topics=None
+                        )
+                    ]
+                )
+                [g] = at_coord.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, req).groups
+                return {
+                    (t.topic_name, p.partition_index): (p.start_offset, p.error_code)
+                    for t in g.topics
+                    for p in t.partitions
+                }
+
+            assert starts() == {("q", 0): (5, 0)}
+            A = AlterShareGroupOffsetsRequest
+            altered = at_coord.request(
+                ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+                0,
+                A(
+                    group_id=group,
+                    topics=[
+                        A.AlterShareGroupOffsetsRequestTopic(
+                            topic_name="q",
+                            partitions=[
+                                A.AlterShareGroupOffsetsRequestPartition(
+                                    partition_index=0, start_offset=2
+                                )
+                            ],
+                        )
+                    ],
+                ),
+            )
+            assert altered.error_code == 0, altered
+            assert altered.responses[0].partitions[0].error_code == 0, altered
+            assert starts() == {("q", 0): (2, 0)}
+            assert _acquire(at_leader, topic_id, "m2", group) == [(i, 1) for i in range(2, 10)]
+
+            D = DeleteShareGroupOffsetsRequest
+            deleted = at_coord.request(
+                ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+                0,
+                D(group_id=group, topics=[D.DeleteShareGroupOffsetsRequestTopic(topic_name="q")]),
+            )
+            assert deleted.error_code == 0 and deleted.responses[0].error_code == 0, deleted
+            assert starts() == {}
+            assert _acquire(at_leader, topic_id, "m3", group) == [(i, 1) for i in range(10)]
+            assert starts() == {("q", 0): (0, 0)}
+
+            gone = at_coord.request(
+                ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=[group])
+            )
+            assert [r.error_code for r in gone.results] == [0], gone
+            assert starts() == {}
     finally:
         cluster.stop_all()
