@@ -30,7 +30,7 @@ from broker.admin.client import (
     parse_bootstrap,
 )
 from broker.admin.share_groups import add_parser as add_share_groups_parser
-from broker.admin.tables import table
+from broker.admin.tables import parse_topic, table
 from broker.admin.topics import add_parser as add_topics_parser
 from broker.admin.transactions import add_parser as add_transactions_parser
 from broker.admin.users import add_parser as add_users_parser
@@ -357,20 +357,8 @@ def _groups_delete(args: argparse.Namespace) -> int:
 # -- offsets --------------------------------------------------------------------------------
 
 
-def _parse_topic(text: str) -> tuple[str, list[int] | None]:
-    topic, _, parts = text.partition(":")
-    if not topic:
-        raise ValueError(f"--topic: expected TOPIC or TOPIC:P,P..., got {text!r}")
-    if not parts:
-        return topic, None
-    try:
-        return topic, sorted({int(p) for p in parts.split(",")})
-    except ValueError:
-        raise ValueError(f"--topic: partitions must be numbers, got {parts!r}") from None
-
-
 def _offsets_reset(args: argparse.Namespace) -> int:
-    topic, wanted = _parse_topic(args.topic)
+    topic, wanted = parse_topic(args.topic)
     with _client(args) as admin:
         desc = admin.describe_group(args.group)
         if desc.state not in INACTIVE_STATES:

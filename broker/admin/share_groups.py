@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from broker.admin.client import EARLIEST, LATEST, AdminClient, AdminError, client_of, error_name
-from broker.admin.tables import table
+from broker.admin.tables import parse_topic, table
 from protocol.api_keys import ApiKey as K
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -172,18 +172,6 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_topic(text: str) -> tuple[str, list[int] | None]:
-    topic, _, parts = text.partition(":")
-    if not topic:
-        raise ValueError(f"--topic: expected TOPIC or TOPIC:P,P..., got {text!r}")
-    if not parts:
-        return topic, None
-    try:
-        return topic, sorted({int(p) for p in parts.split(",")})
-    except ValueError:
-        raise ValueError(f"--topic: partitions must be numbers, got {parts!r}") from None
-
-
 def _timestamp_ms(text: str) -> int:
     try:
         when = datetime.fromisoformat(text)
@@ -195,7 +183,7 @@ def _timestamp_ms(text: str) -> int:
 
 
 def _reset(args: argparse.Namespace) -> int:
-    wanted = [_parse_topic(t) for t in args.topic]
+    wanted = [parse_topic(t) for t in args.topic]
     with client_of(args) as admin:
         parts = admin.partitions(sorted({t for t, _ in wanted}))
         chosen: dict[str, list[int]] = {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.context import RequestContext
@@ -51,6 +52,21 @@ def _partition(ctx: RequestContext, name: str, index: int, summary: Summary):
     )
 
 
+def _unanswered(
+    t: Any, code: int = ErrorCode.NONE, message: str | None = None
+) -> Resp.DescribeShareGroupOffsetsResponseTopic:
+    return Resp.DescribeShareGroupOffsetsResponseTopic(
+        topic_name=t.topic_name,
+        topic_id=ZERO,
+        partitions=[
+            Resp.DescribeShareGroupOffsetsResponsePartition(
+                partition_index=p, start_offset=-1, error_code=code, error_message=message
+            )
+            for p in t.partitions
+        ],
+    )
+
+
 async def _named(ctx: RequestContext, group_id: str, topics) -> list:
     known = [ctx.broker.topics.get(t.topic_name) for t in topics]
     summaries = await ctx.broker.share.persister.summaries(
@@ -66,35 +82,12 @@ async def _named(ctx: RequestContext, group_id: str, topics) -> list:
     for t in topics:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.topic_name):
             out.append(
-                Resp.DescribeShareGroupOffsetsResponseTopic(
-                    topic_name=t.topic_name,
-                    topic_id=ZERO,
-                    partitions=[
-                        Resp.DescribeShareGroupOffsetsResponsePartition(
-                            partition_index=p,
-                            start_offset=-1,
-                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                            error_message="Topic authorization failed.",
-                        )
-                        for p in t.partitions
-                    ],
-                )
+                _unanswered(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             )
             continue
         topic = ctx.broker.topics.get(t.topic_name)
         if topic is None:
-            out.append(
-                Resp.DescribeShareGroupOffsetsResponseTopic(
-                    topic_name=t.topic_name,
-                    topic_id=ZERO,
-                    partitions=[
-                        Resp.DescribeShareGroupOffsetsResponsePartition(
-                            partition_index=p, start_offset=-1
-                        )
-                        for p in t.partitions
-                    ],
-                )
-            )
+            out.append(_unanswered(t))  # Kafka: no error, just no start offset
             continue
         out.append(
             Resp.DescribeShareGroupOffsetsResponseTopic(

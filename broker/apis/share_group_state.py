@@ -70,6 +70,38 @@ async def _each(
     return codes
 
 
+def _results(
+    topics: list[Any], codes: dict[tuple[uuid.UUID, int], int], topic_cls: Any, part_cls: Any
+) -> list[Any]:
+    """Each named partition's error code, in the request's shape."""
+    return [
+        topic_cls(
+            topic_id=t.topic_id,
+            partitions=[
+                part_cls(partition=p.partition, error_code=codes[t.topic_id, p.partition])
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+def _results(
+    topics: list[Any], codes: dict[tuple[uuid.UUID, int], int], topic_cls: Any, part_cls: Any
+) -> list[Any]:
+    """Each named partition's error code, in the request's shape."""
+    return [
+        topic_cls(
+            topic_id=t.topic_id,
+            partitions=[
+                part_cls(partition=p.partition, error_code=codes[t.topic_id, p.partition])
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
 @serves(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0)
 async def initialize(
     ctx: RequestContext, req: InitializeShareGroupStateRequest
@@ -85,20 +117,7 @@ async def initialize(
 
     codes = await _each(ctx, req.topics, apply)
     R = InitializeShareGroupStateResponse
-    return R(
-        results=[
-            R.InitializeStateResult(
-                topic_id=t.topic_id,
-                partitions=[
-                    R.PartitionResult(
-                        partition=p.partition, error_code=codes[t.topic_id, p.partition]
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
-    )
+    return R(results=_results(req.topics, codes, R.InitializeStateResult, R.PartitionResult))
 
 
 @serves(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0)
@@ -111,20 +130,7 @@ async def delete(
         ctx, req.topics, lambda topic_id, p: parts.delete((group_id, topic_id, p.partition))
     )
     R = DeleteShareGroupStateResponse
-    return R(
-        results=[
-            R.DeleteStateResult(
-                topic_id=t.topic_id,
-                partitions=[
-                    R.PartitionResult(
-                        partition=p.partition, error_code=codes[t.topic_id, p.partition]
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
-    )
+    return R(results=_results(req.topics, codes, R.DeleteStateResult, R.PartitionResult))
 
 
 @serves(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1)

@@ -83,7 +83,8 @@ def _accept(
     return p0.error_code
 
 
-def test_share_state_fails_over_with_the_topic_partition(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+def _two_nodes(tmp_path: Path, pg_url: str) -> tuple[Cluster, uuid.UUID, int]:  # noqa: F811
+    """Two nodes, topic q (one partition) with ten records: the cluster, q's id, its leader."""
     cluster = Cluster(tmp_path, pg_url, SETTINGS + SHARE)
     try:
         for n in (1, 2):
@@ -94,14 +95,21 @@ def test_share_state_fails_over_with_the_topic_partition(tmp_path: Path, pg_url:
         with WireClient(k1.host, k1.port) as c:
             created = wire_create(c, "q", 1)
             assert created.error_code == 0, created
-            topic_id = created.topic_id
         leader = wait_for(lambda: cluster.leaders("q", 1).get(0, -1) + 1, 15, "a leader") - 1
         wait_for(lambda: cluster.leaders("q", 3 - leader)[0] == leader, 15, "both to agree")
         producer = Producer({"bootstrap.servers": cluster.bootstrap})
         for i in range(10):
             producer.produce("q", value=b"%d" % i)
         assert producer.flush(15) == 0
+    except BaseException:
+        cluster.stop_all()
+        raise
+    return cluster, created.topic_id, leader
 
+
+def test_share_state_fails_over_with_the_topic_partition(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    cluster, topic_id, leader = _two_nodes(tmp_path, pg_url)
+    try:
         k = cluster.nodes[leader]
         with WireClient(k.host, k.port) as c:
             assert _acquire(c, topic_id, "m1") == [(o, 1) for o in range(10)]
@@ -122,26 +130,6 @@ def test_share_state_fails_over_with_the_topic_partition(tmp_path: Path, pg_url:
         assert states[("sg", topic_id, 0)].start_offset == 5
     finally:
         cluster.stop_all()
-
-
-def _two_nodes(tmp_path: Path, pg_url: str) -> tuple[Cluster, uuid.UUID, int]:  # noqa: F811
-    """Two nodes, topic q (one partition) with ten records: the cluster, q's id, its leader."""
-    cluster = Cluster(tmp_path, pg_url, SETTINGS + SHARE)
-    for n in (1, 2):
-        cluster.start(n)
-    for n in (1, 2):
-        wait_for(lambda n=n: set(cluster.brokers(n)) == {1, 2}, 15, f"node {n} to see all")
-    k1 = cluster.nodes[1]
-    with WireClient(k1.host, k1.port) as c:
-        created = wire_create(c, "q", 1)
-        assert created.error_code == 0, created
-    leader = wait_for(lambda: cluster.leaders("q", 1).get(0, -1) + 1, 15, "a leader") - 1
-    wait_for(lambda: cluster.leaders("q", 3 - leader)[0] == leader, 15, "both to agree")
-    producer = Producer({"bootstrap.servers": cluster.bootstrap})
-    for i in range(10):
-        producer.produce("q", value=b"%d" % i)
-    assert producer.flush(15) == 0
-    return cluster, created.topic_id, leader
 
 
 def test_share_admin_reaches_the_partition_leader(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
