@@ -86,22 +86,6 @@ def _results(
     ]
 
 
-def _results(
-    topics: list[Any], codes: dict[tuple[uuid.UUID, int], int], topic_cls: Any, part_cls: Any
-) -> list[Any]:
-    """Each named partition's error code, in the request's shape."""
-    return [
-        topic_cls(
-            topic_id=t.topic_id,
-            partitions=[
-                part_cls(partition=p.partition, error_code=codes[t.topic_id, p.partition])
-                for p in t.partitions
-            ],
-        )
-        for t in topics
-    ]
-
-
 @serves(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0)
 async def initialize(
     ctx: RequestContext, req: InitializeShareGroupStateRequest
