@@ -15,7 +15,7 @@ import logging
 import operator
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -76,9 +76,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def group_config(cfg: Any) -> GroupConfig:
-    """The coordinator's settings, taken from the broker's Kafka-named properties."""
+def group_config(cfg: Any, per_group: Mapping[str, Mapping[str, str]] | None = None) -> GroupConfig:
+    """The coordinator's settings, taken from the broker's Kafka-named properties, and the
+    per-group overrides (a live table: broker/share/group_configs.py)."""
     return GroupConfig(
+        per_group={} if per_group is None else per_group,
         initial_rebalance_delay_ms=cfg.get("group.initial.rebalance.delay.ms"),
         min_session_timeout_ms=cfg.get("group.min.session.timeout.ms"),
         max_session_timeout_ms=cfg.get("group.max.session.timeout.ms"),
@@ -153,10 +155,11 @@ class GroupRuntime:
         *,
         open_log: LogOpener | None = None,
         open_leased: LeasedOpener | None = None,
+        per_group: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.partitions: int = cfg.get("offsets.topic.num.partitions")
-        self.config = group_config(cfg)
+        self.config = group_config(cfg, per_group)
         self.log_config = LogConfig(
             segment_bytes=cfg.get("offsets.topic.segment.bytes"),
             segment_ms=OFFSETS_TOPIC_CONFIG.segment_ms,

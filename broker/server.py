@@ -146,6 +146,7 @@ class Broker:
             cfg.durability,
             open_log=open_log,
             open_leased=self._group_store.open_leased if clustered else None,
+            per_group=state.group_configs.table,
         )
         metrics_event, share_event = self.metrics.on_event, state.share.on_event
 

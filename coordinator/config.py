@@ -6,7 +6,8 @@ The broker builds one from its Kafka-named settings (``group.initial.rebalance.d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,32 @@ class GroupConfig:
     share_heartbeat_interval_ms: int = 5000
     share_session_timeout_ms: int = 45000
     share_max_size: int = 200
+    # Per-group overrides (Kafka's group configs: group -> name -> value), kept current by the
+    # broker (broker/share/group_configs.py); read through the methods below.
+    per_group: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
+
+    def _override(self, group_id: str, name: str, default: int) -> int:
+        found = self.per_group.get(group_id)
+        value = found.get(name) if found is not None else None
+        return default if value is None else int(value)
+
+    def consumer_session_timeout(self, group_id: str) -> int:
+        return self._override(
+            group_id, "consumer.session.timeout.ms", self.consumer_session_timeout_ms
+        )
+
+    def consumer_heartbeat_interval(self, group_id: str) -> int:
+        return self._override(
+            group_id, "consumer.heartbeat.interval.ms", self.consumer_heartbeat_interval_ms
+        )
+
+    def share_session_timeout(self, group_id: str) -> int:
+        return self._override(group_id, "share.session.timeout.ms", self.share_session_timeout_ms)
+
+    def share_heartbeat_interval(self, group_id: str) -> int:
+        return self._override(
+            group_id, "share.heartbeat.interval.ms", self.share_heartbeat_interval_ms
+        )
 
     def allows_upgrade(self) -> bool:
         """Whether a classic group may become a consumer group."""

@@ -82,7 +82,9 @@ async def _alter_group(
         return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
     configs = ctx.broker.group_configs
     try:
-        overrides = group_configs.validate(new_overrides(configs.overrides(name)))
+        overrides = group_configs.validate(
+            new_overrides(configs.overrides(name)), ctx.broker.config
+        )
     except (group_configs.InvalidGroupConfig, topicconfig.InvalidConfigError) as e:
         return ErrorCode.INVALID_CONFIG, str(e)
     if not validate_only:

@@ -2,12 +2,16 @@
 IncrementalAlterConfigs): the share-group settings a group may override.
 
 Served: `share.auto.offset.reset` (`earliest`, `latest` or `by_duration:<ISO-8601 duration>`,
-as Kafka 4.x accepts; where a new share-partition of the group starts) and
+as Kafka 4.x accepts; where a new share-partition of the group starts),
 `share.record.lock.duration.ms` (the group's acquisition lock; between 1000 and 3600000 as the
-broker's group.share.record.lock.duration.ms). Without an override a group follows the broker
-setting, which DescribeConfigs reports as the default. Kafka's other group configs (session
-timeouts, heartbeat intervals, isolation level) are refused as unsupported rather than stored
-without effect.
+broker's group.share.record.lock.duration.ms), and the session timeouts and heartbeat
+intervals of consumer and share groups (`consumer.session.timeout.ms`,
+`consumer.heartbeat.interval.ms`, `share.session.timeout.ms`, `share.heartbeat.interval.ms`;
+within the broker's `group.<kind>.min/max...` bounds, as Kafka checks them). The group
+coordinator reads those through `coordinator.config.GroupConfig.per_group`, which is this
+module's live table. Without an override a group follows the broker setting, which
+DescribeConfigs reports as the default. Kafka's other group configs (isolation level, the
+streams ones) are refused as unsupported rather than stored without effect.
 
 A group's configs exist whether or not the group does (as in Kafka, they may be set before it
 is first used) and are kept in a `KeyValueLog` of their own (one JSON object per group), so
@@ -66,7 +70,7 @@ def reset_duration_ms(value: str) -> int | None:
     return parse_duration_ms(rest.strip())
 
 
-def _auto_offset_reset(value: str) -> str:
+def _auto_offset_reset(value: str, config: Any = None) -> str:
     v = value.strip()
     if v.lower() in ("earliest", "latest"):
         return v.lower()
@@ -79,7 +83,28 @@ def _auto_offset_reset(value: str) -> str:
     return "by_duration:" + v.partition(":")[2].strip()
 
 
-def _lock_duration(value: str) -> str:
+def _bounded(name: str, low: str, high: str) -> Callable[[str, Any], str]:
+    """An int group config within the broker settings ``low``..``high`` (Kafka's checks)."""
+
+    def check(value: str, config: Any) -> str:
+        try:
+            n = int(value.strip())
+        except ValueError:
+            raise InvalidGroupConfig(
+                f"Invalid value {value} for configuration {name}: Not a number of type INT"
+            ) from None
+        lo, hi = (config.get(low), config.get(high)) if config is not None else (1, 2**31 - 1)
+        if not lo <= n <= hi:
+            raise InvalidGroupConfig(
+                f"Invalid value {n} for configuration {name}: {name} must be between"
+                f" {lo} ({low}) and {hi} ({high})"
+            )
+        return str(n)
+
+    return check
+
+
+def _lock_duration(value: str, config: Any = None) -> str:
     try:
         n = int(value.strip())
     except ValueError:
@@ -98,7 +123,7 @@ class GroupConfigDef:
     name: str
     type: int  # DescribeConfigs' ConfigType: 2 STRING... see describe_configs
     broker_setting: str  # the broker setting giving the default
-    check: Callable[[str], str]  # the value as stored, or InvalidGroupConfig
+    check: Callable[[str, Any], str]  # (value, broker config): as stored, or InvalidGroupConfig
     doc: str
 
 
@@ -121,15 +146,22 @@ DEFS: dict[str, GroupConfigDef] = {
             _lock_duration,
             "The record acquisition lock duration in milliseconds for share groups.",
         ),
+        *(
+            GroupConfigDef(
+                f"{kind}.{what}",
+                TYPE_INT,
+                f"group.{kind}.{what}",
+                _bounded(f"{kind}.{what}", f"group.{kind}.min.{what}", f"group.{kind}.max.{what}"),
+                f"The {what.split('.')[0]} {what.split('.')[1]} of the group's members, in ms.",
+            )
+            for kind in ("consumer", "share")
+            for what in ("session.timeout.ms", "heartbeat.interval.ms")
+        ),
     )
 }
 # Kafka's group configs kcoord does not apply: refused by name rather than called unknown.
 UNSUPPORTED = frozenset(
     {
-        "consumer.session.timeout.ms",
-        "consumer.heartbeat.interval.ms",
-        "share.session.timeout.ms",
-        "share.heartbeat.interval.ms",
         "share.isolation.level",
         "share.delivery.count.limit",
         "streams.session.timeout.ms",
@@ -140,8 +172,9 @@ UNSUPPORTED = frozenset(
 )
 
 
-def validate(overrides: dict[str, str | None]) -> dict[str, str]:
-    """The overrides as stored (None values dropped), or InvalidGroupConfig."""
+def validate(overrides: dict[str, str | None], config: Any = None) -> dict[str, str]:
+    """The overrides as stored (None values dropped), or InvalidGroupConfig; ``config``, the
+    broker's settings, bounds the timeouts and intervals."""
     out: dict[str, str] = {}
     for name, value in overrides.items():
         d = DEFS.get(name)
@@ -150,7 +183,7 @@ def validate(overrides: dict[str, str | None]) -> dict[str, str]:
                 raise InvalidGroupConfig(f"Group config {name} is not supported by kcoord")
             raise InvalidGroupConfig(f"Unknown group config name: {name}")
         if value is not None:
-            out[name] = d.check(value)
+            out[name] = d.check(value, config)
     return out
 
 
@@ -165,9 +198,15 @@ class GroupConfigs:
 
     def _rebuild(self) -> None:
         assert self._kv is not None
-        self._by_group = {
-            k.decode(): json.loads(v) for k, v in self._kv.items.items() if v is not None
-        }
+        # Updated in place: the group coordinator holds this table (GroupConfig.per_group).
+        fresh = {k.decode(): json.loads(v) for k, v in self._kv.items.items() if v is not None}
+        self._by_group.clear()
+        self._by_group.update(fresh)
+
+    @property
+    def table(self) -> dict[str, dict[str, str]]:
+        """group -> its overrides, live: what GroupConfig.per_group reads."""
+        return self._by_group
 
     @classmethod
     async def open(

@@ -302,12 +302,12 @@ def _heartbeat(ctx: Ctx, req: Request, meta: RequestMeta, topics: TopicsImage) -
         stored.metadata_version = topics.version
     if upgraded is not None and stored is not None:
         migration.finish_upgrade(ctx, upgraded, stored)
-    ctx.schedule(session_key(gid, member_id), cfg.consumer_session_timeout_ms)
+    ctx.schedule(session_key(gid, member_id), cfg.consumer_session_timeout(gid))
 
     response = Response(
         member_id=member_id,
         member_epoch=reconciled.member_epoch,
-        heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms,
+        heartbeat_interval_ms=cfg.consumer_heartbeat_interval(gid),
     )
     full = epoch == 0 or (
         req.rebalance_timeout_ms != -1

@@ -122,7 +122,7 @@ def resume_after_load(ctx: Ctx, group: ConsumerGroup) -> None:
     """Fresh session timers for the members of a group just loaded, as Kafka gives them, and
     rebalance timers for those still revoking."""
     gid = group.group_id
-    session = ctx.config.consumer_session_timeout_ms
+    session = ctx.config.consumer_session_timeout(gid)
     for member in group.members.values():
         if member.uses_classic_protocol():
             ctx.schedule(session_key(gid, member.member_id), member.classic_session_timeout_ms())

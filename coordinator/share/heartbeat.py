@@ -175,11 +175,11 @@ def _heartbeat(ctx: Ctx, req: Request, meta: RequestMeta, topics: TopicsImage) -
     stored = ctx.state.groups.get(gid)
     if isinstance(stored, ShareGroup) and refreshed:
         stored.metadata_version = topics.version
-    ctx.schedule(session_key(gid, req.member_id), cfg.share_session_timeout_ms)
+    ctx.schedule(session_key(gid, req.member_id), cfg.share_session_timeout(gid))
     response = Response(
         member_id=req.member_id,
         member_epoch=reconciled.member_epoch,
-        heartbeat_interval_ms=cfg.share_heartbeat_interval_ms,
+        heartbeat_interval_ms=cfg.share_heartbeat_interval(gid),
     )
     if req.member_epoch == 0 or reconciled.assigned != member.assigned:
         response.assignment = Response.Assignment(
@@ -223,4 +223,7 @@ def on_session_timeout(ctx: Ctx, group_id: str, member_id: str) -> None:
 
 def resume_after_load(ctx: Ctx, group: ShareGroup) -> None:
     for member_id in group.members:
-        ctx.schedule(session_key(group.group_id, member_id), ctx.config.share_session_timeout_ms)
+        ctx.schedule(
+            session_key(group.group_id, member_id),
+            ctx.config.share_session_timeout(group.group_id),
+        )

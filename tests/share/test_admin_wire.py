@@ -17,6 +17,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterShareGroupOffsetsRequest,
     ApiVersionsRequest,
+    ConsumerGroupHeartbeatRequest,
     CreateTopicsRequest,
     DeleteShareGroupOffsetsRequest,
     DescribeConfigsRequest,
@@ -312,6 +313,10 @@ def test_a_groups_share_auto_offset_reset(tmp_path: Path) -> None:
             assert _group_configs(c, "early") == {
                 "share.auto.offset.reset": ("latest", 5),
                 "share.record.lock.duration.ms": ("30000", 5),
+                "consumer.session.timeout.ms": ("45000", 5),
+                "consumer.heartbeat.interval.ms": ("5000", 5),
+                "share.session.timeout.ms": ("45000", 5),
+                "share.heartbeat.interval.ms": ("5000", 5),
             }
             assert (
                 _set_group_config(c, "early", "share.auto.offset.reset", "earliest").error_code == 0
@@ -323,8 +328,11 @@ def test_a_groups_share_auto_offset_reset(tmp_path: Path) -> None:
             bad = _set_group_config(c, "early", "share.auto.offset.reset", "sometimes")
             assert bad.error_code == ErrorCode.INVALID_CONFIG
             assert "by_duration" in bad.error_message
-            unknown = _set_group_config(c, "early", "share.session.timeout.ms", "60000")
-            assert unknown.error_code == ErrorCode.INVALID_CONFIG
+            too_long = _set_group_config(c, "early", "share.session.timeout.ms", "60001")
+            assert too_long.error_code == ErrorCode.INVALID_CONFIG
+            assert "group.share.max.session.timeout.ms" in too_long.error_message
+            unsupported = _set_group_config(c, "early", "share.isolation.level", "read_committed")
+            assert unsupported.error_code == ErrorCode.INVALID_CONFIG
             neg = _set_group_config(c, "hour", "share.auto.offset.reset", "by_duration:-PT1H")
             assert neg.error_code == ErrorCode.INVALID_CONFIG
             assert (
@@ -341,11 +349,74 @@ def test_a_groups_share_auto_offset_reset(tmp_path: Path) -> None:
     proc = start_kcoord(tmp_path / "data", SHARE)
     try:
         with WireClient(proc.host, proc.port) as c:
-            assert _group_configs(c, "early") == {
-                "share.auto.offset.reset": ("earliest", 8),
-                "share.record.lock.duration.ms": ("15000", 8),
-            }
+            configs = _group_configs(c, "early")
+            assert configs["share.auto.offset.reset"] == ("earliest", 8)
+            assert configs["share.record.lock.duration.ms"] == ("15000", 8)
             assert _set_group_config(c, "early", "share.auto.offset.reset", None).error_code == 0
             assert _group_configs(c, "early")["share.auto.offset.reset"] == ("latest", 5)
+    finally:
+        proc.stop()
+
+
+def test_a_groups_session_timeout_and_heartbeat_interval(tmp_path: Path) -> None:
+    """consumer.* and share.* timeouts set on a group reach its members' heartbeats, within the
+    broker's bounds, and survive a restart."""
+
+    def intervals(c: WireClient) -> tuple[int, int] | None:
+        consumer = c.request(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            0,
+            ConsumerGroupHeartbeatRequest(
+                group_id="tuned",
+                member_id=str(uuid.uuid4()),
+                member_epoch=0,
+                rebalance_timeout_ms=5000,
+                subscribed_topic_names=["q"],
+                server_assignor=None,
+                topic_partitions=[],
+            ),
+        )
+        share = c.request(
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            1,
+            ShareGroupHeartbeatRequest(
+                group_id="tuned-share",
+                member_id=str(uuid.uuid4()),
+                member_epoch=0,
+                subscribed_topic_names=["q"],
+            ),
+        )
+        if ErrorCode.COORDINATOR_LOAD_IN_PROGRESS in (consumer.error_code, share.error_code):
+            return None
+        assert consumer.error_code == 0 and share.error_code == 0, (consumer, share)
+        return consumer.heartbeat_interval_ms, share.heartbeat_interval_ms
+
+    def loaded(c: WireClient) -> tuple[int, int]:
+        deadline = time.monotonic() + 20
+        while (got := intervals(c)) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert got is not None
+        return got
+
+    proc = start_kcoord(tmp_path / "data", SHARE)
+    try:
+        with WireClient(proc.host, proc.port) as c:
+            _topic(c, "q", 1)
+            assert loaded(c) == (5000, 5000)
+            for group, name, value in [
+                ("tuned", "consumer.heartbeat.interval.ms", "7000"),
+                ("tuned", "consumer.session.timeout.ms", "50000"),
+                ("tuned-share", "share.heartbeat.interval.ms", "9000"),
+            ]:
+                assert _set_group_config(c, group, name, value).error_code == 0
+            low = _set_group_config(c, "tuned", "consumer.heartbeat.interval.ms", "4999")
+            assert low.error_code == ErrorCode.INVALID_CONFIG
+            assert intervals(c) == (7000, 9000)
+    finally:
+        proc.stop()
+    proc = start_kcoord(tmp_path / "data", SHARE)
+    try:
+        with WireClient(proc.host, proc.port) as c:
+            assert loaded(c) == (7000, 9000)
     finally:
         proc.stop()

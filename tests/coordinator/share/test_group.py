@@ -146,3 +146,24 @@ def test_describe_list_delete_and_refusals() -> None:
     res = h.apply(h.shard.delete_groups(["sg"], h.now)).replies[0]
     assert res[0].error_code == 0
     assert "sg" not in h.shard.groups and "sg" not in h.replayed().groups
+
+
+def test_a_group_config_overrides_the_session_timeout_and_heartbeat_interval() -> None:
+    per_group: dict[str, dict[str, str]] = {}
+    h = Harness(
+        share_session_timeout_ms=10000, share_heartbeat_interval_ms=1000, per_group=per_group
+    )
+    h.create_topic("t", 1)
+    assert beat(h, "a", group="plain").heartbeat_interval_ms == 1000
+    # Set after the groups exist, as IncrementalAlterConfigs does: the next heartbeat uses it.
+    per_group["tuned"] = {
+        "share.session.timeout.ms": "30000",
+        "share.heartbeat.interval.ms": "3000",
+    }
+    r = beat(h, "b", group="tuned")
+    assert r.heartbeat_interval_ms == 3000
+    h.advance(20000)  # past the broker's 10 s, within the group's 30 s
+    assert set(of_type(h.shard, "share")["plain"].members) == set()
+    assert set(of_type(h.shard, "share")["tuned"].members) == {"b"}
+    h.advance(11000)
+    assert set(of_type(h.shard, "share")["tuned"].members) == set()
