@@ -22,9 +22,9 @@ from protocol.messages import (
     MetadataRequest,
 )
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE = 0, 1
-DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_TOPIC_CONFIG, GROUP_CONFIG = 1, 8  # DescribeConfigs config sources
 
 
 def add_parser(commands: Any, common: Any) -> None:
@@ -52,17 +52,20 @@ def add_parser(commands: Any, common: Any) -> None:
     p.add_argument("--partitions", type=int, required=True, help="the new total")
     p.set_defaults(admin=_alter)
 
-    configs = commands.add_parser("configs", help="describe or alter topic configs")
+    configs = commands.add_parser("configs", help="describe or alter topic or group configs")
     sub = configs.add_subparsers(dest="configs_command", required=True, metavar="ACTION")
     p = common(sub.add_parser("describe", help="a topic's configs (or the broker's)"))
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic", metavar="TOPIC")
+    which.add_argument("--group", metavar="GROUP")
     which.add_argument("--broker", metavar="ID")
     p.add_argument("--all", action="store_true", help="defaults too, not only overrides")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(admin=_configs_describe)
-    p = common(sub.add_parser("alter", help="set or remove a topic's config overrides"))
-    p.add_argument("--topic", metavar="TOPIC", required=True)
+    p = common(sub.add_parser("alter", help="set or remove a topic's or group's overrides"))
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", metavar="TOPIC")
+    which.add_argument("--group", metavar="GROUP")
     p.add_argument("--add-config", default="", metavar="K=V,K2=V2")
     p.add_argument("--delete-config", default="", metavar="K,K2")
     p.set_defaults(admin=_configs_alter)
@@ -215,12 +218,21 @@ def _describe_configs(a: AdminClient, kind: int, name: str) -> list[tuple[str, s
     return [(c.name, c.value, c.config_source) for c in res.configs]
 
 
+def _resource(args: argparse.Namespace) -> tuple[int, str]:
+    if args.topic is not None:
+        return TOPIC, args.topic
+    if args.group is not None:
+        return GROUP, args.group
+    return BROKER, args.broker
+
+
 def _configs_describe(args: argparse.Namespace) -> int:
-    kind, name = (TOPIC, args.topic) if args.topic is not None else (BROKER, args.broker)
+    kind, name = _resource(args)
     with client_of(args) as a:
         rows = _describe_configs(a, kind, name)
-    if not args.all and kind == TOPIC:
-        rows = [r for r in rows if r[2] == DYNAMIC_TOPIC_CONFIG]
+    overridden = {TOPIC: DYNAMIC_TOPIC_CONFIG, GROUP: GROUP_CONFIG}.get(kind)
+    if not args.all and overridden is not None:
+        rows = [r for r in rows if r[2] == overridden]
     if args.json:
         print(json.dumps({n: v for n, v, _ in rows}, indent=2, sort_keys=True))
     else:
@@ -237,15 +249,17 @@ def _configs_alter(args: argparse.Namespace) -> int:
             for k in args.delete_config.split(",") if k.strip()]  # fmt: skip
     if not ops:
         raise ValueError("give --add-config and/or --delete-config")
+    kind, name = _resource(args)
     with client_of(args) as a:
         r = a.request(
             ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
-            I(resources=[I.AlterConfigsResource(resource_type=TOPIC, resource_name=args.topic,
+            I(resources=[I.AlterConfigsResource(resource_type=kind, resource_name=name,
                                                 configs=ops)],
               validate_only=False),
         )  # fmt: skip
     [res] = r.responses
+    what = "topic" if kind == TOPIC else "group"
     if res.error_code:
-        _fail(f"altering {args.topic}'s configs", res.error_code, res.error_message)
-    print(f"topic {args.topic}: configs altered")
+        _fail(f"altering {what} {name}'s configs", res.error_code, res.error_message)
+    print(f"{what} {name}: configs altered")
     return 0

@@ -48,6 +48,25 @@ def test_topics_and_configs_commands(kcoord: KcoordProcess) -> None:
     assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
     assert "group.initial.rebalance.delay.ms=0" in ok(k, "configs", "describe", "--broker", "0")
 
+    # A group's configs, as kafka-configs --entity-type groups sets them.
+    ok(
+        k,
+        "configs",
+        "alter",
+        "--group",
+        "g1",
+        "--add-config",
+        "consumer.heartbeat.interval.ms=6000",
+    )
+    got = json.loads(ok(k, "configs", "describe", "--group", "g1", "--json"))
+    assert got == {"consumer.heartbeat.interval.ms": "6000"}
+    every = json.loads(ok(k, "configs", "describe", "--group", "g1", "--all", "--json"))
+    assert every["consumer.session.timeout.ms"] == "45000"
+    bad = cli(k, "configs", "alter", "--group", "g1", "--add-config", "no.such.config=1")
+    assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
+    ok(k, "configs", "alter", "--group", "g1", "--delete-config", "consumer.heartbeat.interval.ms")
+    assert json.loads(ok(k, "configs", "describe", "--group", "g1", "--json")) == {}
+
     ok(k, "topics", "delete", "orders")
     assert "orders" not in ok(k, "topics", "list").split()
     gone = cli(k, "topics", "delete", "orders")
