@@ -251,6 +251,10 @@ class ClusterNode:
             except FencedError:
                 await self._share_resign(topic, partition)
                 await self._forget((topic, partition, epoch), release=False)
+            except Exception as e:  # noqa: BLE001 - the database failed: give it up, retry later
+                log.warning("taking %s-%d failed: %s", topic, partition, e)
+                await self._share_resign(topic, partition)
+                await self._forget((topic, partition, epoch), release=True)
 
     async def _share_lead(self, topic: str, partition: int, epoch: int) -> None:
         known = self.data.registry.get(topic)

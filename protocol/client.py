@@ -244,7 +244,14 @@ class AsyncConnection(asyncio.Protocol):
             raise ConnectionError("connection closed")
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.waiting.add(fut)
-        self.send(frame, fut.set_result)
+
+        def answered(reply: bytes) -> None:
+            # A caller that gave up (a timeout cancelled it) still gets its reply in order:
+            # drop it rather than fail the whole connection in data_received.
+            if not fut.done():
+                fut.set_result(reply)
+
+        self.send(frame, answered)
         try:
             return await fut
         finally:

@@ -115,3 +115,25 @@ def test_async_connection_requests_and_fails_waiters_when_closed(kcoord: KcoordP
         conn.close()
 
     asyncio.run(run())
+
+
+def test_a_reply_to_a_cancelled_request_leaves_the_connection_working(
+    kcoord: KcoordProcess,
+) -> None:
+    """A caller that timed out gets no reply, and the next request on the connection still
+    gets its own (the late reply is dropped in order, not raised in data_received)."""
+
+    async def run() -> None:
+        conn = await connect(kcoord.host, kcoord.port)
+        assert isinstance(conn, AsyncConnection)
+        gave_up = asyncio.ensure_future(conn.request(ApiKey.METADATA, 12, MetadataRequest()))
+        await asyncio.sleep(0)  # sent
+        gave_up.cancel()
+        resp = await asyncio.wait_for(
+            conn.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest()), 10
+        )
+        assert resp.error_code == ErrorCode.NONE
+        assert not conn.closed.done()
+        conn.close()
+
+    asyncio.run(run())
