@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.kcoord-installed
 LISTEN   ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint format bench bench-compare bench-compare-quick clean venv
+.PHONY: run test lint format bench bench-compare bench-compare-quick bench-share clean venv
 
 venv: $(STAMP)
 
@@ -56,6 +56,12 @@ bench-compare: $(STAMP) $(PEERS_STAMP)
 
 bench-compare-quick: $(STAMP) $(PEERS_STAMP)
 	$(PY) bench/compare.py --quick $(ARGS)
+
+# Share groups (KIP-932): acknowledged records/s and ack latency of 1, 3, 10 share consumers on
+# 1 and 10 partitions, kcoord (durable and durability none) and librdkafka's mock cluster;
+# writes bench/results/share-latest.json. About 10 minutes; ARGS="--quick" for one short run.
+bench-share: $(STAMP)
+	$(PY) bench/share.py $(ARGS)
 
 # Removes the venv, build output and caches; never touches ./data.
 clean:

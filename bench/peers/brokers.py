@@ -276,6 +276,10 @@ lib.rd_kafka_mock_cluster_bootstraps.argtypes = [c_void_p]
 lib.rd_kafka_mock_topic_create.argtypes = [c_void_p, c_char_p, c_int, c_int]
 lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [c_void_p, c_int]
 lib.rd_kafka_version_str.restype = c_char_p
+# Share-group settings (librdkafka 2.15+): "share <name> <int>" calls
+# rd_kafka_mock_sharegroup_set_<name>(mc, int), e.g. "share auto_offset_reset 1" (earliest).
+SHARE_SETTERS = ("auto_offset_reset", "record_lock_duration", "max_record_locks",
+                 "session_timeout", "heartbeat_interval", "max_delivery_attempts")
 err = ctypes.create_string_buffer(512)
 conf = lib.rd_kafka_conf_new()
 for k, v in ((b"test.mock.num.brokers", b"1"), (b"log_level", b"3")):
@@ -295,6 +299,16 @@ for line in sys.stdin:
     elif cmd[0] == "delay":
         lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, int(cmd[1]))
         print("delay 0", flush=True)
+    elif cmd[0] == "share" and cmd[1] in SHARE_SETTERS:
+        fn = getattr(lib, "rd_kafka_mock_sharegroup_set_" + cmd[1], None)
+        if fn is None:
+            print(f"share unavailable", flush=True)
+            continue
+        fn.argtypes = [c_void_p, c_int]
+        fn(mc, int(cmd[2]))
+        print("share 0", flush=True)
+    else:
+        print(f"unknown {cmd[0]}", flush=True)
 """
 
 
@@ -310,6 +324,14 @@ class MockPeer(Peer):
         if answer != "topic 0":
             raise RuntimeError(f"rd_kafka_mock_topic_create({name}): {answer}")
         return f"created with the mock's rd_kafka_mock_topic_create ({partitions} partitions)"
+
+    def share_setting(self, name: str, value: int) -> None:
+        """rd_kafka_mock_sharegroup_set_<name>(cluster, value) (share groups' settings, for the
+        groups created afterwards: auto_offset_reset 1 = earliest, record_lock_duration ms,
+        max_record_locks, ...)."""
+        answer = self.command(f"share {name} {value}")
+        if answer != "share 0":
+            raise Unavailable(f"rd_kafka_mock_sharegroup_set_{name}: {answer}")
 
 
 def start_mock(initial_delay_ms: int = 3000) -> Peer:

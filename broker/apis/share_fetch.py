@@ -30,7 +30,7 @@ from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
 from broker.share.partitions import now_ms
-from broker.share.reads import new_records_bound, read_ranges
+from broker.share.reads import new_records, read_ranges
 from broker.share.sessions import ShareSessionError
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -190,18 +190,17 @@ async def _acquire(
             by_time = found[0] if found is not None else None
         sp = share.partitions.get_or_create(key, log.log_start_offset, log.high_watermark, by_time)
         sp.advance_start(log.log_start_offset)
-        bound = await _loaded(
-            partial(new_records_bound, log, sp.end_offset, log.high_watermark, bytes_left)
+        new = await _loaded(
+            partial(new_records, log, sp.end_offset, log.high_watermark, bytes_left, records_left)
         )
         # No await between the bound and the acquisition: the bound is for this end offset.
-        if bound < sp.end_offset:
-            bound = sp.end_offset
+        bound = max(new.bound, sp.end_offset)
         ranges = sp.acquire(member_id, bound, records_left, now_ms())
         if not ranges:
             continue
         share.partitions.changed(sp)
         share.partitions.persist(key, sp)  # the delivery counts: not waited for
-        data = await _loaded(partial(read_ranges, log, ranges, _CHUNK))
+        data = await _loaded(partial(read_ranges, log, ranges, _CHUNK, new.prefetched))
         records_left -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
         bytes_left -= len(data)
         acquired = [
