@@ -380,6 +380,17 @@ def _share_families(state: Any, share: ShareRuntime) -> Iterator[Any]:
     )
     fam.add_metric([], len(stats))
     yield fam
+    state_log = share.partitions.state_log
+    unhealthy = state_log.unhealthy_partitions() if state_log is not None else {}
+    fam = GaugeMetricFamily(
+        "kcoord_share_state_partition_unhealthy",
+        "1 per __share_group_state partition serving with quarantined data (degraded) or"
+        " failing to load, with its state.",
+        labels=["partition", "state"],
+    )
+    for p, h in sorted(unhealthy.items(), key=lambda item: str(item[0])):
+        fam.add_metric([str(p), h.state], 1)
+    yield fam
     per_group = (
         ("kcoord_share_sessions", "Share sessions open, per share group.", None),
         (

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
 from typing import Any, cast
 
+from broker.loading import PartitionHealth, load_until_served
 from coordinator.partitioning import java_string_hashcode, kafka_abs
 from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate
 from coordinator.share.state_replay import Key, StateReplay
@@ -41,6 +42,13 @@ from storage.logconfig import LogConfig
 from storage.partitionlog import PartitionLog, TopicLog, replay_batches
 
 log = logging.getLogger("kcoord.share")
+
+
+async def _close_quietly(plog: PartitionLog) -> None:
+    try:
+        await plog.close()
+    except Exception as e:  # fenced or failed: nothing in flight could succeed anyway
+        log.debug("closing a share state log: %s", e)
 
 
 def now_ms() -> int:
@@ -141,17 +149,34 @@ class ShareStateLog:
         # Per slot: offset and time (ms) of each key's latest durable snapshot. Set only once
         # a snapshot is durable, so pruning below it never loses a state.
         self.snapshots: dict[Slot, dict[Key, tuple[int, int]]] = {}
+        self.health: dict[Slot, PartitionHealth] = {}  # one node: each partition's load
 
     async def load(self) -> None:
-        """One node: open and replay every partition of `__share_group_state`."""
+        """One node: open and replay every partition of `__share_group_state`, each on its
+        own as the offsets partitions load (broker/loading.py): a damaged segment is
+        quarantined and the partition replayed again from what was kept, so one bad file
+        costs the share-partitions of that partition their latest state, never the broker."""
         loop = asyncio.get_running_loop()
         assert self.open_log is not None
         open_log = self.open_log
 
         async def one(p: int) -> None:
-            path = self.data_dir / f"{sr.SHARE_STATE_TOPIC}-{p}"
-            plog = await loop.run_in_executor(None, open_log, path, self.log_config)
-            await self.open_slot(p, plog)
+            name = f"{sr.SHARE_STATE_TOPIC}-{p}"
+            path = self.data_dir / name
+
+            async def attempt() -> int:
+                plog = await loop.run_in_executor(None, open_log, path, self.log_config)
+                try:
+                    await self.open_slot(p, plog)
+                except BaseException:
+                    self._drop_slot_states(p)
+                    self.logs.pop(p, None)
+                    await _close_quietly(plog)
+                    raise
+                return 0
+
+            self.health[p] = PartitionHealth()
+            await load_until_served(name, path, attempt, self.health[p])
 
         await asyncio.gather(*(one(p) for p in range(self.partitions)))
         log.info(
@@ -160,6 +185,15 @@ class ShareStateLog:
             sr.SHARE_STATE_TOPIC,
             len(self.states),
         )
+
+    def unhealthy_partitions(self) -> dict[Slot, PartitionHealth]:
+        """Partitions serving with quarantined data (or still failing to load)."""
+        return {p: h for p, h in self.health.items() if not h.healthy}
+
+    def _drop_slot_states(self, slot: Slot) -> None:
+        for key in [k for k in self.states if self.place(k) == slot]:
+            del self.states[key]
+        self.snapshots.pop(slot, None)
 
     async def open_slot(self, slot: Slot, plog: PartitionLog) -> None:
         """Replay the slot's log; from now on its keys' changes are written to it."""
@@ -170,14 +204,9 @@ class ShareStateLog:
     async def close_slot(self, slot: Slot) -> None:
         """Stop writing the slot (another node leads it now): its loaded states go."""
         plog = self.logs.pop(slot, None)
-        self.snapshots.pop(slot, None)
-        for key in [k for k in self.states if self.place(k) == slot]:
-            del self.states[key]
+        self._drop_slot_states(slot)
         if plog is not None:
-            try:
-                await plog.close()
-            except Exception as e:  # fenced or failed: nothing in flight could succeed
-                log.debug("closing share state %s: %s", slot, e)
+            await _close_quietly(plog)
 
     async def _replay(self, p: Slot, plog: PartitionLog) -> None:
         loaded_at = now_ms()

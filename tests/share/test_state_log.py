@@ -186,3 +186,48 @@ def test_deleting_a_group_or_a_topic_deletes_its_share_state(tmp_path: Path) -> 
     asyncio.run(life())
     asyncio.run(second_life())
     assert asyncio.run(third_life()) == set()
+
+
+def test_a_damaged_state_partition_is_quarantined_and_the_rest_loads(tmp_path: Path) -> None:
+    """A flipped byte in an old segment of one partition of __share_group_state: the load
+    quarantines the damaged part and goes on (the partition reported degraded); the
+    share-partition stored there comes back from its newer snapshot, the others whole."""
+    settings = ShareSettings(SharePartitionConfig(), "earliest", updates_per_snapshot=5)
+    by_partition: dict[int, tuple] = {}
+    for key in [("g", T, p) for p in range(40)]:
+        by_partition.setdefault(state_partition(key, 3), key)
+    damaged_key = by_partition[0]
+
+    async def life() -> dict:
+        parts = await _open(tmp_path, settings)
+        for key in by_partition.values():
+            parts.get_or_create(key, 0, 10)
+        # Enough updates to roll the damaged partition's segments (2 KiB each).
+        await asyncio.gather(*_busy(parts, damaged_key, 40))
+        for key in by_partition.values():
+            await asyncio.gather(*_busy(parts, key, 1))
+        live = {k: sp.snapshot() for k, sp in parts.partitions.items()}
+        parts.close()
+        await parts.state_log.close()
+        return live
+
+    live = asyncio.run(life())
+    segments = sorted((tmp_path / "__share_group_state-0").glob("*.log"))
+    assert len(segments) > 2
+    data = bytearray(segments[0].read_bytes())
+    data[70] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    segments[0].write_bytes(bytes(data))
+
+    async def restart() -> tuple:
+        parts = await _open(tmp_path, settings)
+        states = dict(parts.state_log.states)
+        unhealthy = parts.state_log.unhealthy_partitions()
+        await parts.state_log.close()
+        return states, unhealthy
+
+    states, unhealthy = asyncio.run(restart())
+    restored = {
+        k: SharePartition.restore(v, settings.partition).snapshot() for k, v in states.items()
+    }
+    assert restored == live
+    assert list(unhealthy) == [0] and unhealthy[0].state == "degraded"
