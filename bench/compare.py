@@ -17,9 +17,11 @@ Scenarios (bench/peers/scenarios.py):
              100 at once.
   heartbeat  M members of a stable group, closed-loop Heartbeats over C connections with W in
              flight on each: requests/s, p50/p99 latency.
-  commit     OffsetCommit of P = 1, 10, 100 partitions per request by the group's members,
-             pipelined like heartbeats: committed partitions/s, p50/p99; then OffsetFetch checks
-             the last value of every partition.
+  commit     OffsetCommit of P partitions per request by the group's members, pipelined like
+             heartbeats over C connections with W in flight on each (cases PxCxW: P = 1, 10,
+             100 at 4x128, and issue 21's 1x8x8, 100x8x8 and 1x8x64, i.e. 512 in flight):
+             committed partitions/s, p50/p99; then OffsetFetch checks the last value of every
+             partition.
   kip848     M consumer-protocol members join (ConsumerGroupHeartbeat in rounds: each member
              acknowledges what it was given) until the assignment is stable; then steady
              heartbeats/s.
@@ -28,14 +30,20 @@ Scenarios (bench/peers/scenarios.py):
   memory     10,000 groups x 10 members x 10 committed offsets on a fresh broker: its RSS
              (kcoord only: the mock blocks a connection per parked JoinGroup).
 
-Output: a table (scenario x broker, with kcoord's ratio to the best peer: > 1 means kcoord is
-ahead), a table of CPU per request (broker, load generator) and a JSON file of everything.
+kcoord runs every scenario with durability `always` (column `kcoord`); `--kcoord-also
+interval:100` (the default) runs its commit cases once more with that durability (column
+`kcoord@interval:100`), the like-for-like result against peers that keep everything in memory.
+
+Output: a table (scenario x broker, with each kcoord column's ratio to the best peer: > 1 means
+kcoord is ahead), a table of CPU per request (broker, load generator) and a JSON file of
+everything.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import json
 import math
@@ -189,9 +197,9 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
             rows = []
             if "heartbeat" in args.scenarios:
                 rows.append(res.row("heartbeat", hb_case(args), "rate", "req/s", "higher"))
-            for p in args.commit_partitions if "commit" in args.scenarios else []:
+            for p, c, w in args.commit_cases if "commit" in args.scenarios else []:
                 rows.append(
-                    res.row("commit", commit_case(args, p), "rate", "partitions/s", "higher")
+                    res.row("commit", commit_case(args, p, c, w), "rate", "partitions/s", "higher")
                 )
             fail(rows, RuntimeError("no stable group formed"))
     note = "" if members == args.hb_members else f"M={members}: {args.hb_members} did not form"
@@ -219,13 +227,14 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
             fail([r, rp], e)
 
     if group is not None and "commit" in args.scenarios:
-        for seq, p in enumerate(args.commit_partitions, 1):
-            case = commit_case(args, p)
+        for seq, (p, conns, window) in enumerate(args.commit_cases, 1):
+            case = commit_case(args, p, conns, window)
             r = res.row("commit", case, "rate", "partitions/s", "higher")
             rp = res.row("commit", case, "p50 / p99", "ms", "lower")
             m = Meter(run.peer)
             try:
-                out = await S.commit(session, group, p, st, seq)
+                cst = dataclasses.replace(st, connections=conns, window=window)
+                out = await S.commit(session, group, p, cst, seq)
                 cpu = m.done(out["requests"], "request")
                 if note:
                     r["notes"][name] = rp["notes"][name] = note
@@ -305,8 +314,18 @@ def hb_case(args: argparse.Namespace) -> str:
     return f"M={args.hb_members}, C={args.connections}, W={args.window}"
 
 
-def commit_case(args: argparse.Namespace, p: int) -> str:
-    return f"P={p}, M={args.hb_members}, C={args.connections}, W={args.window}"
+def commit_case(args: argparse.Namespace, p: int, conns: int, window: int) -> str:
+    return f"P={p}, M={args.hb_members}, C={conns}, W={window}"
+
+
+def parse_commit_case(text: str) -> tuple[int, int, int]:
+    """``PxCxW``: P partitions per request, C connections, W in flight on each."""
+    p, c, w = (int(x) for x in text.lower().split("x"))
+    return p, c, w
+
+
+def is_kcoord(name: str) -> bool:
+    return name == "kcoord" or name.startswith("kcoord@")
 
 
 async def run_memory(args: argparse.Namespace, res: Results) -> None:
@@ -371,17 +390,17 @@ def fmt_value(v: Any, unit: str) -> str:
     return f"{v:,.0f}"
 
 
-def ratio(r: dict[str, Any]) -> str:
-    """kcoord's advantage over the best peer: > 1 means kcoord is ahead."""
-    k = r["values"].get("kcoord")
+def ratio(r: dict[str, Any], kcoord: str = "kcoord") -> str:
+    """A kcoord column's advantage over the best peer: > 1 means kcoord is ahead."""
+    k = r["values"].get(kcoord)
     peers = [
         v
         for n, v in r["values"].items()
-        if n != "kcoord" and isinstance(v, int | float) and not math.isnan(v) and v > 0
+        if not is_kcoord(n) and isinstance(v, int | float) and not math.isnan(v) and v > 0
     ]
-    if isinstance(r["values"].get("kcoord"), tuple):
-        k = r["values"]["kcoord"][1]
-        peers = [v[1] for n, v in r["values"].items() if n != "kcoord" and isinstance(v, tuple)]
+    if isinstance(k, tuple):
+        k = k[1]
+        peers = [v[1] for n, v in r["values"].items() if not is_kcoord(n) and isinstance(v, tuple)]
     if not isinstance(k, int | float) or not peers or k <= 0:
         return "-"
     if r["better"] == "higher":
@@ -391,7 +410,8 @@ def ratio(r: dict[str, Any]) -> str:
 
 def table(res: Results) -> str:
     """The table; long cells (failures, n/a reasons, notes) become numbered notes under it."""
-    head = ["scenario", "case", "metric", *res.brokers, "kcoord vs best peer"]
+    kcoords = [b for b in res.brokers if is_kcoord(b)]
+    head = ["scenario", "case", "metric", *res.brokers, *[f"{k} vs best peer" for k in kcoords]]
     lines: list[list[str]] = []
     notes: list[str] = []
 
@@ -411,7 +431,7 @@ def table(res: Results) -> str:
                 cell += f" {note(f'{b}: ' + r['notes'][b])}"
             vals.append(cell)
         metric = f"{r['metric']} ({r['unit']}, {r['better']} is better)"
-        lines.append([r["scenario"], r["case"], metric, *vals, ratio(r)])
+        lines.append([r["scenario"], r["case"], metric, *vals, *[ratio(r, k) for k in kcoords]])
     out = markdown(head, lines)
     if notes:
         out += "\n\n" + "\n".join(f"[{i}] {n}" for i, n in enumerate(notes, 1))
@@ -487,7 +507,21 @@ def main() -> None:
     ap.add_argument("--members", type=int, nargs="*", help="rebalance sizes (3 100 1000)")
     ap.add_argument("--multi", type=parse_multi, nargs="*", help="NxG: G groups of N (100x10)")
     ap.add_argument("--hb-members", type=int, help="members heartbeating/committing (1000)")
-    ap.add_argument("--commit-partitions", type=int, nargs="+", help="P per request (1 10 100)")
+    ap.add_argument(
+        "--commit-cases",
+        type=parse_commit_case,
+        nargs="+",
+        metavar="PxCxW",
+        help="P partitions per request over C connections x W in flight "
+        "(1x4x128 10x4x128 100x4x128 1x8x8 100x8x8 1x8x64)",
+    )
+    ap.add_argument(
+        "--kcoord-also",
+        nargs="*",
+        default=["interval:100"],
+        metavar="DURABILITY",
+        help="run kcoord's commit cases again with these durabilities (interval:100)",
+    )
     ap.add_argument("--kip848-members", type=int, help="(1000)")
     ap.add_argument("--messages", type=int, help="e2e messages (1,000,000)")
     ap.add_argument("--memory", type=int, nargs=3, metavar=("GROUPS", "MEMBERS", "OFFSETS"))
@@ -508,7 +542,15 @@ def main() -> None:
         "members": [3, 100] if q else [3, 100, 1000],
         "multi": [(100, 3)] if q else [(100, 10)],
         "hb_members": 100 if q else 1000,
-        "commit_partitions": [1, 10, 100],
+        # P=1, 10, 100 at 4x128 as before; issue 21's cases at 8x8, and P=1 with 512 in flight.
+        "commit_cases": [
+            (1, 4, 128),
+            (10, 4, 128),
+            (100, 4, 128),
+            (1, 8, 8),
+            (100, 8, 8),
+            (1, 8, 64),
+        ],
         "kip848_members": 100 if q else 1000,
         "messages": 100_000 if q else 1_000_000,
         "memory": [1000, 10, 10] if q else [10_000, 10, 10],
@@ -525,14 +567,24 @@ def main() -> None:
     except ImportError:  # pragma: no cover
         loop_factory = None
 
-    res = Results(args.brokers)
+    brokers = list(args.brokers)
+    if "kcoord" in brokers:
+        at = brokers.index("kcoord") + 1
+        brokers[at:at] = [f"kcoord@{d}" for d in args.kcoord_also]
+    res = Results(brokers)
     load0 = os.getloadavg()
     started = time.time()
     print(f"load average at start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
-    for name in args.brokers:
+    for name in brokers:
         print(f"== {name}", flush=True)
+        run_args = args
         if name == "kcoord":
             start = functools.partial(B.start_kcoord, profile=args.profile)
+        elif name.startswith("kcoord@"):
+            # Only the commit cases: the other scenarios write little or nothing.
+            durability = name.removeprefix("kcoord@")
+            start = functools.partial(B.start_kcoord, {"kcoord.durability": durability})
+            run_args = argparse.Namespace(**{**vars(args), "scenarios": ["commit"]})
         elif name == "tansu":
             start = functools.partial(B.start_tansu, args.peers_venv)
         else:
@@ -548,7 +600,7 @@ def main() -> None:
         run = Run(name, start, peer)
         try:
             with asyncio.Runner(loop_factory=loop_factory) as runner:
-                runner.run(run_broker(run, args, res))
+                runner.run(run_broker(run, run_args, res))
             res.peers[name]["rss_mb_at_end"] = run.peer.rss_mb()
         finally:
             run.peer.stop()
@@ -556,7 +608,7 @@ def main() -> None:
         print("== memory", flush=True)
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(run_memory(args, res))
-    for name in args.brokers:
+    for name in brokers:
         info = res.peers.get(name, {})
         if "unavailable" in info:
             for r in res.rows:

@@ -9,6 +9,7 @@ Malformed input closes this connection only, never the server.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -26,7 +27,7 @@ from broker.security.session import SecuritySession
 from broker.security.tls import principal_of
 from broker.state import BrokerState
 from protocol.codec import MessageBase
-from protocol.headers import decode_request_header, encode_response_header, response_header_version
+from protocol.headers import decode_request_header, response_frame_start, response_header_version
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.types import DecodeError
 
@@ -44,7 +45,7 @@ _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-decode")
 
 
 class _Pending:
-    __slots__ = ("correlation_id", "api_key", "version", "response", "done")
+    __slots__ = ("correlation_id", "api_key", "version", "response", "done", "started")
 
     def __init__(self, correlation_id: int, api_key: int, version: int) -> None:
         self.correlation_id = correlation_id
@@ -52,6 +53,7 @@ class _Pending:
         self.version = version
         self.response: Any = None
         self.done = False
+        self.started = 0.0  # perf_counter() at dispatch, for the request metrics
 
 
 class Connection(asyncio.Protocol):
@@ -291,13 +293,10 @@ class Connection(asyncio.Protocol):
         # Most handlers answer with a message object: no need to ask whether it is awaitable.
         awaitable = not isinstance(result, MessageBase) and inspect.isawaitable(result)
         metrics = self.broker.metrics
-        if metrics is not None:
-            if awaitable:
-                result = asyncio.ensure_future(result)
-                result.add_done_callback(lambda _: metrics.request_done(key, started))
-            else:
-                metrics.request_done(key, started)
-        self.respond(header.correlation_id, key, version, result, awaitable)
+        if metrics is not None and not awaitable:
+            metrics.request_done(key, started)
+        # An awaited reply's duration is recorded when it completes (_completed).
+        self.respond(header.correlation_id, key, version, result, awaitable, started)
         if self.security.close_after_reply:
             self._close_after_replies()
 
@@ -346,6 +345,7 @@ class Connection(asyncio.Protocol):
         version: int,
         result: Any,
         awaitable: bool | None = None,
+        started: float | None = None,
     ) -> None:
         if awaitable is None:
             awaitable = inspect.isawaitable(result)
@@ -355,9 +355,15 @@ class Connection(asyncio.Protocol):
         entry = _Pending(correlation_id, key, version)
         self.pending.append(entry)
         if awaitable:
-            fut = asyncio.ensure_future(result)
+            fut: asyncio.Future = (
+                result if asyncio.isfuture(result) else asyncio.ensure_future(result)
+            )
             entry.response = fut
-            fut.add_done_callback(lambda f, e=entry: self._completed(e, f))
+            if started is not None:
+                entry.started = started
+            # One callback per awaited request: it also records the request's duration (a
+            # second callback for the metrics would cost another wake-up per request).
+            fut.add_done_callback(functools.partial(self._completed, entry))
         else:
             self._park(entry, result)
             self._flush()
@@ -372,7 +378,12 @@ class Connection(asyncio.Protocol):
         entry.done = True
 
     def _completed(self, entry: _Pending, fut: asyncio.Future) -> None:
-        if fut.cancelled() or self.closed:
+        if fut.cancelled():
+            return
+        metrics = self.broker.metrics
+        if metrics is not None and entry.started:
+            metrics.request_done(entry.api_key, entry.started)
+        if self.closed:
             return
         exc = fut.exception()
         if exc is not None:
@@ -417,8 +428,7 @@ class Connection(asyncio.Protocol):
     ) -> bytearray | None:
         if response is None or self.closed or self.transport is None:
             return None  # e.g. Produce with acks=0 owes no reply
-        out = bytearray(4)
-        encode_response_header(out, correlation_id, response_header_version(key, version))
+        out = response_frame_start(correlation_id, response_header_version(key, version))
         RESPONSES[key].encode_into(response, version, out)
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
         return out

@@ -27,7 +27,7 @@ from coordinator.result import RebalanceEvent, Result
 from coordinator.shard import Shard
 from protocol.coordinator_records import OFFSETS_TOPIC, decode_record, encode_record_tails
 from protocol.errors import ErrorCode
-from protocol.records import build_tail_batch
+from protocol.records import build_plain_tail_batch, build_tail_batch
 from protocol.txn_records import decode_marker, marker_batch
 from protocol.types import DecodeError
 from storage.durability import Durability
@@ -182,8 +182,8 @@ class GroupRuntime:
         self.shards: list[Shard | None] = [None] * self.partitions
         self.logs: list[PartitionLog | None] = [None] * self.partitions
         self._tail: list[asyncio.Future | None] = [None] * self.partitions
-        # Per partition: (flush epoch, log, replies waiting for the writes of that flush).
-        self._releasing: list[tuple[int, PartitionLog, list[dict[int, Any]]] | None] = [
+        # Per partition: (the future of a flush, the replies waiting for its writes).
+        self._releasing: list[tuple[asyncio.Future, list[dict[int, Any]]] | None] = [
             None
         ] * self.partitions
         self._timers: dict[tuple[int, tuple], asyncio.TimerHandle] = {}
@@ -420,14 +420,15 @@ class GroupRuntime:
         if shard is None:
             return on_error(self.unavailable(p))
         rid = next(self._ids)
-        result = op(shard, rid, now_ms())
+        now = now_ms()
+        result = op(shard, rid, now)
         if rid in result.replies and not result.records and self._settled(p):
             reply = result.replies.pop(rid)
-            self._apply(p, result)
+            self._apply(p, result, now)
             return reply
         fut = asyncio.get_running_loop().create_future()
         self._parked[rid] = (fut, on_error)
-        self._apply(p, result)
+        self._apply(p, result, now)
         return fut
 
     def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
@@ -483,13 +484,16 @@ class GroupRuntime:
             tail.add_done_callback(done)
         return fut
 
-    def _apply(self, p: int, result: Result) -> None:
+    def _apply(self, p: int, result: Result, now: int | None = None) -> None:
+        """Carry out a shard's result: timers, events, the records' write and the replies.
+        ``now``: the clock reading the shard was given (read again if not given)."""
         loop = asyncio.get_running_loop()
         for key in result.cancel:
             handle = self._timers.pop((p, key), None)
             if handle is not None:
                 handle.cancel()
-        now = now_ms()
+        if now is None:
+            now = now_ms()
         if result.timers:
             timers = self._timers
             at = loop.time()
@@ -511,27 +515,31 @@ class GroupRuntime:
             plog = self.logs[p]
             assert plog is not None
             try:
-                write = plog.append(self._batch_of(result, now), built_here=True)
+                write = plog.append_to_flush(self._batch_of(result, now))
             except LogFailedError as e:  # an earlier write failed: the log takes no more
                 write = loop.create_future()
                 write.set_exception(e)
             self._tail[p] = write
-            # Writes of one flush become durable together: the first one's callback releases
-            # the replies of all (one callback per flush, not per request).
-            epoch = plog.flush_epoch
-            pending = self._releasing[p]
-            if pending is not None and pending[0] == epoch and pending[1] is plog:
-                pending[2].append(replies)
-            else:
-                waiting = [replies]
-                self._releasing[p] = (epoch, plog, waiting)
-                write.add_done_callback(lambda f: self._written(p, waiting, f))
+            self._release_after(p, write, replies)
         elif replies:
             tail = self._tail[p]
             if tail is None or tail.done():
                 self._release(replies, None)
             else:
                 tail.add_done_callback(lambda f: self._release(replies, None))
+
+    def _release_after(self, p: int, write: asyncio.Future, replies: dict[int, Any]) -> None:
+        """Release ``replies`` once ``write`` (the future of the flush their records joined)
+        is done. A log hands every append of one flush the same future, so this adds one
+        callback per flush, which releases the replies of all its requests: no future, no
+        callback and no wake-up per request."""
+        pending = self._releasing[p]
+        if pending is not None and pending[0] is write:
+            pending[1].append(replies)
+            return
+        waiting = [replies]
+        self._releasing[p] = (write, waiting)
+        write.add_done_callback(lambda f: self._written(p, waiting, f))
 
     def _batch_of(self, result: Result, now: int) -> bytes:
         """The one batch a result's records (or its transaction marker) are written as."""
@@ -541,7 +549,7 @@ class GroupRuntime:
         tails, commits = encode_record_tails(result.records)
         self.offset_commits += commits
         if result.producer is None:
-            return build_tail_batch(tails, timestamp=now)
+            return build_plain_tail_batch(tails, now)
         pid, epoch = result.producer
         return build_tail_batch(
             tails, timestamp=now, producer_id=pid, producer_epoch=epoch, transactional=True
@@ -583,7 +591,7 @@ class GroupRuntime:
 
     def _written(self, p: int, waiting: list[dict[int, Any]], write: asyncio.Future) -> None:
         pending = self._releasing[p]
-        if pending is not None and pending[2] is waiting:
+        if pending is not None and pending[1] is waiting:
             self._releasing[p] = None
         for replies in waiting:
             self._release(replies, write)

@@ -86,14 +86,14 @@ class Ctx:
             self._timer_ops[key] = None
 
     def result(self) -> Result:
-        timers = [Timer(k, d) for k, d in self._timer_ops.items() if d is not None]
-        cancel = [k for k, d in self._timer_ops.items() if d is None]
+        timers: list[Timer] = []
+        cancel: list[tuple] = []
+        for k, d in self._timer_ops.items():
+            if d is None:
+                cancel.append(k)
+            else:
+                timers.append(Timer(k, d))
+        # Positional: made on every request, and keywords double the cost of the call.
         return Result(
-            records=self.records,
-            replies=self.replies,
-            timers=timers,
-            cancel=cancel,
-            events=self.events,
-            producer=self.producer,
-            marker=self.marker,
+            self.records, self.replies, timers, cancel, self.events, self.producer, self.marker
         )

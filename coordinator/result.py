@@ -38,6 +38,7 @@ class Result:
     they change nothing.
     """
 
+    # Ctx.result builds it positionally: keep the fields in this order.
     records: list[tuple[Any, Any | None]] = field(default_factory=list)
     replies: dict[int, Any] = field(default_factory=dict)
     timers: list[Timer] = field(default_factory=list)

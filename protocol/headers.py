@@ -6,6 +6,8 @@ always use header v0 so that a client that does not yet know our versions can re
 
 from __future__ import annotations
 
+import struct
+
 from protocol.api_keys import ApiKey
 from protocol.messages import REQUESTS, TYPES, RequestHeader, ResponseHeader
 
@@ -76,3 +78,29 @@ _RESP_ENCODERS = [_RESP_HEADER.encoder(v) for v in _RESP_HEADER.versions()]
 
 def encode_response_header(out: bytearray, correlation_id: int, header_version: int) -> None:
     _RESP_ENCODERS[header_version](ResponseHeader(correlation_id=correlation_id), out)
+
+
+# The frame's size (filled in last) and correlation id; header v1 adds an empty tagged-field
+# section. Checked against the generated encoders at import (_check_response_frame).
+_SIZE_AND_ID = struct.Struct(">ii")
+
+
+def response_frame_start(correlation_id: int, header_version: int) -> bytearray:
+    """A response frame's first bytes: a 4-byte size placeholder and the response header.
+    Packed directly: a ResponseHeader object and its generated encoder cost ~1.5 us a reply,
+    and the header only ever holds the correlation id (and, in v1, no tagged fields)."""
+    out = bytearray(_SIZE_AND_ID.pack(0, correlation_id))
+    if header_version:
+        out.append(0)
+    return out
+
+
+def _check_response_frame() -> None:
+    for v in _RESP_HEADER.versions():
+        out = bytearray(4)
+        encode_response_header(out, -7, v)
+        if bytes(response_frame_start(-7, v)) != bytes(out):
+            raise AssertionError(f"response_frame_start disagrees with ResponseHeader v{v}")
+
+
+_check_response_frame()

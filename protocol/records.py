@@ -548,6 +548,39 @@ def build_tail_batch(
     )
 
 
+def build_plain_tail_batch(tails: list[bytes], timestamp: int) -> bytes:
+    """``build_tail_batch(tails, timestamp=timestamp)``: the batch the group coordinator
+    writes for most requests (no producer, no compression, base offset 0), packed without
+    the general builder's keyword arguments and attribute checks (about a third of the cost
+    of a one-record batch). Checked against ``build_tail_batch`` at import."""
+    table = _UVARINT
+    parts: list[bytes] = []
+    extend = parts.extend
+    count = 0
+    size = _VARINT_TABLE_SIZE
+    for tail in tails:
+        # length, then attributes and timestamp delta (both 0), offset delta, the tail
+        u = count << 1
+        delta = table[u] if u < size else encode_varint(count)
+        n = 2 + len(delta) + len(tail)
+        u = n << 1
+        extend((table[u] if u < size else encode_varint(n), b"\x00\x00", delta, tail))
+        count += 1
+    if not count:
+        raise ValueError("a batch needs at least one record")
+    rest = _REST.pack(
+        0, count - 1, timestamp, timestamp, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count
+    ) + b"".join(parts)
+    return _PREFIX.pack(0, len(rest) + 9, NO_PARTITION_LEADER_EPOCH, MAGIC, crc32c(rest)) + rest
+
+
+def _check_plain_tail_batch() -> None:
+    for n in (1, 2, 63, 64, 200):
+        tails = [bytes([i % 7]) * (i % 90) + b"\x00" for i in range(n)]
+        if build_plain_tail_batch(tails, 1234567) != build_tail_batch(tails, timestamp=1234567):
+            raise AssertionError(f"build_plain_tail_batch disagrees for {n} records")
+
+
 # ---------------------------------------------------------------------------------------------
 # Header parsing and offset rewriting
 
@@ -853,3 +886,6 @@ def iter_records(buf: bytes, pos: int = 0, end: int | None = None) -> Iterator[R
     """Records of every batch in ``buf[pos:end]``, each batch CRC-checked."""
     for bpos, header in iter_batches(buf, pos, end, check_crc=True):
         yield from decode_records(buf, bpos, header)
+
+
+_check_plain_tail_batch()

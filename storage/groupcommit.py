@@ -8,6 +8,11 @@ written groups then wait for an fsync run in an executor thread: only one runs a
 the next one starts when it finishes and covers every group written meanwhile, so the number
 of fsyncs tracks disk latency, not the append rate.
 
+A writer that needs no per-append result (the group runtime) calls :meth:`GroupCommit.join_flush`
+instead: one future per flush, shared by all its appends, so what a flush costs beyond its
+write and fsync (a future, its waiter entry, set_result and the wake-up of its callback) is
+paid once per flush rather than once per append.
+
 Once a write or an fsync fails the committer is failed for good: after a failed fsync the page
 cache may have dropped the dirty pages, so retrying could acknowledge data that is gone.
 """
@@ -60,6 +65,8 @@ class GroupCommit:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: list[_Waiter] = []
         self._flush_scheduled = False
+        # The future join_flush hands out until the scheduled flush runs.
+        self._shared: asyncio.Future | None = None
         # Groups written but not yet covered by a finished fsync: (end offset, waiters).
         self._unsynced: list[tuple[int, list[_Waiter]]] = []
         self._sync_running = False
@@ -89,6 +96,16 @@ class GroupCommit:
             loop.call_soon(self._flush)
         return fut
 
+    def join_flush(self) -> asyncio.Future:
+        """The future of the flush that will write the bytes queued so far (resolved with
+        None once they are durable under the policy): the same object for every call until
+        that flush runs. Saves a future, a waiter and a wake-up per append (see the module
+        docstring); the caller tells its appends apart itself."""
+        shared = self._shared
+        if shared is None:
+            shared = self._shared = self.submit(None)
+        return shared
+
     @property
     def idle(self) -> bool:
         return not (self._waiting or self._unsynced or self._sync_running)
@@ -96,6 +113,7 @@ class GroupCommit:
     def _flush(self) -> None:
         self.epoch += 1
         self._flush_scheduled = False
+        self._shared = None
         waiting, self._waiting = self._waiting, []
         if self.failure is not None:
             self._fail(waiting, self.failure)

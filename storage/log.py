@@ -68,6 +68,9 @@ __all__ = [
 ]
 
 _Q = struct.Struct(">q")
+# lastOffsetDelta, then (past baseTimestamp) maxTimestamp, read from a batch header at 23.
+_DELTA_AND_MAX_TS = struct.Struct(">i8xq")
+_DELTA_AT = ATTRIBUTES_OFFSET + 2
 # Attribute bits that rule out decoding records in place: compression, LogAppendTime.
 _NEEDS_GENERAL_DECODE = COMPRESSION_MASK | TIMESTAMP_TYPE_MASK
 
@@ -348,6 +351,30 @@ class Log:
             self._next_offset = last + 1
         result = AppendResult(base, self._next_offset - 1, len(headers), n, self.log_start_offset)
         return self._committer.submit(result)
+
+    def append_to_flush(self, batch: bytes) -> asyncio.Future[None]:
+        """Queue one batch the broker encoded itself (the group coordinator's records) for the
+        next group write; the returned future completes once it is durable under the policy.
+
+        The future is the flush's, the same object for every ``append_to_flush`` of that
+        flush (:meth:`GroupCommit.join_flush`). Against :meth:`append` this saves, per
+        append: a future of its own with its waiter, set_result and wake-up, the
+        ``AppendResult``, and the multi-batch header walk (one batch, fields known valid)."""
+        if self._closed:
+            raise LogFailedError(f"{self.name} is closed")
+        size = len(batch)
+        delta, max_ts = _DELTA_AND_MAX_TS.unpack_from(batch, _DELTA_AT)
+        offset = self._next_offset
+        last = offset + delta
+        self._maybe_roll(size, last)
+        pending = self._pending
+        # baseOffset is outside the CRC: swap it without touching the rest of the batch.
+        pending.append(_Q.pack(offset))
+        pending.append(memoryview(batch)[8:])
+        self._pending_meta.append((self._pending_size, last, max_ts))
+        self._pending_size += size
+        self._next_offset = last + 1
+        return self._committer.join_flush()
 
     def _maybe_roll(self, incoming: int, last_offset: int) -> None:
         active = self._segments[-1]

@@ -65,6 +65,12 @@ class MemoryLog:
         self._flush.add_done_callback(done)
         return out
 
+    def append_to_flush(self, batch: bytes) -> asyncio.Future[None]:
+        """See :meth:`storage.log.Log.append_to_flush`: the future of this iteration's flush."""
+        self.append(batch, built_here=True)
+        assert self._flush is not None
+        return self._flush
+
     def _complete(self, flush: asyncio.Future[None]) -> None:
         self._flush = None
         self._epoch += 1

@@ -36,6 +36,14 @@ class PartitionLog(Protocol):
         encoded the batches itself, so their CRC need not be checked again."""
         ...
 
+    def append_to_flush(self, batch: bytes) -> asyncio.Future[None]:
+        """Append one batch the caller encoded itself; the future completes once it is
+        durable. It is the future of the whole group of writes the batch joins: the same
+        object for every ``append_to_flush`` of that group, so a writer needing no
+        per-append result pays for one future per group (the group runtime tells its
+        writes apart by it). Raises as :meth:`append` does."""
+        ...
+
     @property
     def flush_epoch(self) -> int:
         """Changes whenever a new group of writes starts: appends made under one value become

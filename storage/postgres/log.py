@@ -67,8 +67,10 @@ class PgLog(PgReads):
         self._next_offset = next_offset
         self._committed = next_offset  # the partition row's next_offset as last committed
         self._pending: list[_Row] = []
-        self._waiters: list[tuple[asyncio.Future[AppendResult], AppendResult]] = []
+        self._waiters: list[tuple[asyncio.Future[Any], Any]] = []
         self._flush_epoch = 0
+        # The future append_to_flush hands out until the next transaction takes the waiters.
+        self._group: asyncio.Future[None] | None = None
         self._scheduled = False
         self._writer: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
@@ -116,13 +118,35 @@ class PgLog(PgReads):
             self._pending.append((self.topic, self.partition, offset, last, h.max_timestamp, batch))
             self._next_offset = last + 1
         result = AppendResult(base, self._next_offset - 1, len(headers), len(data), 0)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[AppendResult] = loop.create_future()
+        fut: asyncio.Future[AppendResult] = self._loop.create_future()
+        self._wait(fut, result)
+        return fut
+
+    def append_to_flush(self, batch: bytes) -> asyncio.Future[None]:
+        """:meth:`append` of one batch built here, answered by the future of the transaction
+        it joins, shared by every ``append_to_flush`` of that transaction (see
+        :meth:`storage.partitionlog.PartitionLog.append_to_flush`)."""
+        if self._closed:
+            raise LogFailedError(f"{self.name} is closed")
+        if self.failure is not None:
+            raise LogFailedError(f"{self.name} failed earlier: {self.failure}")
+        h = parse_batch_header(batch, 0, check_crc=False)
+        offset = self._next_offset
+        last = offset + h.last_offset_delta
+        row = (self.topic, self.partition, offset, last, h.max_timestamp)
+        self._pending.append((*row, with_base_offset(batch, offset)))
+        self._next_offset = last + 1
+        group = self._group
+        if group is None:
+            group = self._group = self._loop.create_future()
+            self._wait(group, None)
+        return group
+
+    def _wait(self, fut: asyncio.Future[Any], result: Any) -> None:
         self._waiters.append((fut, result))
         if not self._scheduled and self._writer is None:
             self._scheduled = True
-            loop.call_soon(self._start_write)
-        return fut
+            self._loop.call_soon(self._start_write)
 
     def _start_write(self) -> None:
         """Take the group appended so far and write it in one transaction."""
@@ -130,12 +154,13 @@ class PgLog(PgReads):
         if self._writer is not None or not self._waiters:
             return
         self._flush_epoch += 1
+        self._group = None
         rows, self._pending = self._pending, []
         waiters, self._waiters = self._waiters, []
         self._writer = asyncio.get_running_loop().create_task(self._write(rows, waiters))
 
     async def _write(
-        self, rows: list[_Row], waiters: list[tuple[asyncio.Future[AppendResult], AppendResult]]
+        self, rows: list[_Row], waiters: list[tuple[asyncio.Future[Any], Any]]
     ) -> None:
         end = rows[-1][3] + 1
         try:

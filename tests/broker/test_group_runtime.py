@@ -43,6 +43,9 @@ class HeldLog(MemoryLog):
         self.appends.append(fut)
         return fut
 
+    def append_to_flush(self, batch: bytes) -> asyncio.Future[None]:
+        return self.append(batch, built_here=True)  # type: ignore[return-value]
+
 
 async def runtime(tmp_path: Path) -> tuple[GroupRuntime, HeldLog]:
     cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
@@ -120,6 +123,9 @@ class FailingLog:
         fut: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         fut.set_exception(LogFailedError("disk full"))
         return fut
+
+    def append_to_flush(self, batch: bytes) -> asyncio.Future[None]:
+        return self.append(batch, built_here=True)  # type: ignore[return-value]
 
     def replay(self) -> Iterator[tuple[BatchHeader, list[RecordTuple]]]:
         return self.real.replay()
@@ -278,3 +284,38 @@ async def test_runtime_on_an_injected_log_engine_reloads_from_it(tmp_path: Path)
     _, rows = fetch(again)
     assert rows[0][2] == 6
     await again.close()
+
+
+async def test_commit_replies_are_released_per_fsynced_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the file log with durability `always`: commits of one flush are answered together,
+    only once their fsync finished; a flush written while that fsync ran waits for its own,
+    and when that one fails, exactly its commits (and none before) are refused."""
+    from storage.durability import ALWAYS
+    from storage.log import Log
+    from tests.storage.test_flush_pipeline import FsyncGate, spin
+
+    cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
+    rt = GroupRuntime(tmp_path, cfg, ALWAYS)
+    rt.start()
+    await rt.loaded.wait()
+    plog = rt.logs[rt.partition_of(GROUP)]
+    assert isinstance(plog, Log)
+    gate = FsyncGate(monkeypatch, plog.segments[-1].fd)
+    first = [commit(rt, 1), commit(rt, 2)]  # one loop iteration: one flush
+    await gate.started(1)
+    second = commit(rt, 3)
+    await spin()
+    assert plog.stats[0] == 2  # the second flush is written while the first fsync runs
+    assert not any(f.done() for f in [*first, second])
+    gate.ok(1)
+    replies = await asyncio.wait_for(asyncio.gather(*first), 5)
+    assert all(r.topics[0].partitions[0].error_code == ErrorCode.NONE for r in replies)
+    await gate.started(2)
+    await spin()
+    assert not second.done()
+    gate.fail(2)
+    assert await asyncio.wait_for(second, 5) == ErrorCode.NOT_COORDINATOR
+    gate.open()
+    await rt.close()
