@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from coordinator.share.partition import TERMINAL, SharePartition, SharePartitionConfig
+from coordinator.share.partition import SharePartition, SharePartitionConfig
 
 if TYPE_CHECKING:
     from broker.share.group_configs import GroupConfigs
@@ -30,7 +30,6 @@ Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 RECORD_LOCK = "share.record.lock.duration.ms"
 BY_DURATION = "by_duration:"
-DONE = frozenset(int(s) for s in TERMINAL)  # persisted states of records already delivered
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +68,9 @@ class SharePartitions:
         self.state_log: ShareStateLog | None = None  # persistence, when the broker has it
         self._updates: dict[Key, int] = {}  # updates written since the key's last snapshot
         self.group_configs: GroupConfigs | None = None  # per-group overrides, when opened
+        # The configs of groups with their own lock duration, by duration: config_for runs on
+        # every ShareFetch, and this spares it a new config object each time.
+        self._configs: dict[int, SharePartitionConfig] = {}
 
     @property
     def lock_duration_ms(self) -> int:
@@ -84,7 +86,10 @@ class SharePartitions:
         cfg = self.settings.partition
         if duration == cfg.record_lock_duration_ms:
             return cfg
-        return replace(cfg, record_lock_duration_ms=duration)
+        own = self._configs.get(duration)
+        if own is None:
+            own = self._configs[duration] = replace(cfg, record_lock_duration_ms=duration)
+        return own
 
     def auto_offset_reset(self, group_id: str) -> str:
         """share.auto.offset.reset of the group, else the broker's."""
@@ -141,18 +146,13 @@ class SharePartitions:
         """(start offset, records at or past it already acknowledged or archived), or None if
         the share-partition was never initialised."""
         sp = self.partitions.get(key)
-        if sp is not None:
-            stats = sp.stats()
-            return sp.start_offset, stats.acknowledged + stats.archived
-        stored = self.state_log.states.get(key) if self.state_log is not None else None
-        if stored is None:
-            return None
-        done = sum(
-            b.last_offset - max(b.first_offset, stored.start_offset) + 1
-            for b in stored.state_batches
-            if b.delivery_state in DONE and b.last_offset >= stored.start_offset
-        )
-        return stored.start_offset, done
+        if sp is None:
+            stored = self.state_log.states.get(key) if self.state_log is not None else None
+            if stored is None:
+                return None
+            sp = SharePartition.restore(stored, self.settings.partition)  # a look, not kept
+        stats = sp.stats()
+        return sp.start_offset, stats.acknowledged + stats.archived
 
     def keys_of(self, group_id: str) -> list[Key]:
         """Every initialised share-partition of the group, live or only persisted."""
@@ -172,17 +172,16 @@ class SharePartitions:
 
     def delete(self, key: Key) -> Awaitable[Any] | None:
         """Forget the share-partition: its next use starts by share.auto.offset.reset. A
-        tombstone in `__share_group_state` keeps it forgotten after a restart."""
-        self.partitions.pop(key, None)
+        tombstone in `__share_group_state` keeps it forgotten after a restart. Nothing is
+        written for a share-partition that has no state (a cluster's DeleteGroups asks each
+        leader about every partition it might hold)."""
+        known = self.partitions.pop(key, None) is not None
         self._updates.pop(key, None)
         if self.state_log is None:
             return None
+        if not known and key not in self.state_log.states:
+            return None
         return self.state_log.delete(key)
-
-    def delete_group(self, group_id: str) -> list[Awaitable[Any]]:
-        """Forget every share-partition of the group (it was deleted)."""
-        writes = [self.delete(k) for k in self.keys_of(group_id)]
-        return [w for w in writes if w is not None]
 
     # ---- persistence
 

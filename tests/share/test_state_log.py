@@ -163,7 +163,7 @@ def test_deleting_a_group_or_a_topic_deletes_its_share_state(tmp_path: Path) -> 
             parts.get_or_create(key, 0, 10).acquire("m", 10, 2, now=0)
             await parts.persist(key, parts.partitions[key])
         await parts.delete(("g2", other, 1))
-        await asyncio.gather(*parts.delete_group("g1"))
+        await asyncio.gather(*(parts.delete(k) for k in parts.keys_of("g1")))
         assert set(parts.partitions) == {("g2", T, 0)}
         parts.close()
         await parts.state_log.close()
