@@ -106,6 +106,9 @@ def test_classic_and_consumer_groups_coexist(broker, spawn) -> None:
             enable_auto_commit=False,
             consumer_timeout_ms=200,
             session_timeout_ms=10000,  # kafka-python 3 asks for 45 s; the other tests use 10
+            # A leader whose metadata lacks the just-created topic assigns nothing ("No
+            # partition metadata"); a quick refresh makes it rejoin in a second, not 5 min.
+            metadata_max_age_ms=1000,
         )
         while not done.is_set():
             for msg in consumer:
