@@ -25,9 +25,14 @@ from coordinator.config import GroupConfig
 from coordinator.partitioning import partition_for
 from coordinator.result import RebalanceEvent, Result
 from coordinator.shard import Shard
-from protocol.coordinator_records import OFFSETS_TOPIC, decode_record, encode_record_tails
+from protocol.coordinator_records import (
+    OFFSETS_TOPIC,
+    build_records_batch,
+    decode_record,
+    encode_record_tails,
+)
 from protocol.errors import ErrorCode
-from protocol.records import build_plain_tail_batch, build_tail_batch
+from protocol.records import build_tail_batch
 from protocol.txn_records import decode_marker, marker_batch
 from protocol.types import DecodeError
 from storage.durability import Durability
@@ -546,10 +551,12 @@ class GroupRuntime:
         m = result.marker
         if m is not None:
             return marker_batch(m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now)
+        if result.producer is None:
+            batch, commits = build_records_batch(result.records, now)
+            self.offset_commits += commits
+            return batch
         tails, commits = encode_record_tails(result.records)
         self.offset_commits += commits
-        if result.producer is None:
-            return build_plain_tail_batch(tails, now)
         pid, epoch = result.producer
         return build_tail_batch(
             tails, timestamp=now, producer_id=pid, producer_epoch=epoch, transactional=True

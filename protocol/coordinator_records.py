@@ -13,7 +13,7 @@ import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.codec import DecodeError, MessageType
-from protocol.records import encode_varint, kv_record_tail
+from protocol.records import encode_varint, kv_record_tail, plain_batch, plain_record
 from protocol.schema import coordinator as _decls
 
 # The internal topic these records are written to (one coordinator shard per partition).
@@ -195,11 +195,94 @@ def encode_record_tails(records: list[tuple[Any, Any | None]]) -> tuple[list[byt
     return out, commits
 
 
+# build_records_batch's OffsetCommit records: the offset delta (a varint of one byte below 64,
+# two below 8192) sits between the record's length and its tail, so there is one packer per
+# (group, topic) and delta width: the record's lead (its length, attributes and timestamp
+# delta), the delta, the tail's head (key length and the key's type, group and topic) and then
+# the fields of _OFFSET_TAIL_V3_EMPTY, in one struct call.
+_FUSED_BELOW = 8192
+_DELTAS = [encode_varint(i) for i in range(_FUSED_BELOW)]
+_CommitPacker = tuple[bytes, Any, bytes]  # (lead, struct pack, head)
+_commit_packers: dict[tuple[str, str], tuple[_CommitPacker, _CommitPacker]] = {}
+
+
+def _commit_packer(group: str, topic: str) -> tuple[_CommitPacker, _CommitPacker]:
+    head = _offset_tail_heads.get((group, topic)) or _offset_tail_head(group, topic)
+    tail_length = len(head) + _OFFSET_TAIL_V3_EMPTY.size
+    packers = []
+    for delta_width in (1, 2):
+        lead = encode_varint(2 + delta_width + tail_length) + b"\x00\x00"
+        fmt = f">{len(lead)}s{delta_width}s{len(head)}s{_OFFSET_TAIL_V3_EMPTY.format[1:]}"
+        packers.append((lead, struct.Struct(fmt).pack, head))
+    if len(_commit_packers) >= OFFSET_KEY_PREFIX_CACHE:
+        _commit_packers.clear()
+    pair = _commit_packers[(group, topic)] = (packers[0], packers[1])
+    return pair
+
+
+def build_records_batch(records: list[tuple[Any, Any | None]], timestamp: int) -> tuple[bytes, int]:
+    """``build_plain_tail_batch(encode_record_tails(records)[0], timestamp)`` and the count of
+    OffsetCommit values, in one pass: an OffsetCommit record without metadata (nearly all of a
+    commit's) is packed whole, length and offset delta included, by one struct call, where the
+    two steps cost a tail, a framing tuple and four list entries per record. Checked against
+    the two steps at import."""
+    parts: list[bytes] = []
+    add = parts.append
+    commits = 0
+    group = topic = None
+    packers = None  # the (group, topic)'s, bound at its first record
+    deltas = _DELTAS
+    value_length = _OFFSET_VALUE_V3_EMPTY_VARINT
+    for count, (key, value) in enumerate(records):
+        if type(key) is _OFFSET_COMMIT_KEY and value is not None:
+            commits += 1
+            if not value.metadata and value.expire_timestamp == -1 and count < _FUSED_BELOW:
+                if key.group is not group or key.topic is not topic:
+                    group, topic = key.group, key.topic
+                    packers = _commit_packers.get((group, topic)) or _commit_packer(group, topic)
+                lead, pack, head = packers[count >= 64]  # type: ignore[index]
+                add(
+                    pack(
+                        lead,
+                        deltas[count],
+                        head,
+                        key.partition,
+                        value_length,
+                        3,
+                        value.offset,
+                        value.leader_epoch,
+                        0,
+                        value.commit_timestamp,
+                        0,
+                    )
+                )
+                continue
+        add(plain_record(kv_record_tail(encode_key(key), encode_value(key, value)), count))
+    return plain_batch(parts, len(records), timestamp), commits
+
+
 def _check_offset_tail() -> None:
     key = _OFFSET_COMMIT_KEY.make("g", "t", 7)
     value = TYPES["OffsetCommitValue"].cls.make(11, 5, "", 13, -1)
     generic = kv_record_tail(encode_key(key), encode_value(key, value))
     assert encode_record_tails([(key, value)])[0] == [generic], "OffsetCommit tail layout"
+    _check_records_batch()
+
+
+def _check_records_batch() -> None:
+    from protocol.records import build_plain_tail_batch
+
+    make_key, make_value = _OFFSET_COMMIT_KEY.make, TYPES["OffsetCommitValue"].cls.make
+    other = (TYPES["GroupMetadataKey"].cls.make("g"), None)
+    for n in (1, 63, 64, 65, 200):
+        records: list[tuple[Any, Any | None]] = [
+            (make_key("g", "t", i), make_value(i, -1, "m" if i % 7 == 3 else "", 5, -1))
+            for i in range(n)
+        ]
+        records.insert(n // 2, other)
+        tails, commits = encode_record_tails(records)
+        if build_records_batch(records, 99) != (build_plain_tail_batch(tails, 99), commits):
+            raise AssertionError(f"build_records_batch disagrees for {n} records")
 
 
 _check_offset_tail()

@@ -566,11 +566,25 @@ def build_plain_tail_batch(tails: list[bytes], timestamp: int) -> bytes:
         u = n << 1
         extend((table[u] if u < size else encode_varint(n), b"\x00\x00", delta, tail))
         count += 1
+    return plain_batch(parts, count, timestamp)
+
+
+def plain_record(tail: bytes, offset_delta: int) -> bytes:
+    """One record of a plain batch: its length, attributes and timestamp delta (both 0), its
+    offset delta, then ``tail`` (see `kv_record_tail`)."""
+    delta = encode_varint(offset_delta)
+    return encode_varint(2 + len(delta) + len(tail)) + b"\x00\x00" + delta + tail
+
+
+def plain_batch(records: list[bytes], count: int, timestamp: int) -> bytes:
+    """The plain batch (base offset 0, no producer, no compression, every record at
+    ``timestamp``) around the bytes in ``records`` of ``count`` records, offset deltas 0 to
+    ``count - 1``."""
     if not count:
         raise ValueError("a batch needs at least one record")
     rest = _REST.pack(
         0, count - 1, timestamp, timestamp, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count
-    ) + b"".join(parts)
+    ) + b"".join(records)
     return _PREFIX.pack(0, len(rest) + 9, NO_PARTITION_LEADER_EPOCH, MAGIC, crc32c(rest)) + rest
 
 

@@ -154,3 +154,28 @@ def test_record_tails_match_each_record_encoded_alone() -> None:
     pairs = [cr.encode_record(k, v) for k, v in records]
     assert build_tail_batch(tails, timestamp=7) == build_kv_batch(pairs, timestamp=7)
     assert [cr.decode_record(k, v) for k, v in pairs][0].value == records[0][1]
+
+
+def test_records_batch_in_one_pass_matches_the_general_builder() -> None:
+    """build_records_batch packs metadata-free offset commits whole (offset deltas of one and
+    two bytes, and past 8192 records none of its shortcuts apply) and every other record the
+    general way: the batch is byte for byte the general builder's."""
+    from protocol.records import build_kv_batch, iter_records
+
+    V = cr.OffsetCommitValue
+    group = "group-" + "y" * 70
+    records: list = [
+        (cr.OffsetCommitKey(group=group, topic=f"t{p % 3}", partition=p), V.make(p, 1, "", 5, -1))
+        for p in range(8300)
+    ]
+    records[10] = (cr.OffsetCommitKey(group=group, topic="t1", partition=10), None)
+    records[70] = (records[70][0], V.make(70, 1, "meta", 5, -1))
+    records[100] = (records[100][0], V.make(100, 1, "", 5, 123))
+    records[5000] = (cr.GroupMetadataKey(group=group), None)
+    batch, commits = cr.build_records_batch(records, 42)
+    assert commits == 8298
+    pairs = [cr.encode_record(k, v) for k, v in records]
+    assert batch == build_kv_batch(pairs, timestamp=42)
+    decoded = [cr.decode_record(r.key, r.value) for r in iter_records(batch)]
+    assert decoded[8299].value.offset == 8299
+    assert decoded[70].value.metadata == "meta"
