@@ -16,7 +16,7 @@ Scenarios (bench/peers/scenarios.py):
              rest rebalance (they learn of it by heartbeat). N = 3, 100, 1000, and G groups of
              100 at once.
   heartbeat  M members of a stable group, closed-loop Heartbeats over C connections with W in
-             flight on each: requests/s, p50/p99 latency.
+             flight on each (cases CxW: 4x128, and issue 21's 8x8): requests/s, p50/p99.
   commit     OffsetCommit of P partitions per request by the group's members, pipelined like
              heartbeats over C connections with W in flight on each (cases PxCxW: P = 1, 10,
              100 at 4x128, and issue 21's 1x8x8, 100x8x8 and 1x8x64, i.e. 512 in flight):
@@ -195,8 +195,8 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
                 print(f"  {name}: a stable group of {m_try} did not form: {e}", flush=True)
         if group is None:
             rows = []
-            if "heartbeat" in args.scenarios:
-                rows.append(res.row("heartbeat", hb_case(args), "rate", "req/s", "higher"))
+            for c, w in args.hb_cases if "heartbeat" in args.scenarios else []:
+                rows.append(res.row("heartbeat", hb_case(args, c, w), "rate", "req/s", "higher"))
             for p, c, w in args.commit_cases if "commit" in args.scenarios else []:
                 rows.append(
                     res.row("commit", commit_case(args, p, c, w), "rate", "partitions/s", "higher")
@@ -204,13 +204,17 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
             fail(rows, RuntimeError("no stable group formed"))
     note = "" if members == args.hb_members else f"M={members}: {args.hb_members} did not form"
 
-    if group is not None and "heartbeat" in args.scenarios:
-        case = hb_case(args)
+    for conns, window in (
+        args.hb_cases if group is not None and "heartbeat" in args.scenarios else []
+    ):
+        case = hb_case(args, conns, window)
         r = res.row("heartbeat", case, "rate", "req/s", "higher")
         rp = res.row("heartbeat", case, "p50 / p99", "ms", "lower")
         m = Meter(run.peer)
         try:
-            out = await S.heartbeat(session, group, st)
+            out = await S.heartbeat(
+                session, group, dataclasses.replace(st, connections=conns, window=window)
+            )
             cpu = m.done(out["requests"], "request")
             if note:
                 r["notes"][name] = rp["notes"][name] = note
@@ -219,8 +223,9 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
             r["cpu"][name] = cpu
             r["detail"][name] = out
             print(
-                f"  {name} heartbeat: {out['rate']:,.0f}/s p50 {out['p50_ms']:.2f} ms "
-                f"p99 {out['p99_ms']:.2f} ms, {out['errors']} errors {fmt_cpu(cpu)}",
+                f"  {name} heartbeat {conns}x{window}: {out['rate']:,.0f}/s p50 "
+                f"{out['p50_ms']:.2f} ms p99 {out['p99_ms']:.2f} ms, {out['errors']} errors "
+                f"{fmt_cpu(cpu)}",
                 flush=True,
             )
         except Exception as e:  # noqa: BLE001
@@ -310,12 +315,18 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
             fail([rc, rpr], e)
 
 
-def hb_case(args: argparse.Namespace) -> str:
-    return f"M={args.hb_members}, C={args.connections}, W={args.window}"
+def hb_case(args: argparse.Namespace, conns: int, window: int) -> str:
+    return f"M={args.hb_members}, C={conns}, W={window}"
 
 
 def commit_case(args: argparse.Namespace, p: int, conns: int, window: int) -> str:
     return f"P={p}, M={args.hb_members}, C={conns}, W={window}"
+
+
+def parse_hb_case(text: str) -> tuple[int, int]:
+    """``CxW``: C connections, W in flight on each."""
+    c, w = (int(x) for x in text.lower().split("x"))
+    return c, w
 
 
 def parse_commit_case(text: str) -> tuple[int, int, int]:
@@ -508,6 +519,13 @@ def main() -> None:
     ap.add_argument("--multi", type=parse_multi, nargs="*", help="NxG: G groups of N (100x10)")
     ap.add_argument("--hb-members", type=int, help="members heartbeating/committing (1000)")
     ap.add_argument(
+        "--hb-cases",
+        type=parse_hb_case,
+        nargs="+",
+        metavar="CxW",
+        help="heartbeats over C connections x W in flight (4x128 8x8)",
+    )
+    ap.add_argument(
         "--commit-cases",
         type=parse_commit_case,
         nargs="+",
@@ -542,6 +560,7 @@ def main() -> None:
         "members": [3, 100] if q else [3, 100, 1000],
         "multi": [(100, 3)] if q else [(100, 10)],
         "hb_members": 100 if q else 1000,
+        "hb_cases": [(4, 128), (8, 8)],
         # P=1, 10, 100 at 4x128 as before; issue 21's cases at 8x8, and P=1 with 512 in flight.
         "commit_cases": [
             (1, 4, 128),
