@@ -173,6 +173,10 @@ class Connection(asyncio.Protocol):
                 self.handle_frame(frame)
         finally:
             self._processing = False
+            if self._outbox:
+                # The replies this read produced at once leave now, in one send, rather than
+                # from a callback in the next loop iteration (see _enqueue).
+                self._send_outbox()
 
     def _frame_allowed(self, size: int) -> bool:
         """Check a large frame's size against its API's limit as soon as the API key is in:
@@ -437,7 +441,9 @@ class Connection(asyncio.Protocol):
         if self.closed or self.transport is None:
             return
         # Replies of one loop iteration leave in one writelines: one send instead of many.
-        if not self._outbox:
+        # Inside _process, which sends what is queued when it finishes its read, that needs
+        # no callback.
+        if not self._outbox and not self._processing:
             asyncio.get_running_loop().call_soon(self._send_outbox)
         self._outbox.append(out)
         self._outbox_bytes += len(out)
