@@ -31,6 +31,7 @@ from exporter import synthetic as S  # noqa: E402
 from protocol.records import build_kv_batch  # noqa: E402
 
 T0 = 1_700_000_000_000
+REPORT_COLUMNS = ["group", "topic", "partition", "committed_offset", "timestamp"]
 TOPICS = 10
 PARTS = 10
 
@@ -125,6 +126,41 @@ def _cpu_delta(before: dict[str, float]) -> dict[str, float]:
     return {k: now[k] - before[k] for k in now}
 
 
+def _decode_files(paths: list[tuple[int, int, str]], columns: list[str] | None) -> int:
+    """Decode these segments to Arrow batches (as a Spark task of the data source does); the
+    records produced."""
+    from exporter.logread import decode_segment, read_segment
+
+    n = 0
+    for p, base, path in paths:
+        for b in decode_segment(read_segment(Path(path), base), p, columns=columns):
+            n += b.num_rows
+    return n
+
+
+def raw_read(d: Path, columns: list[str] | None, workers: int) -> tuple[int, float, float]:
+    """The segment reader alone (exporter.logread over every __consumer_offsets segment, no
+    Spark): (records, wall seconds, CPU seconds), segments dealt to ``workers`` processes."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from exporter.logread import OFFSETS_TOPIC, list_partition_dirs, list_segments
+
+    segs = [
+        (p, base, str(path))
+        for _, p, pdir in list_partition_dirs(d, OFFSETS_TOPIC)
+        for base, path in list_segments(pdir)
+    ]
+    shares = [segs[i::workers] for i in range(workers)]
+    with ProcessPoolExecutor(workers) as pool:
+        list(pool.map(_decode_files, shares, [columns] * workers))  # warm: imports, numba
+        c = spark_cpu_seconds()
+        t = time.perf_counter()
+        n = sum(pool.map(_decode_files, shares, [columns] * workers))
+        wall = time.perf_counter() - t
+        cpu = sum(_cpu_delta(c).values())
+    return n, wall, cpu
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=5_000_000)
@@ -152,6 +188,16 @@ def main() -> None:
         nseg = len(list(d.glob("__consumer_offsets-*/*.log")))
         print(f"log: {size / 2**20:.0f} MiB in {nseg} segments")
 
+        for workers in (1, 2):
+            raw_runs = [raw_read(d, REPORT_COLUMNS, workers) for _ in range(args.runs)]
+            n, wall, cpu = min(raw_runs, key=lambda r: r[1])
+            print(
+                f"segment reader alone (no Spark), report columns, {workers} process(es):"
+                f" {n:,} records, best {wall:.2f}s = {n / wall / 1e6:.2f} M records/s"
+                f" ({cpu:.2f} CPU-s = {n / cpu / 1e6:.2f} M records per CPU-s;"
+                f" load average {os.getloadavg()[0]:.1f})"
+            )
+
         t = time.perf_counter()
         from pyspark.sql import functions as F
 
@@ -163,7 +209,7 @@ def main() -> None:
             ("all columns", {}),
             (
                 "commit columns (as the report reads)",
-                {"columns": "group,topic,partition,committed_offset,timestamp"},
+                {"columns": ",".join(REPORT_COLUMNS)},
             ),
             ("all columns, one Spark partition per segment", {"bytesPerPartition": "0"}),
         ]:
