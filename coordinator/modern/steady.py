@@ -65,10 +65,20 @@ def steady_heartbeat(
         return None
     gid = group.group_id
     config = state.config
+    if gid in config.per_group:
+        session, interval = (
+            config.consumer_session_timeout(gid),
+            config.consumer_heartbeat_interval(gid),
+        )
+    else:  # most groups have no overrides: two lookups and four calls saved
+        session, interval = (
+            config.consumer_session_timeout_ms,
+            config.consumer_heartbeat_interval_ms,
+        )
     key = session_key(gid, member_id)
-    deadline = now + max(0, config.consumer_session_timeout(gid))
+    deadline = now + max(0, session)
     state.deadlines[key] = deadline
-    reply = group.steady_reply(member, config.consumer_heartbeat_interval(gid))
+    reply = group.steady_reply(member, interval)
     return Result([], {req_id: reply}, [Timer(key, deadline)], [], [], None, None)
 
 

@@ -180,9 +180,13 @@ def test_the_kept_reply_follows_the_heartbeat_interval_and_the_member() -> None:
     fast, full = both(stable_group)
     first, _ = compare(fast, full, lambda run: req("a", epoch(run)))
     for run in (fast, full):
-        run.per_group["g"] = {"consumer.heartbeat.interval.ms": "1234"}
+        run.per_group["g"] = {
+            "consumer.heartbeat.interval.ms": "1234",
+            "consumer.session.timeout.ms": "7000",
+        }
     reply, steady = compare(fast, full, lambda run: req("a", epoch(run)))
     assert steady and reply.heartbeat_interval_ms == 1234
+    assert fast.h.timers[("cg-session", "g", "a")] == fast.h.now + 7000
     # b leaves: a's epoch moves, and its next steady reply says so.
     for run in (fast, full):
         run.send(req("b", -1))
