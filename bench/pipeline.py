@@ -4,6 +4,7 @@
     python bench/pipeline.py --requests 20000 --durability none
     python bench/pipeline.py --scenarios --commit-partitions 1 --window 64 --repeat 5
     python bench/pipeline.py --scenarios --commit-partitions 1 --profile /tmp/p1.prof
+    python bench/pipeline.py --scenarios heartbeat kip848 --commit-partitions --repeat 5
 
 A real `Broker` (group runtime, logs on a temp dir, durability `always` by default) serves a
 `Connection` whose transport is a stub that counts replies: frames go in through
@@ -16,6 +17,9 @@ This is the tool for optimising the per-request path: request decode, dispatch, 
 record encoding, log append and group commit, reply encoding and writing.
 
 * heartbeat: a classic group of --members members (formed through the same path) heartbeats.
+* kip848: a consumer group (KIP-848) of --members members, joined through the same path and
+  reconciled until stable, sends steady-state ConsumerGroupHeartbeats v1 (member id and epoch,
+  every other field null: nothing changed), as the classic heartbeat case does.
 * commit P: OffsetCommit v8 of P partitions per request by those members.
 """
 
@@ -41,8 +45,12 @@ import groups as G  # noqa: E402
 from broker.config import load_config  # noqa: E402
 from broker.connection import Connection  # noqa: E402
 from broker.server import Broker, tune_gc  # noqa: E402
+from protocol.api_keys import ApiKey  # noqa: E402
+from protocol.messages import REQUESTS  # noqa: E402
 
 TOPIC = G.TOPIC
+CG_HEARTBEAT, CG_HEARTBEAT_V = ApiKey.CONSUMER_GROUP_HEARTBEAT, 1
+CGHeartbeatRequest = REQUESTS[CG_HEARTBEAT].cls
 
 
 class Transport(asyncio.Transport):
@@ -155,6 +163,66 @@ async def form_group(broker: Broker, n: int) -> list[Any]:
     return members
 
 
+class ConsumerMember:
+    """A KIP-848 member: its id (client-generated, as v1 asks), epoch and what it owns."""
+
+    def __init__(self, client: Client, group: str, index: int) -> None:
+        self.conn, self.group = client, group
+        self.member_id = f"pipeline-member-{index:05d}"
+        self.epoch = 0
+        self.owned: list[Any] | None = None
+
+    def join_request(self) -> Any:
+        return CGHeartbeatRequest(
+            group_id=self.group,
+            member_id=self.member_id,
+            member_epoch=0,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=[TOPIC],
+            topic_partitions=[],
+        )
+
+    def steady_request(self) -> Any:
+        """What a client sends once nothing changes: every optional field null."""
+        return CGHeartbeatRequest(
+            group_id=self.group, member_id=self.member_id, member_epoch=self.epoch
+        )
+
+
+async def form_consumer_group(broker: Broker, n: int) -> list[ConsumerMember]:
+    """n consumer-protocol members join (one stub connection each), then heartbeat in rounds,
+    each reporting what it was given, until a round changes nothing."""
+    members = [ConsumerMember(Client(broker), "pipeline-cgroup", i) for i in range(n)]
+    TP = CGHeartbeatRequest.TopicPartitions
+
+    async def beat(m: ConsumerMember) -> bool:
+        if m.epoch == 0 and m.owned is None:
+            req = m.join_request()
+        else:
+            req = CGHeartbeatRequest(
+                group_id=m.group,
+                member_id=m.member_id,
+                member_epoch=m.epoch,
+                topic_partitions=[
+                    TP(topic_id=t.topic_id, partitions=list(t.partitions)) for t in m.owned or []
+                ],
+            )
+        r = await m.conn.request(CG_HEARTBEAT, CG_HEARTBEAT_V, req)
+        assert r.error_code == 0, r
+        changed = r.member_epoch != m.epoch
+        m.epoch = r.member_epoch
+        if r.assignment is not None:
+            changed = changed or r.assignment.topic_partitions != m.owned
+            m.owned = r.assignment.topic_partitions
+        return changed
+
+    for _ in range(20):
+        changes = await asyncio.gather(*(beat(m) for m in members))
+        if not any(changes) and len({m.epoch for m in members}) == 1:
+            return members
+    raise RuntimeError("the consumer group did not become stable in 20 rounds")
+
+
 async def measure(
     client: Client, frames: list[bytes], window: int, err_at: int, profiler: Any = None
 ) -> dict:
@@ -251,6 +319,20 @@ async def run(args: argparse.Namespace) -> None:
                 err_at = G.error_offset(G.HEARTBEAT, G.HEARTBEAT_V)
                 out["heartbeat"] = await repeat(
                     args, lambda: measure(client, frames, args.window, err_at, profiler)
+                )
+            if "kip848" in args.scenarios:
+                cmembers = await form_consumer_group(broker, args.members)
+                frames = [
+                    G.encode_frame(
+                        CG_HEARTBEAT,
+                        CG_HEARTBEAT_V,
+                        cmembers[i % len(cmembers)].steady_request(),
+                    )
+                    for i in range(args.requests)
+                ]
+                err_at = G.error_offset(CG_HEARTBEAT, CG_HEARTBEAT_V)
+                out["kip848"] = await repeat(
+                    args, lambda f=frames, e=err_at: measure(client, f, args.window, e, profiler)
                 )
             for p in args.commit_partitions:
                 n = max(args.requests // max(p // 10, 1), 500)

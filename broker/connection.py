@@ -27,6 +27,7 @@ from broker.security.session import SecuritySession
 from broker.security.tls import principal_of
 from broker.state import BrokerState
 from protocol.codec import MessageBase
+from protocol.encoded import Encoded
 from protocol.headers import decode_request_header, response_frame_start, response_header_version
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.types import DecodeError
@@ -433,7 +434,11 @@ class Connection(asyncio.Protocol):
         if response is None or self.closed or self.transport is None:
             return None  # e.g. Produce with acks=0 owes no reply
         out = response_frame_start(correlation_id, response_header_version(key, version))
-        RESPONSES[key].encode_into(response, version, out)
+        if type(response) is Encoded:  # a body encoded once for many replies
+            assert response.version == version
+            out += response.body
+        else:
+            RESPONSES[key].encode_into(response, version, out)
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
         return out
 

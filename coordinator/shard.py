@@ -29,6 +29,7 @@ from coordinator.modern import keys as _modern_keys
 from coordinator.modern import membership as _membership
 from coordinator.modern.group import ConsumerGroupState
 from coordinator.modern.heartbeat import consumer_group_heartbeat
+from coordinator.modern.steady import steady_heartbeat
 from coordinator.modern.topics import TopicsImage
 from coordinator.offset_store import OffsetStore
 from coordinator.request_meta import RequestMeta
@@ -125,6 +126,12 @@ class Shard:
     ) -> Result:
         """ConsumerGroupHeartbeat; `topics` is the current topic metadata snapshot."""
         self.state.topics = topics
+        if req.group_id not in self.consumer_rebalances:
+            # Most heartbeats of a stable group change nothing: answered without a Ctx or
+            # rebalance tracking (a group with a rebalance pending takes the full path).
+            steady = steady_heartbeat(self.state, req, meta, topics, req_id, now)
+            if steady is not None:
+                return steady
         ctx = Ctx(self.state, now)
         before = self._epoch(req.group_id)
         consumer_group_heartbeat(ctx, req, meta, topics, req_id)

@@ -20,6 +20,7 @@ from coordinator.modern.member import ConsumerGroupMember
 from coordinator.modern.regex import RegexResolution
 from coordinator.modern.topics import TopicMeta, TopicsImage
 from protocol.errors import ErrorCode
+from protocol.messages import ConsumerGroupHeartbeatResponse as Response
 from protocol.messages import DescribeGroupsResponse, ListGroupsResponse
 
 # OffsetCommit v9 is the first that consumer-protocol members may use.
@@ -75,6 +76,9 @@ class ConsumerGroup:
         # against, and the epoch each running rebalance timer was armed at.
         self.metadata_version = -1
         self.rebalance_timer_epochs: dict[str, int] = {}
+        # Transient: each member's steady-state heartbeat reply, kept with the member value
+        # and heartbeat interval it was built for (see `steady_reply`).
+        self._steady_replies: dict[str, tuple[ConsumerGroupMember, int, Response]] = {}
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -189,6 +193,19 @@ class ConsumerGroup:
             return None
         # The most popular; ties go to the name first in alphabetical order (deterministic).
         return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+    def steady_reply(self, member: ConsumerGroupMember, interval_ms: int) -> Response:
+        """The ConsumerGroupHeartbeat reply to `member` when nothing changes: its id, epoch and
+        the heartbeat interval, no assignment. One object per member, shared by its steady
+        heartbeats (replies are only encoded, never changed): it saves building a response
+        per request. A member changes only by being replaced (records are replayed into a
+        new value), so the reply is kept for that value and rebuilt for the next."""
+        kept = self._steady_replies.get(member.member_id)
+        if kept is not None and kept[0] is member and kept[1] == interval_ms:
+            return kept[2]
+        reply = Response.make(0, 0, None, member.member_id, member.member_epoch, interval_ms, None)
+        self._steady_replies[member.member_id] = (member, interval_ms, reply)
+        return reply
 
     def topic_names(self, topics: TopicsImage) -> dict[uuid.UUID, str]:
         """Topic id -> name, from the group's subscription metadata and then the image."""
@@ -323,6 +340,7 @@ class ConsumerGroup:
         if old is not None:
             self._unindex(old)
             self.rebalance_timer_epochs.pop(member_id, None)
+            self._steady_replies.pop(member_id, None)
 
     def set_target(self, member_id: str, assignment: Assignment) -> None:
         self.target[member_id] = assignment
