@@ -248,11 +248,11 @@ def main() -> None:
                 t = time.perf_counter()
                 r = run_report(d, out, spark=spark, at=T0 + 10**9, console=open("/dev/null", "w"))  # noqa: SIM115
                 secs = time.perf_counter() - t
-                cpu = _cpu_delta(c)
+                used = _cpu_delta(c)
                 print(
                     f"report {i + 1}: {len(r.groups)} groups, {len(r.partitions)} partitions,"
-                    f" {secs:.1f}s end to end (session already up; {sum(cpu.values()):.1f} CPU-s:"
-                    f" {cpu['jvm']:.1f} JVM, {cpu['python']:.1f} Python;"
+                    f" {secs:.1f}s end to end (session already up; {sum(used.values()):.1f} CPU-s:"
+                    f" {used['jvm']:.1f} JVM, {used['python']:.1f} Python;"
                     f" load average {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
