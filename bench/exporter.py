@@ -169,6 +169,15 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, help="keep the generated data here (reused if present)")
     ap.add_argument("--no-report", action="store_true")
     ap.add_argument(
+        "--report-only", action="store_true", help="skip the reads; time the report alone"
+    )
+    ap.add_argument(
+        "--report-runs",
+        type=int,
+        default=1,
+        help="reports in one session, each timed (the first warms the JVM up)",
+    )
+    ap.add_argument(
         "--runs", type=int, default=5, help="reads per variant, best kept (the JVM warms up)"
     )
     args = ap.parse_args()
@@ -188,7 +197,7 @@ def main() -> None:
         nseg = len(list(d.glob("__consumer_offsets-*/*.log")))
         print(f"log: {size / 2**20:.0f} MiB in {nseg} segments")
 
-        for workers in (1, 2):
+        for workers in () if args.report_only else (1, 2):
             raw_runs = [raw_read(d, REPORT_COLUMNS, workers) for _ in range(args.runs)]
             n, wall, cpu = min(raw_runs, key=lambda r: r[1])
             print(
@@ -205,14 +214,15 @@ def main() -> None:
 
         spark = build_session()
         print(f"spark session: {time.perf_counter() - t:.1f}s")
-        for label, opts in [
+        reads = [
             ("all columns", {}),
             (
                 "commit columns (as the report reads)",
                 {"columns": ",".join(REPORT_COLUMNS)},
             ),
             ("all columns, one Spark partition per segment", {"bytesPerPartition": "0"}),
-        ]:
+        ]
+        for label, opts in [] if args.report_only else reads:
             runs = []
             for _ in range(args.runs):
                 df = spark.read.format("kcoord").options(**opts).load(str(d))
@@ -233,16 +243,19 @@ def main() -> None:
             from exporter.report import run_report
 
             out = (tmp or d.parent) / "report-out"
-            c = spark_cpu_seconds()
-            t = time.perf_counter()
-            r = run_report(d, out, spark=spark, at=T0 + 10**9, console=open("/dev/null", "w"))  # noqa: SIM115
-            secs = time.perf_counter() - t
-            cpu = sum(_cpu_delta(c).values())
-            print(
-                f"report: {len(r.groups)} groups, {len(r.partitions)} partitions,"
-                f" {secs:.1f}s end to end (session already up; {cpu:.1f} CPU-s;"
-                f" load average {os.getloadavg()[0]:.1f})"
-            )
+            for i in range(args.report_runs):
+                c = spark_cpu_seconds()
+                t = time.perf_counter()
+                r = run_report(d, out, spark=spark, at=T0 + 10**9, console=open("/dev/null", "w"))  # noqa: SIM115
+                secs = time.perf_counter() - t
+                used = _cpu_delta(c)
+                print(
+                    f"report {i + 1}: {len(r.groups)} groups, {len(r.partitions)} partitions,"
+                    f" {secs:.1f}s end to end (session already up; {sum(used.values()):.1f} CPU-s:"
+                    f" {used['jvm']:.1f} JVM, {used['python']:.1f} Python;"
+                    f" load average {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
         spark.stop()
     finally:
         if tmp is not None:

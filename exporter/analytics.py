@@ -25,6 +25,7 @@ partition, STOP/STALL/REWIND counting as ERR.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Window
@@ -625,13 +626,17 @@ def build(
     s: Settings,
     timestamps_at=None,
     meta: DataFrame | None = None,
+    keep_history: Callable[[DataFrame], DataFrame] | None = None,
 ) -> Tables:
     """All report tables. ``records`` must hold the OffsetCommit records, ``meta`` (default
     ``records``) the group metadata ones; ``timestamps_at`` gives exact time lags (see
-    :func:`time_lag_exact`), else they are interpolated from ``ends``."""
+    :func:`time_lag_exact`), else they are interpolated from ``ends``. ``keep_history`` turns
+    the history (:func:`history_internal`) into the DataFrame its several readers scan (by
+    default it is cached in memory)."""
     meta = records if meta is None else meta
-    # The commits are read and sorted once: every commit-derived table comes from this cache.
-    hist = history_internal(commits(records, s), ends, s).cache()
+    # The commits are read and sorted once: every commit-derived table comes from this copy.
+    hist = history_internal(commits(records, s), ends, s)
+    hist = hist.cache() if keep_history is None else keep_history(hist)
     history = hist.select(*HISTORY_COLUMNS)
     latest = latest_from_history(hist)
     latest = (

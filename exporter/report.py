@@ -4,6 +4,7 @@ an HTML report and a console summary."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import threading
 import time
@@ -257,7 +258,12 @@ def run_report(
         open_txns = [] if is_storage_url(data_dir) else open_transactions(Path(data_dir))
         for w in warnings:
             prog.step(f"warning: {w}")
-        tables = build(records, ends, parts, s, ts_at, meta=meta)
+        t = time.monotonic()
+        prog.step("computing the commit history")
+        tables = build(
+            records, ends, parts, s, ts_at, meta=meta, keep_history=history_keeper(spark, out)
+        )
+        timings["history"] = time.monotonic() - t
         t = time.monotonic()
         prog.step("computing and writing tables")
         paths = _write(tables, out, prog, write_history)
@@ -295,6 +301,36 @@ def run_report(
         prog.stop()
         for df in tables.cached if tables is not None else ():
             df.unpersist()
+        shutil.rmtree(out / HISTORY_SCRATCH, ignore_errors=True)
+
+
+HISTORY_SCRATCH = ".history.parquet"
+
+
+def history_keeper(spark: Any, out: Path) -> Any:
+    """For :func:`analytics.build`: the history written to Parquet in ``out`` (removed when the
+    report ends) and read back. Spark's in-memory cache of its 5M rows and 24 columns cost ~30
+    JVM CPU-s to build; its readers (the history table itself,
+    the latest offsets, Burrow's windows, the per-minute tables) scan a few columns each,
+    which Parquet prunes."""
+
+    from pyspark.sql import functions as F
+
+    def keep(hist: Any) -> Any:
+        path = str(out / HISTORY_SCRATCH)
+        hist.write.mode("overwrite").parquet(path)
+        # Parquet reads every column back as nullable: the never-null ones (lag_at_commit)
+        # stay declared so, as the written tables' schemas have them.
+        return spark.read.parquet(path).select(
+            *[
+                F.col(f.name)
+                if f.nullable
+                else F.coalesce(F.col(f.name), F.lit(0).cast(f.dataType)).alias(f.name)
+                for f in hist.schema.fields
+            ]
+        )
+
+    return keep
 
 
 def write_html(
