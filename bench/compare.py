@@ -587,7 +587,7 @@ def main() -> None:
         loop_factory = None
 
     brokers = list(args.brokers)
-    if "kcoord" in brokers:
+    if "kcoord" in brokers and "commit" in args.scenarios:  # kcoord@D runs only the commits
         at = brokers.index("kcoord") + 1
         brokers[at:at] = [f"kcoord@{d}" for d in args.kcoord_also]
     res = Results(brokers)
