@@ -56,6 +56,13 @@ class GroupConfig:
             group_id, "consumer.heartbeat.interval.ms", self.consumer_heartbeat_interval_ms
         )
 
+    def consumer_timings(self, group_id: str) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) of a consumer group, with one lookup of its
+        overrides: asked on every steady-state heartbeat, and most groups have none."""
+        if group_id not in self.per_group:
+            return self.consumer_session_timeout_ms, self.consumer_heartbeat_interval_ms
+        return self.consumer_session_timeout(group_id), self.consumer_heartbeat_interval(group_id)
+
     def share_session_timeout(self, group_id: str) -> int:
         return self._override(group_id, "share.session.timeout.ms", self.share_session_timeout_ms)
 

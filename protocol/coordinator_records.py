@@ -221,7 +221,7 @@ def _commit_packer(group: str, topic: str) -> tuple[_CommitPacker, _CommitPacker
 
 
 def build_records_batch(records: list[tuple[Any, Any | None]], timestamp: int) -> tuple[bytes, int]:
-    """``build_plain_tail_batch(encode_record_tails(records)[0], timestamp)`` and the count of
+    """``build_tail_batch(encode_record_tails(records)[0], timestamp=timestamp)`` and the count of
     OffsetCommit values, in one pass: an OffsetCommit record without metadata (nearly all of a
     commit's) is packed whole, length and offset delta included, by one struct call, where the
     two steps cost a tail, a framing tuple and four list entries per record. Checked against
@@ -270,7 +270,7 @@ def _check_offset_tail() -> None:
 
 
 def _check_records_batch() -> None:
-    from protocol.records import build_plain_tail_batch
+    from protocol.records import build_tail_batch
 
     make_key, make_value = _OFFSET_COMMIT_KEY.make, TYPES["OffsetCommitValue"].cls.make
     other = (TYPES["GroupMetadataKey"].cls.make("g"), None)
@@ -281,7 +281,7 @@ def _check_records_batch() -> None:
         ]
         records.insert(n // 2, other)
         tails, commits = encode_record_tails(records)
-        if build_records_batch(records, 99) != (build_plain_tail_batch(tails, 99), commits):
+        if build_records_batch(records, 99) != (build_tail_batch(tails, timestamp=99), commits):
             raise AssertionError(f"build_records_batch disagrees for {n} records")
 
 

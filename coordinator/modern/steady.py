@@ -64,17 +64,7 @@ def steady_heartbeat(
     if not _unchanged(group, member, req, meta, state.config.consumer_assignors):
         return None
     gid = group.group_id
-    config = state.config
-    if gid in config.per_group:
-        session, interval = (
-            config.consumer_session_timeout(gid),
-            config.consumer_heartbeat_interval(gid),
-        )
-    else:  # most groups have no overrides: two lookups and four calls saved
-        session, interval = (
-            config.consumer_session_timeout_ms,
-            config.consumer_heartbeat_interval_ms,
-        )
+    session, interval = state.config.consumer_timings(gid)
     key = session_key(gid, member_id)
     deadline = now + max(0, session)
     state.deadlines[key] = deadline
