@@ -38,6 +38,10 @@ from coordinator.share import admin as _share_admin
 from coordinator.share import describe as _share_describe
 from coordinator.share import heartbeat as _share_heartbeat
 from coordinator.state import ShardState
+from coordinator.streams import describe as _streams_describe
+from coordinator.streams import heartbeat as _streams_heartbeat
+from coordinator.streams import keys as _streams_keys
+from coordinator.streams import membership as _streams_membership
 from protocol.errors import ErrorCode
 from protocol.messages import (
     ConsumerGroupDescribeResponse,
@@ -51,6 +55,8 @@ from protocol.messages import (
     OffsetDeleteRequest,
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
+    StreamsGroupDescribeResponse,
+    StreamsGroupHeartbeatRequest,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
 )
@@ -60,6 +66,7 @@ _RESUME: dict[str, Callable[[Ctx, Any], None]] = {
     "classic": _classic.resume_after_load,
     "consumer": _membership.resume_after_load,
     "share": _share_heartbeat.resume_after_load,
+    "streams": _streams_membership.resume_after_load,
 }
 # Per group type: how its parked requests are answered when the partition goes away.
 _ABANDON: dict[str, Callable[[Ctx, Any, ErrorCode], None]] = {
@@ -152,6 +159,21 @@ class Shard:
         _share_heartbeat.share_group_heartbeat(ctx, req, meta, topics, req_id)
         return ctx.result()
 
+    def streams_group_heartbeat(
+        self,
+        req: StreamsGroupHeartbeatRequest,
+        meta: RequestMeta,
+        topics: TopicsImage,
+        req_id: int,
+        now: int,
+    ) -> Result:
+        """StreamsGroupHeartbeat (KIP-1071); `topics` is the current topic metadata snapshot.
+        The reply is a `coordinator.streams.heartbeat.Outcome`."""
+        self.state.topics = topics
+        ctx = Ctx(self.state, now)
+        _streams_heartbeat.streams_group_heartbeat(ctx, req, meta, topics, req_id)
+        return ctx.result()
+
     def sync_group(self, req: SyncGroupRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
         ctx = Ctx(self.state, now)
         before = self._epoch(req.group_id)
@@ -228,6 +250,15 @@ class Shard:
             before = self._epoch(group_id)
             _membership.on_rebalance_timeout(ctx, group_id, key[2])
             self._track_consumer_rebalance(ctx, group_id, before, "rebalance timeout")
+            return ctx.result()
+        if kind == _streams_keys.SESSION:
+            _streams_membership.on_session_timeout(ctx, group_id, key[2])
+            return ctx.result()
+        if kind == _streams_keys.REBALANCE:
+            _streams_membership.on_rebalance_timeout(ctx, group_id, key[2])
+            return ctx.result()
+        if kind == _streams_keys.INITIAL:
+            _streams_membership.on_initial_delay(ctx, group_id)
             return ctx.result()
         if kind == _share_heartbeat.SESSION:
             _share_heartbeat.on_session_timeout(ctx, group_id, key[2])
@@ -354,6 +385,13 @@ class Shard:
             for g in group_ids
         ]
 
+    def streams_group_describe(
+        self, group_ids: list[str]
+    ) -> list[StreamsGroupDescribeResponse.DescribedGroup]:
+        return [
+            _streams_describe.streams_group_describe(g, self.state.groups.get(g)) for g in group_ids
+        ]
+
     def share_group_prepare_alter(self, group_id: str, req_id: int, now: int) -> Result:
         """AlterShareGroupOffsets' check (coordinator/share/admin.py); the reply is a Verdict
         with the share group's new epoch, once its record is written."""
@@ -375,7 +413,7 @@ class Shard:
             g.listed()
             for g in self.state.groups.values()
             if (type_filter is None or g.type in type_filter)
-            and (state_filter is None or str(g.state).lower() in state_filter)
+            and (state_filter is None or _state_name(g.state) in state_filter)
         ]
 
     # -- persistence ------------------------------------------------------------------------
@@ -398,6 +436,13 @@ class Shard:
         result = Result(cancel=list(self.state.deadlines), replies=ctx.replies)
         self.state.deadlines.clear()
         return result
+
+
+def _state_name(state: object) -> str:
+    """The name ListGroups' state filter matches: the state's, lower case (Kafka's streams
+    NotReady is "not_ready")."""
+    name = getattr(state, "filter_name", None)
+    return name() if name is not None else str(state).lower()
 
 
 def _members_before(
