@@ -328,3 +328,22 @@ def test_other_kinds_of_members() -> None:
     assert Member(h2, "s").beat().error_code == 0
     assert h2.shard.groups["app"].type == "streams"
     assert h2.replayed().groups["app"].type == "streams"
+
+
+def test_a_member_rejoins_with_epoch_zero() -> None:
+    """Kafka's testStreamsGroupMemberCanRejoinWithEpochZero: nothing changed, so the group
+    epoch stays and the member gets its epoch and tasks back (after a restart, too)."""
+    h = harness()
+    a = Member(h, "a")
+    a.beat()
+    h.shard = h.replayed()
+    g = h.streams()
+    epoch, n = g.group_epoch, len(h.log)
+    r = h.beat("a", 0, process="p-a").response
+    assert (r.error_code, r.member_epoch, as_tasks(r.active_tasks), r.status) == (
+        0,
+        epoch,
+        {"0": [0, 1, 2, 3]},
+        [],
+    )
+    assert h.streams().group_epoch == epoch and len(h.log) == n
