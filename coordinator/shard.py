@@ -27,7 +27,7 @@ from coordinator.group import Group, MemberChange
 from coordinator.modern import describe as _modern_describe
 from coordinator.modern import keys as _modern_keys
 from coordinator.modern import membership as _membership
-from coordinator.modern.group import ConsumerGroupState
+from coordinator.modern.group import ConsumerGroup, ConsumerGroupState
 from coordinator.modern.heartbeat import consumer_group_heartbeat
 from coordinator.modern.steady import steady_heartbeat
 from coordinator.modern.topics import TopicsImage
@@ -42,6 +42,7 @@ from coordinator.streams import describe as _streams_describe
 from coordinator.streams import heartbeat as _streams_heartbeat
 from coordinator.streams import keys as _streams_keys
 from coordinator.streams import membership as _streams_membership
+from coordinator.streams.group import StreamsGroup, StreamsGroupState
 from protocol.errors import ErrorCode
 from protocol.messages import (
     ConsumerGroupDescribeResponse,
@@ -68,6 +69,15 @@ _RESUME: dict[str, Callable[[Ctx, Any], None]] = {
     "share": _share_heartbeat.resume_after_load,
     "streams": _streams_membership.resume_after_load,
 }
+# The states in which a consumer or streams group's rebalance is over.
+_SETTLED = frozenset(
+    {
+        ConsumerGroupState.STABLE,
+        ConsumerGroupState.EMPTY,
+        StreamsGroupState.STABLE,
+        StreamsGroupState.EMPTY,
+    }
+)
 # Per group type: how its parked requests are answered when the partition goes away.
 _ABANDON: dict[str, Callable[[Ctx, Any, ErrorCode], None]] = {
     "classic": _classic.answer_parked,
@@ -171,7 +181,9 @@ class Shard:
         The reply is a `coordinator.streams.heartbeat.Outcome`."""
         self.state.topics = topics
         ctx = Ctx(self.state, now)
+        before = self._epoch(req.group_id)
         _streams_heartbeat.streams_group_heartbeat(ctx, req, meta, topics, req_id)
+        self._track_consumer_rebalance(ctx, req.group_id, before)
         return ctx.result()
 
     def sync_group(self, req: SyncGroupRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
@@ -251,14 +263,18 @@ class Shard:
             _membership.on_rebalance_timeout(ctx, group_id, key[2])
             self._track_consumer_rebalance(ctx, group_id, before, "rebalance timeout")
             return ctx.result()
-        if kind == _streams_keys.SESSION:
-            _streams_membership.on_session_timeout(ctx, group_id, key[2])
-            return ctx.result()
-        if kind == _streams_keys.REBALANCE:
-            _streams_membership.on_rebalance_timeout(ctx, group_id, key[2])
-            return ctx.result()
-        if kind == _streams_keys.INITIAL:
-            _streams_membership.on_initial_delay(ctx, group_id)
+        if kind in (_streams_keys.SESSION, _streams_keys.REBALANCE, _streams_keys.INITIAL):
+            before = self._epoch(group_id)
+            if kind == _streams_keys.SESSION:
+                _streams_membership.on_session_timeout(ctx, group_id, key[2])
+                why = "session timeout"
+            elif kind == _streams_keys.REBALANCE:
+                _streams_membership.on_rebalance_timeout(ctx, group_id, key[2])
+                why = "rebalance timeout"
+            else:
+                _streams_membership.on_initial_delay(ctx, group_id)
+                why = ""
+            self._track_consumer_rebalance(ctx, group_id, before, why)
             return ctx.result()
         if kind == _share_heartbeat.SESSION:
             _share_heartbeat.on_session_timeout(ctx, group_id, key[2])
@@ -292,19 +308,24 @@ class Shard:
 
     # -- KIP-848 rebalances, for the runtime's logs and metrics -------------------------------
 
+    def _epoch_group(self, group_id: str) -> ConsumerGroup | StreamsGroup | None:
+        """A group whose rebalances are epochs: a consumer or a streams group."""
+        group = self.state.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup | StreamsGroup) else None
+
     def _epoch(self, group_id: str) -> int | None:
         """The consumer group's epoch before a call, or None if there is no such group."""
-        group = self.state.consumer_group(group_id)
+        group = self._epoch_group(group_id)
         return None if group is None else group.group_epoch
 
     def _track_consumer_rebalance(
         self, ctx: Ctx, group_id: str, epoch_before: int | None, cause: str = ""
     ) -> None:
-        """A rebalance of a consumer group starts when its epoch moves and completes when every
-        member has reconciled to the new target (Stable) or none is left (Empty); it is
+        """A rebalance of a consumer or streams group starts when its epoch moves and completes
+        when every member has reconciled to the new target (Stable) or none is left (Empty); it is
         reported once, then, as a RebalanceEvent. Who joined or left comes from the member
         records the call replayed (`ctx.member_changes`)."""
-        group = self.state.consumer_group(group_id)
+        group = self._epoch_group(group_id)
         if group is None:
             self.consumer_rebalances.pop(group_id, None)
             return
@@ -325,7 +346,7 @@ class Shard:
         if pending is None:
             return
         state = group.state  # O(members): only while a rebalance is pending
-        if state in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY):
+        if state in _SETTLED:
             del self.consumer_rebalances[group_id]
             ctx.events.append(
                 RebalanceEvent(

@@ -32,6 +32,7 @@ from protocol.coordinator_records import (
     GroupMetadataKey,
     OffsetCommitKey,
     ShareGroupMetadataKey,
+    StreamsGroupMemberMetadataKey,
     StreamsGroupMetadataKey,
 )
 
@@ -149,7 +150,11 @@ class ShardState:
             if self.offsets.of_group(gid):
                 self.groups[gid] = ClassicGroup(gid, None)
             return None
-        _streams_group.apply(group, key, value)
+        was_member = getattr(key, "member_id", None) in group.members
+        if _streams_group.apply(group, key, value):
+            return MemberChange(gid, True, key.member_id)
+        if value is None and type(key) is StreamsGroupMemberMetadataKey and was_member:
+            return MemberChange(gid, False, key.member_id)
         return None
 
     def replay_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:

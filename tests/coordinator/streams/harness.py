@@ -72,6 +72,14 @@ def as_tasks(ids: list | None) -> Tasks | None:
 
 
 class StreamsHarness(Harness):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.events: list[Any] = []  # every RebalanceEvent the shard reported
+
+    def apply(self, result: Any) -> Any:
+        self.events.extend(result.events)
+        return super().apply(result)
+
     def beat(
         self,
         member_id: str,

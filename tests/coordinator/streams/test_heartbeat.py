@@ -527,3 +527,25 @@ def test_user_endpoints_for_interactive_queries() -> None:
         ("host-b", 9090): [("in", b.active["0"])],
     }
     assert a.beat(endpoint_epoch=g.endpoint_epoch).partitions_by_user_endpoint is None
+
+
+def test_topic_changes_start_a_new_assignment() -> None:
+    """Kafka's testStreamsUpdatingPartitionMetadataTriggersNewTargetAssignment: more partitions
+    of a source topic change the topics' hash, so the epoch moves and the new tasks are given;
+    a deleted source topic makes the group NotReady and takes the tasks away."""
+    h = harness()
+    a = Member(h, "a")
+    a.beat()
+    assert a.active == {"0": [0, 1, 2, 3]}
+    h.create_topic("in", 6)
+    r = a.beat()
+    assert r.member_epoch == 3 and a.active == {"0": [0, 1, 2, 3, 4, 5]}
+    before = len(h.log)
+    a.beat()  # the same topics: no new epoch, no records
+    assert len(h.log) == before
+    h.delete_topic("in")
+    r = a.beat()
+    assert statuses(r) == [(configure.MISSING_SOURCE_TOPICS, "Source topics in are missing.")]
+    assert r.member_epoch == 3 and str(h.streams().state) == "NotReady"
+    r = a.beat()  # gives its tasks up: nothing is left to it
+    assert r.member_epoch == 4 and a.active == {}

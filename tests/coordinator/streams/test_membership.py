@@ -347,3 +347,24 @@ def test_a_member_rejoins_with_epoch_zero() -> None:
         [],
     )
     assert h.streams().group_epoch == epoch and len(h.log) == n
+
+
+def test_rebalances_are_reported_once_complete() -> None:
+    """A RebalanceEvent per epoch once every member has reconciled (as for consumer groups),
+    saying who joined or left and why."""
+    h = harness()
+    a, b = Member(h, "a"), Member(h, "b")
+    a.beat()
+    assert [(e.group_type, e.generation, e.reason) for e in h.events] == [
+        ("streams", 2, "member a joined")
+    ]
+    b.beat()
+    assert len(h.events) == 1  # a still holds b's tasks
+    settle([a, b])
+    assert [(e.generation, e.reason, e.members, e.state) for e in h.events[1:]] == [
+        (3, "member b joined", 2, "Stable")
+    ]
+    for _ in range(4):  # b stops heartbeating, a goes on
+        h.advance(4000)
+        a.beat()
+    assert [e.reason for e in h.events[2:]] == ["member b left (session timeout)"]
