@@ -136,7 +136,11 @@ def _decide_partition_counts(topology: Topology, topics: TopicsImage) -> dict[st
         if not t.partitions
     }
     for s in topology.subtopologies:
-        for group in s.copartitioned_sets():
+        try:
+            groups = s.copartitioned_sets()
+        except ValueError as e:
+            raise InvalidTopology(f"Subtopology {s.subtopology_id}: {e}.") from None
+        for group in groups:
             decided.update(_copartition(group, fixed, flexible, count_of))
     decided.update(_changelog_counts(topology, count_of))
     return decided

@@ -42,13 +42,22 @@ class Subtopology:
         return [*self.source_topics, *(t.name for t in self.repartition_source_topics)]
 
     def copartitioned_sets(self) -> list[set[str]]:
-        """Each copartition group as topic names."""
+        """Each copartition group as topic names; ValueError for an index that names no topic
+        (Kafka fails such a heartbeat with an internal error)."""
         out = []
         for g in self.copartition_groups:
-            names = {self.source_topics[i] for i in g.source_topics}
-            names |= {self.repartition_source_topics[i].name for i in g.repartition_source_topics}
+            names = {_at(self.source_topics, i) for i in g.source_topics}
+            names |= {
+                _at(self.repartition_source_topics, i).name for i in g.repartition_source_topics
+            }
             out.append(names)
         return out
+
+
+def _at(items: tuple, i: int) -> Any:
+    if not 0 <= i < len(items):
+        raise ValueError(f"copartition group index {i} is out of range")
+    return items[i]
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,3 +216,13 @@ def test_existing_internal_topic_with_other_partitions() -> None:
         "Existing topic c has different number of partitions: expected 3, found 4",
     )
     assert out.subtopologies is None and out.to_create == {}
+
+
+def test_copartition_indexes_must_name_topics() -> None:
+    """Kafka fails such a heartbeat with an internal error; here it is an invalid topology."""
+    t = Topology(0, (Subtopology("0", ("a",), copartition_groups=(CopartitionGroup((0, 1)),)),))
+    with pytest.raises(c.InvalidTopology, match="copartition group index 1 is out of range"):
+        c.configure(t, image(a=1), 0)
+    t = Topology(0, (Subtopology("0", ("a",), copartition_groups=(CopartitionGroup((-1,)),)),))
+    with pytest.raises(c.InvalidTopology, match="index -1"):
+        c.configure(t, image(a=1), 0)

@@ -549,3 +549,56 @@ def test_topic_changes_start_a_new_assignment() -> None:
     assert r.member_epoch == 3 and str(h.streams().state) == "NotReady"
     r = a.beat()  # gives its tasks up: nothing is left to it
     assert r.member_epoch == 4 and a.active == {}
+
+
+def test_random_topologies_and_requests_never_break_the_coordinator() -> None:
+    """Whatever a member sends, the heartbeat answers (an error code, or a status: all of
+    missing sources, incorrect partitions and missing internal topics come up here), and the
+    records it writes replay to the same group."""
+    import random
+
+    from tests.coordinator.streams.test_membership import persisted
+
+    rnd = random.Random(7)
+    names = ["in", "x", "r1", "r2", "c1", "c2"]
+    seen = set()
+    for round_ in range(150):
+        h = harness()
+        h.create_topic("x", rnd.randint(1, 5))
+
+        def pick(k: int) -> list[str]:
+            return rnd.sample(names, rnd.randint(0, k))
+
+        subs = []
+        for i in range(rnd.randint(1, 3)):
+            copartition = None
+            if rnd.random() < 0.5:
+                copartition = [
+                    (
+                        rnd.sample(range(-1, 3), rnd.randint(0, 2)),
+                        rnd.sample(range(-1, 2), rnd.randint(0, 1)),
+                    )
+                ]
+            subs.append(
+                sub(
+                    str(i),
+                    pick(2),
+                    changelogs=[info(n) for n in pick(1)],
+                    sinks=pick(1),
+                    repartition_sources=[
+                        info(n, partitions=rnd.choice([0, 0, 2, -1])) for n in pick(1)
+                    ],
+                    copartition=copartition,
+                )
+            )
+        topo = topology(*subs, epoch=rnd.randint(0, 2))
+        members = [Member(h, f"m{j}", topo=topo) for j in range(rnd.randint(1, 3))]
+        for _ in range(4):
+            for m in members:
+                r = m.beat()
+                seen.add((r.error_code, tuple(s.status_code for s in r.status or [])))
+                if rnd.random() < 0.2:
+                    h.create_topic(rnd.choice(names), rnd.randint(1, 4))
+        if "app" in h.shard.groups:
+            assert persisted(h.replayed()) == persisted(h.shard), round_
+    assert {(0, ()), (0, (1,)), (0, (2,)), (0, (3,)), (E.STREAMS_INVALID_TOPOLOGY, ())} <= seen
