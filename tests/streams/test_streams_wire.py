@@ -397,3 +397,63 @@ def test_a_restart_keeps_the_group(tmp_path: Path) -> None:
             assert r.error_code == 0 and r.member_epoch == before.group_epoch
     finally:
         proc.stop()
+
+
+AUTHORIZER = "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def test_acls(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """KafkaApis' checks with an authorizer: READ on the group, DESCRIBE on every topic of the
+    topology, CREATE for the internal topics (without it the status says so and nothing is
+    created), and a described group whose topics may not be described is refused."""
+    data = tmp_path / "data"
+    # The plaintext principal (User:ANONYMOUS) is a super user while the ACLs are set up and
+    # a group with a secret topic is made; afterwards it is an ordinary principal.
+    proc = start_kcoord(data, *SETTINGS, AUTHORIZER, "super.users=User:ANONYMOUS")
+    try:
+        with client(proc) as c:
+            create_topic(c, "in", 2)
+            create_topic(c, "secret", 2)
+            Member(c, "acl-app", "old", topology(["in", "secret"])).beat()
+
+        def acl(*args: str) -> None:
+            code = main(["acls", "add", "--allow-principal", "User:ANONYMOUS", *args,
+                         "--bootstrap", proc.bootstrap])  # fmt: skip
+            assert code == 0, capsys.readouterr().err
+
+        acl("--group", "acl-", "--resource-pattern-type", "prefixed", "--operation", "READ",
+            "--operation", "DESCRIBE")  # fmt: skip
+        acl("--topic", "in", "--operation", "DESCRIBE")
+        acl("--topic", "acl-", "--resource-pattern-type", "prefixed", "--operation", "DESCRIBE")
+    finally:
+        proc.stop()
+    proc = start_kcoord(data, *SETTINGS, AUTHORIZER, "super.users=User:admin")
+    try:
+        with client(proc) as c:
+            r = Member(c, "other", "m", topology(["in"])).beat()
+            assert r.error_code == E.GROUP_AUTHORIZATION_FAILED
+            r = Member(c, "acl-app2", "m", topology(["in", "secret"])).beat()
+            assert r.error_code == E.TOPIC_AUTHORIZATION_FAILED
+            changelog = Req.TopicInfo(
+                name="acl-store-changelog", partitions=0, replication_factor=0, topic_configs=[]
+            )
+            r = Member(c, "acl-app3", "m", topology(["in"], [changelog])).beat()
+            assert [(s.status_code, s.status_detail) for s in r.status] == [
+                (
+                    3,
+                    "Internal topics are missing: acl-store-changelog; Unauthorized to CREATE on "
+                    "topics acl-store-changelog.",
+                )
+            ]
+            time.sleep(0.3)
+            assert partitions_of(c, "acl-store-changelog") is None
+            g = loaded(lambda: describe(c, "acl-app"), lambda g: g.error_code)
+            assert (g.error_code, g.error_message, g.topology, g.members) == (
+                E.TOPIC_AUTHORIZATION_FAILED,
+                "The described group uses topics that the client is not authorized to describe.",
+                None,
+                [],
+            )
+            assert describe(c, "acl-app3").error_code == 0
+    finally:
+        proc.stop()
