@@ -224,7 +224,10 @@ def test_console_follows_a_group_live(broker: KcoordProcess, tmp_path: Path) -> 
             assert driver.find_element(By.CSS_SELECTOR, marker), page
         driver.get(base + f"/console/groups/{GROUP}")
         wait_for("the group's partitions", lambda: "web-consumer-1" in text_of(driver, "#members"))
-        wait_for("two partitions", lambda: len(driver.find_elements(By.CSS_SELECTOR, "tr.partition")) == 2)
+        wait_for(
+            "two partitions",
+            lambda: len(driver.find_elements(By.CSS_SELECTOR, "tr.partition")) == 2,
+        )
         # Keeping up: a small lag, and a status that is not an error.
         wait_for("the consumer keeping up", lambda: lag_of(driver) < 500)
         before = text_of(driver, "#group-status")
@@ -242,7 +245,9 @@ def test_console_follows_a_group_live(broker: KcoordProcess, tmp_path: Path) -> 
         # Resumed: the lag falls and the status recovers.
         c1.running.set()
         wait_for("lag to fall", lambda: lag_of(driver) < peak / 2)
-        wait_for("the status to recover", lambda: text_of(driver, "#group-status") in ("OK", "WARN"))
+        wait_for(
+            "the status to recover", lambda: text_of(driver, "#group-status") in ("OK", "WARN")
+        )
         # A second member: a rebalance, and the member list shows both.
         c2 = Consumer(broker.bootstrap, "web-consumer-2")
         c2.thread.start()
@@ -257,7 +262,9 @@ def test_console_follows_a_group_live(broker: KcoordProcess, tmp_path: Path) -> 
         # A user without DESCRIBE on the group sees neither it nor its page.
         viewer = browser(tmp_path, "viewer", "viewer-secret")
         viewer.get(base + "/console/groups")
-        rows = [e.get_attribute("data-group") for e in viewer.find_elements(By.CSS_SELECTOR, "tr.group")]
+        rows = [
+            e.get_attribute("data-group") for e in viewer.find_elements(By.CSS_SELECTOR, "tr.group")
+        ]
         assert OTHER_GROUP in rows and HIDDEN_FROM_VIEWER not in rows, rows
         viewer.get(base + f"/console/groups/{GROUP}")
         assert "no group" in viewer.page_source
