@@ -15,7 +15,7 @@ default 10 intervals (``bench/lag.py`` measures it).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from coordinator.lag import burrow
@@ -39,7 +39,7 @@ class LogState:
     offset, and a ring of the last ``intervals`` (time, end) samples (Burrow's broker
     offsets: the recent-lag-zero rule and the produce rate)."""
 
-    __slots__ = ("start", "end", "lso", "samples", "n", "head", "timestamps")
+    __slots__ = ("start", "end", "lso", "samples", "n", "head", "timestamps", "min_end")
 
     def __init__(self, intervals: int) -> None:
         self.start = 0
@@ -51,6 +51,7 @@ class LogState:
         # offset -> timestamp of its record, for the offsets groups wait at (shared by the
         # groups at the same offset; bounded in LagModel.set_timestamp).
         self.timestamps: dict[int, int] = {}
+        self.min_end = -1  # the lowest sampled end (recent-lag-zero compares with it)
 
     def sample(self, now: int, end: int) -> None:
         size = len(self.samples) // 2
@@ -59,6 +60,7 @@ class LogState:
         self.samples[i + 1] = end
         self.head = (self.head + 1) % size
         self.n = min(self.n + 1, size)
+        self.min_end = min(self.sampled_ends())
 
     def sampled_ends(self) -> Iterator[int]:
         size = len(self.samples) // 2
@@ -351,25 +353,29 @@ class LagModel:
 
     # -- evaluation -----------------------------------------------------------------------
 
-    def _evaluate(self, pl: PartitionLag, now: int) -> None:
+    def _evaluate(self, pl: PartitionLag, now: int, lag: int | None = None) -> None:
         s = self.settings.burrow
-        lag = pl.lag()
+        if lag is None:
+            lag = pl.lag()
         if pl.n == 0 or lag <= s.allowed_lag:
             pl.status = burrow.OK
             return
         w = pl.window
-        first, last = pl._slot(0), pl._slot(pl.n - 1)
+        size = len(w) // 3
+        first = ((pl.head - pl.n) % size) * 3
+        last = ((pl.head - 1) % size) * 3
+        min_end = pl.log.min_end
         status = burrow.status_of(
             pl.n,
             lag,
             burrow.stopped(w[first + 1], w[last + 1], now),
-            burrow.recent_lag_zero(w[last], pl.log.sampled_ends()),
+            burrow.recent_lag_zero(w[last], (min_end,) if pl.log.n else ()),
             pl.flags,
             s,
         )
         pl.status = burrow.STATUS_CODES[status]
 
-    def evaluate(self, now: int, groups: set[str] | None = None) -> list[tuple[str, int, int]]:
+    def evaluate(self, now: int, groups: Iterable[str] | None = None) -> list[tuple[str, int, int]]:
         """Every partition's status and every group's summary as of ``now`` (only ``groups``'
         when given); returns the (topic, partition, offset) whose record times are wanted for
         time lag (give them with :meth:`set_timestamp`, then evaluate those groups again)."""
@@ -384,8 +390,8 @@ class LagModel:
             worst = burrow.OK
             max_time = 0
             for topic, p, pl in g.partitions():
-                self._evaluate(pl, now)
                 lag = pl.lag()
+                self._evaluate(pl, now, lag)
                 total += lag
                 worst = max(worst, pl.status)
                 if lag:
