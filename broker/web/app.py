@@ -62,7 +62,12 @@ class WebState:
         return request["viewer"]
 
     def _clustered(self, request: web.Request) -> bool:
-        return self.peers is not None and request.query.get("local") != "1"
+        """Whether to gather the other nodes' answers: not for a node's own (``local=1``), and
+        under an authorizer only for callers with Basic credentials, which go along (a caller
+        known by its client certificate alone would be seen there as this node)."""
+        if self.peers is None or request.query.get("local") == "1":
+            return False
+        return self.state.authorizer is None or "Authorization" in request.headers
 
     async def _gather(self, request: web.Request, path: str) -> list[Any]:
         if not self._clustered(request):
