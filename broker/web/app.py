@@ -258,9 +258,9 @@ class HttpServer:
     def api_routes(self) -> list[web.RouteDef]:
         return [
             web.get("/api/v1/groups", self.api_groups),
-            web.get("/api/v1/groups/{group}", self.api_group),
+            web.get("/api/v1/groups/{group:.+}", self.api_group),
             web.get("/api/v1/topics", self.api_topics),
-            web.get("/api/v1/topics/{topic}", self.api_topic),
+            web.get("/api/v1/topics/{topic:.+}", self.api_topic),
             web.get("/api/v1/share-groups", self.api_share_groups),
             web.get("/api/v1/transactions", self.api_transactions),
             web.get("/api/v1/nodes", self.api_nodes),

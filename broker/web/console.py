@@ -11,6 +11,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from aiohttp import web
@@ -65,14 +66,16 @@ class Console:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
-        self.env.filters.update(duration=_duration, rate=_rate, clock=_clock)
+        self.env.filters.update(
+            duration=_duration, rate=_rate, clock=_clock, path=lambda v: quote(str(v), safe="")
+        )
         self.env.globals.update(refresh_ms=REFRESH_MS, status=_status)
 
     def add_to(self, app: web.Application) -> None:
         app.router.add_get("/console", self.redirect)
         app.router.add_get("/console/", self.overview)
         app.router.add_get("/console/groups", self.groups)
-        app.router.add_get("/console/groups/{group}", self.group)
+        app.router.add_get("/console/groups/{group:.+}", self.group)
         app.router.add_get("/console/topics", self.topics)
         app.router.add_get("/console/share-groups", self.share_groups)
         app.router.add_get("/console/transactions", self.transactions)

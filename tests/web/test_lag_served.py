@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from tests.share.test_share_consumer import SHARE, _bootstrap, _poll_until, _pro
 from tests.web.helpers import console_url
 
 TOPIC = "lag-t"
+ODD = 'odd/name "q"\\'  # a slash, quotes, a backslash: URLs and label values escape them
 
 
 def scrape(base: str) -> dict[tuple[str, tuple], float]:
@@ -98,6 +100,7 @@ def test_lag_of_every_kind_of_group(broker: KcoordProcess) -> None:
     consume(broker, "a-classic", 30, "classic")
     consume(broker, "b-consumer", 60, "consumer")
     consume(broker, "zz-hidden", 10, "classic")
+    consume(broker, ODD, 5, "classic")
     share = ShareConsumer({"bootstrap.servers": _bootstrap(broker), "group.id": "c-share"})
     share.subscribe([TOPIC])
     try:
@@ -168,6 +171,15 @@ def test_lag_of_every_kind_of_group(broker: KcoordProcess) -> None:
         # Denied by the pattern: no series at all.
         assert not [k for k in samples if ("group", "zz-hidden") in k[1]]
         assert "zz-hidden" in groups()  # the API and console still show it
+
+        # Any group id: its page and API by the quoted id, its label value escaped.
+        quoted = urllib.parse.quote(ODD, safe="")
+        assert get(base, f"/api/v1/groups/{quoted}")["group"]["group"] == ODD
+        html = urllib.request.urlopen(f"{base}/console/groups", timeout=10).read().decode()
+        assert f'href="/console/groups/{quoted}"' in html
+        page = urllib.request.urlopen(f"{base}/console/groups/{quoted}", timeout=10).read()
+        assert b"odd/name &#34;q&#34;" in page
+        assert value("kcoord_consumer_group_total_lag", group=ODD, type="classic") == 115
 
         # Burrow's API, for each kind.
         for g, lag in (("a-classic", 90), ("b-consumer", 60)):
