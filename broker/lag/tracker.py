@@ -75,7 +75,8 @@ class LagTracker:
         self.history_ms: int = cfg.get("kcoord.lag.history.interval.ms")
         self._dirty: set[int] = set()
         self._seen: list[Any] = []  # shard objects by partition, as of the last tick
-        self._owner: dict[str, int] = {}  # group -> its __consumer_offsets partition
+        # __consumer_offsets partition -> the groups the model took from its shard.
+        self._of_shard: dict[int, set[str]] = {}
         # Per group, its total lag every history_ms over the last hour (a ring, newest at
         # ``_hist_head - 1``), and the time of the first slot.
         self._hist_len = max(HISTORY_SPAN_MS // self.history_ms, 2)
@@ -205,13 +206,12 @@ class LagTracker:
                 continue
             self._seen[p] = shard
             yield p
-            gone = {g for g, owner in self._owner.items() if owner == p}
+            here: set[str] = set()
             if shard is not None:
                 now = now_ms()
                 logs = model.logs
                 for gid, topics in shard.state.offsets.by_group.items():
-                    gone.discard(gid)
-                    self._owner[gid] = p
+                    here.add(gid)
                     g = shard.groups.get(gid)
                     kind = g.type if g is not None else "classic"
                     kept = model.groups.get(gid)
@@ -235,11 +235,11 @@ class LagTracker:
                             if part not in topics.get(topic, {}):
                                 model.remove(gid, topic, part)
                 for gid, g in shard.groups.items():
-                    self._owner.setdefault(gid, p)
-                    gone.discard(gid)
+                    here.add(gid)
                     model.set_kind(gid, g.type)
+            gone = self._of_shard.get(p, set()) - here
+            self._of_shard[p] = here
             for gid in gone:
-                self._owner.pop(gid, None)
                 if model.groups.get(gid) is not None and model.groups[gid].kind != "share":
                     model.remove_group(gid)
                 self.history.pop(gid, None)
