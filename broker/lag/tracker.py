@@ -234,9 +234,13 @@ class LagTracker:
                         for topic, part, _ in list(kept.partitions()):
                             if part not in topics.get(topic, {}):
                                 model.remove(gid, topic, part)
+                by_group = shard.state.offsets.by_group
                 for gid, g in shard.groups.items():
                     here.add(gid)
                     model.set_kind(gid, g.type)
+                    kept = model.groups.get(gid)
+                    if gid not in by_group and kept is not None and kept.kind != "share":
+                        model.remove_group(gid)  # its last offsets were deleted
             gone = self._of_shard.get(p, set()) - here
             self._of_shard[p] = here
             for gid in gone:

@@ -189,3 +189,40 @@ def test_lag_of_every_kind_of_group(broker: KcoordProcess) -> None:
         assert get(base, "/v3/kafka/kcoord/consumer/c-share/lag")["status"]["group"] == "c-share"
     finally:
         share.close()
+
+
+def test_deleted_groups_and_topics_leave_the_model(broker: KcoordProcess) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    base = console_url(broker)
+    admin = AdminClient({"bootstrap.servers": _bootstrap(broker)})
+    for f in admin.create_topics([NewTopic("gone-t", 1, 1), NewTopic("kept-t", 1, 1)]).values():
+        f.result(timeout=30)
+    for topic in ("gone-t", "kept-t"):
+        _produce(broker, topic, ["x"] * 10)
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    for group, topics in (("del-group", ["kept-t"]), ("two-topics", ["gone-t", "kept-t"])):
+        c = KafkaConsumer(bootstrap_servers=_bootstrap(broker), group_id=group)
+        c.commit({TopicPartition(t, 0): OffsetAndMetadata(4, "", -1) for t in topics})
+        c.close()
+
+    def groups() -> dict[str, Any]:
+        return {g["group"]: g for g in get(base, "/api/v1/groups")["groups"]}
+
+    wait_for(
+        "both groups with their lag",
+        lambda: "del-group" in (gs := groups()) and gs.get("two-topics", {}).get("total_lag") == 12,
+    )
+    for f in admin.delete_consumer_groups(["del-group"]).values():
+        f.result(timeout=30)
+    for f in admin.delete_topics(["gone-t"]).values():
+        f.result(timeout=30)
+    wait_for("the deleted group to go", lambda: "del-group" not in groups())
+    wait_for(
+        "the deleted topic's partition to go",
+        lambda: (g := groups()["two-topics"])["partitions"] == 1 and g["total_lag"] == 6,
+    )
+    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    assert 'group="del-group"' not in text and 'topic="gone-t"' not in text
