@@ -91,7 +91,6 @@ class LagTracker:
         self.tick_seconds = 0.0
         self.remote: Any = None  # broker.lag.remote.RemoteLogs in cluster mode
         self._task: asyncio.Task | None = None
-        self._wake = asyncio.Event()
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -139,10 +138,6 @@ class LagTracker:
             except (asyncio.CancelledError, Exception):
                 pass
 
-    def poke(self) -> None:
-        """Tick now (tests, and a console asking for fresh values)."""
-        self._wake.set()
-
     async def _run(self) -> None:
         while True:
             try:
@@ -151,11 +146,7 @@ class LagTracker:
                 raise
             except Exception:
                 log.exception("lag model tick failed")
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.interval_ms / 1000)
-            except TimeoutError:
-                pass
-            self._wake.clear()
+            await asyncio.sleep(self.interval_ms / 1000)
 
     async def tick(self) -> None:
         started = time.perf_counter()
@@ -247,6 +238,7 @@ class LagTracker:
                 if model.groups.get(gid) is not None and model.groups[gid].kind != "share":
                     model.remove_group(gid)
                 self.history.pop(gid, None)
+                self.rebalances.pop(gid, None)
 
     def _sample_shares(self, now: int) -> None:
         share = getattr(self.state, "_share", None)
