@@ -85,8 +85,11 @@ def partition_row(topic: str, p: int, pl: PartitionLag, now: int) -> dict[str, A
 
 def lag_summary(gl: GroupLag | None) -> dict[str, Any]:
     if gl is None:
-        return {"total_lag": 0, "max_time_lag_ms": 0, "status": "OK", "partitions": 0}
+        return {
+            "total_lag": 0, "max_time_lag_ms": 0, "status": "OK", "partitions": 0, "topics": []
+        }  # fmt: skip
     return {
+        "topics": sorted(gl.topics),
         "total_lag": gl.total_lag,
         "max_time_lag_ms": gl.max_time_lag_ms,
         "status": STATUS_NAMES[gl.status],

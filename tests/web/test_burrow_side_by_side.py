@@ -243,8 +243,9 @@ def test_burrow_api_side_by_side(kcoord: KcoordProcess, burrow: str) -> None:
     stop = threading.Event()
 
     def warn_loop() -> None:
-        # The lag grows by 5 records per partition at every commit; each commit comes after
-        # both have sampled the new log end (more than offset-refresh after the records).
+        # The lag grows by 5 records per partition at every commit. Nothing is produced for
+        # more than an offset refresh (1 s) on either side of the commits, so both see the
+        # same log end at them, whenever each samples it and reads the commit.
         offset = 50
         while not stop.is_set():
             produce(20)
@@ -253,6 +254,7 @@ def test_burrow_api_side_by_side(kcoord: KcoordProcess, burrow: str) -> None:
             commit(kcoord.bootstrap, WARN_GROUP, {0: offset, 1: offset})
             ends = 100 + 10 * ((offset - 50) // 5)
             commit(kcoord.bootstrap, OK_GROUP, {0: ends, 1: ends})
+            time.sleep(1.3)
 
     t = threading.Thread(target=warn_loop, daemon=True)
     t.start()
@@ -302,6 +304,10 @@ def test_burrow_api_side_by_side(kcoord: KcoordProcess, burrow: str) -> None:
     assert set(expected) <= set(get(ours + f"/v3/kafka/{CLUSTER}/consumer")[1]["consumers"])
     assert TOPIC in get(burrow + f"/v3/kafka/{CLUSTER}/topic")[1]["topics"]
     assert TOPIC in get(ours + f"/v3/kafka/{CLUSTER}/topic")[1]["topics"]
+    path = f"/v3/kafka/{CLUSTER}/topic/{TOPIC}/consumers"
+    b, k = get(burrow + path), get(ours + path)
+    assert b[1]["message"] == k[1]["message"]
+    assert set(expected) <= set(b[1]["consumers"]) and set(expected) <= set(k[1]["consumers"])
     time.sleep(2)  # both sample the last log ends
     b, k = (
         get(f"{burrow}/v3/kafka/{CLUSTER}/topic/{TOPIC}"),
