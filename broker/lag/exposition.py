@@ -42,32 +42,36 @@ def render(
     """Group-level series for every allowed group; partition-level ones for the first
     ``partition_groups`` of them by name."""
     names = sorted(g for g in model.groups if allowed(g))
-    per_partition: list[list[str]] = [[], [], []]
+    (lag_name, _), (secs_name, _), (status_name, _) = PARTITION_FAMILIES
+    lags: list[str] = []
+    secs: list[str] = []
+    statuses: list[str] = []
     per_group: list[list[str]] = [[], [], []]
-    lag_out, secs_out, status_out = (x.append for x in per_partition)
     for i, name in enumerate(names):
         g = model.groups[name]
         gl = f'group="{escape(name)}"'
-        per_group[0].append(f'{{{gl},type="{g.kind}"}} {g.total_lag}\n')
-        per_group[1].append(f'{{{gl},type="{g.kind}"}} {g.max_time_lag_ms / 1000}\n')
-        per_group[2].append(f'{{{gl},type="{g.kind}"}} {g.status}\n')
+        tail = f'{{{gl},type="{g.kind}"}} '
+        per_group[0].append(f"{GROUP_FAMILIES[0][0]}{tail}{g.total_lag}\n")
+        per_group[1].append(f"{GROUP_FAMILIES[1][0]}{tail}{g.max_time_lag_ms / 1000}\n")
+        per_group[2].append(f"{GROUP_FAMILIES[2][0]}{tail}{g.status}\n")
         if i >= partition_groups:
             continue
         for topic, parts in g.topics.items():
-            tl = f'{{{gl},topic="{escape(topic)}",partition="'
+            head = f'{{{gl},topic="{escape(topic)}",partition="'
             for p, pl in parts.items():
-                labels = f'{tl}{p}"}} '
-                lag_out(f"{labels}{pl.lag()}\n")
-                t = pl.time_lag_ms(now)
-                if t is not None:
-                    secs_out(f"{labels}{t / 1000}\n")
-                status_out(f"{labels}{pl.status}\n")
+                labels = f'{head}{p}"}} '
+                lag = pl.lag()  # time lag inline: PartitionLag.time_lag_ms without a second lag()
+                lags.append(f"{lag_name}{labels}{lag}\n")
+                if lag == 0:
+                    secs.append(f"{secs_name}{labels}0.0\n")
+                elif pl.ts_offset == pl.target():
+                    secs.append(f"{secs_name}{labels}{max(now - pl.ts, 0) / 1000}\n")
+                statuses.append(f"{status_name}{labels}{pl.status}\n")
     out: list[str] = []
-    for (name, doc), lines in zip(
-        PARTITION_FAMILIES + GROUP_FAMILIES, per_partition + per_group, strict=True
-    ):
+    families = PARTITION_FAMILIES + GROUP_FAMILIES
+    for (name, doc), lines in zip(families, [lags, secs, statuses, *per_group], strict=True):
         out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
-        out.extend(name + line for line in lines)
+        out.extend(lines)
     return "".join(out).encode()
 
 
