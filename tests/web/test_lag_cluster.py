@@ -125,7 +125,7 @@ def test_each_node_follows_its_groups_and_answers_for_all(tmp_path: Path, pg_url
             return ok and "cl-consumer" in gs and "cl-share" in gs and gs
 
         for base in (n1, n2):
-            gs = wait_for(lambda base=base: complete(base), 30, f"every group's lag from {base}")
+            gs = wait_for(lambda base=base: complete(base), 60, f"every group's lag from {base}")
             assert {gs[g]["node"] for g in groups} == {1, 2}  # answered by their coordinators
             assert {gs[g]["node"] for g in groups} == set(groups.values()) | {1, 2}
             for g, node in groups.items():
