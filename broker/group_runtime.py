@@ -212,6 +212,9 @@ class GroupRuntime:
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
         self.on_event: Callable[[Any], None] | None = None
+        # Called with every result whose records (or marker) are written, as it is applied
+        # (the live lag model's commit feed: broker/lag/tracker.py).
+        self.on_result: Callable[[int, Result], None] | None = None
         # Called with the partition after each durable append (wakes fetches of the topic).
         self.on_durable: Callable[[int], None] | None = None
         # Called with the partition once its log was reopened after a failed write (and, in
@@ -532,6 +535,8 @@ class GroupRuntime:
                 write.set_exception(e)
             self._tail[p] = write
             self._release_after(p, write, replies)
+            if self.on_result is not None:
+                self.on_result(p, result)
         elif replies:
             tail = self._tail[p]
             if tail is None or tail.done():
