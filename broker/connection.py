@@ -3,7 +3,9 @@
 Requests are pipelined: a client may send many before reading any reply. Handlers answer
 either at once or with an awaitable (a JoinGroup parked until the rebalance completes, a
 commit waiting for fsync); replies still leave in the order the requests came in.
-Malformed input closes this connection only, never the server.
+Malformed input closes this connection only, never the server; a handler that fails gets
+its request answered with its API's error response (UNKNOWN_SERVER_ERROR) and the connection
+carries on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
 from broker.config import listener_setting
 from broker.context import RequestContext
+from broker.error_responses import error_response
 from broker.listeners import Listener
 from broker.registry import APIS
 from broker.security.session import SecuritySession
@@ -46,7 +49,7 @@ _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-decode")
 
 
 class _Pending:
-    __slots__ = ("correlation_id", "api_key", "version", "response", "done", "started")
+    __slots__ = ("correlation_id", "api_key", "version", "response", "done", "started", "ctx")
 
     def __init__(self, correlation_id: int, api_key: int, version: int) -> None:
         self.correlation_id = correlation_id
@@ -55,6 +58,8 @@ class _Pending:
         self.response: Any = None
         self.done = False
         self.started = 0.0  # perf_counter() at dispatch, for the request metrics
+        # An awaited reply's request: answered with its API's error response if it fails.
+        self.ctx: tuple[RequestContext, Any] | None = None
 
 
 class Connection(asyncio.Protocol):
@@ -291,19 +296,56 @@ class Connection(asyncio.Protocol):
         started = time.perf_counter()
         try:
             result = api.handler(ctx, request)
-        except Exception:
-            log.exception("handler for %s v%d failed", REQUESTS[key].name, version)
-            self.abort("internal error")
-            return
+        except Exception as e:
+            result = self._failed(ctx, request, e)
+            if result is None:
+                return
         # Most handlers answer with a message object: no need to ask whether it is awaitable.
         awaitable = not isinstance(result, MessageBase) and inspect.isawaitable(result)
         metrics = self.broker.metrics
         if metrics is not None and not awaitable:
             metrics.request_done(key, started)
         # An awaited reply's duration is recorded when it completes (_completed).
-        self.respond(header.correlation_id, key, version, result, awaitable, started)
+        self.respond(
+            header.correlation_id, key, version, result, awaitable, started, (ctx, request)
+        )
         if self.security.close_after_reply:
             self._close_after_replies()
+
+    def _failed(self, ctx: RequestContext, request: Any, exc: BaseException) -> Any:
+        """A handler raised: log it with the request's API, version and client id, count it,
+        and return the API's error response (UNKNOWN_SERVER_ERROR), so that this one request
+        fails and the connection carries on, as Kafka's request handler does. None when the
+        request owes no reply (Produce with acks=0): the connection is closed instead, as
+        Kafka closes it, so that the client notices."""
+        name = REQUESTS[ctx.api_key].name
+        log.error(
+            "handler for %s v%d failed (client %s, correlation id %d): %s",
+            name,
+            ctx.api_version,
+            ctx.client_id,
+            ctx.correlation_id,
+            exc,
+            exc_info=exc,
+            extra={
+                "fields": {
+                    "api": name,
+                    "version": ctx.api_version,
+                    "client_id": ctx.client_id,
+                    "peer": self.peer,
+                }
+            },
+        )
+        if self.broker.metrics is not None:
+            self.broker.metrics.handler_failed(ctx.api_key)
+        try:
+            response = error_response(ctx.api_key, ctx.api_version, request)
+        except Exception:  # noqa: BLE001 - nothing sensible left to answer
+            log.exception("building the error response of %s v%d", name, ctx.api_version)
+            response = None
+        if response is None:
+            self.abort(f"{name} v{ctx.api_version} failed and owes no reply")
+        return response
 
     def _raw_sasl_token(self, token: bytes) -> None:
         """A bare SASL token after SaslHandshake v0: answered bare, by the same exchange as a
@@ -351,7 +393,10 @@ class Connection(asyncio.Protocol):
         result: Any,
         awaitable: bool | None = None,
         started: float | None = None,
+        origin: tuple[RequestContext, Any] | None = None,
     ) -> None:
+        """``origin``: the request's context and body, for an error response if an awaited
+        reply fails."""
         if awaitable is None:
             awaitable = inspect.isawaitable(result)
         if not awaitable and not self.pending:
@@ -364,6 +409,7 @@ class Connection(asyncio.Protocol):
                 result if asyncio.isfuture(result) else asyncio.ensure_future(result)
             )
             entry.response = fut
+            entry.ctx = origin
             if started is not None:
                 entry.started = started
             # One callback per awaited request: it also records the request's duration (a
@@ -392,10 +438,17 @@ class Connection(asyncio.Protocol):
             return
         exc = fut.exception()
         if exc is not None:
-            log.error("handler for api %d failed", entry.api_key, exc_info=exc)
-            self.abort("internal error")
-            return
-        self._park(entry, fut.result())
+            if entry.ctx is None:
+                log.error("handler for api %d failed", entry.api_key, exc_info=exc)
+                self.abort("internal error")
+                return
+            response = self._failed(*entry.ctx, exc)
+            if response is None:
+                return
+        else:
+            response = fut.result()
+        entry.ctx = None
+        self._park(entry, response)
         self._flush()
         if self.security.close_after_reply:  # an authentication that failed after a wait
             self._close_after_replies()
