@@ -395,12 +395,12 @@ class Connection(asyncio.Protocol):
         started: float | None = None,
         origin: tuple[RequestContext, Any] | None = None,
     ) -> None:
-        """``origin``: the request's context and body, for an error response if an awaited
-        reply fails."""
+        """``origin``: the request's context and body, for an error response if its reply
+        fails (an awaited one raises, or a reply cannot be encoded)."""
         if awaitable is None:
             awaitable = inspect.isawaitable(result)
         if not awaitable and not self.pending:
-            self.write_response(correlation_id, key, version, result)
+            self.write_response(correlation_id, key, version, result, origin)
             return
         entry = _Pending(correlation_id, key, version)
         self.pending.append(entry)
@@ -416,14 +416,18 @@ class Connection(asyncio.Protocol):
             # second callback for the metrics would cost another wake-up per request).
             fut.add_done_callback(functools.partial(self._completed, entry))
         else:
-            self._park(entry, result)
+            self._park(entry, result, origin)
             self._flush()
         self._update_reading()
 
-    def _park(self, entry: _Pending, response: Any) -> None:
+    def _park(
+        self, entry: _Pending, response: Any, origin: tuple[RequestContext, Any] | None = None
+    ) -> None:
         """A reply that must wait for earlier ones is encoded now, so that its bytes count
         towards the connection's bound (a long poll can hold back many large replies)."""
-        entry.response = self._encode(entry.correlation_id, entry.api_key, entry.version, response)
+        entry.response = self._encode(
+            entry.correlation_id, entry.api_key, entry.version, response, origin
+        )
         if entry.response is not None:
             self._parked_bytes += len(entry.response)
         entry.done = True
@@ -447,8 +451,8 @@ class Connection(asyncio.Protocol):
                 return
         else:
             response = fut.result()
-        entry.ctx = None
-        self._park(entry, response)
+        origin, entry.ctx = entry.ctx, None
+        self._park(entry, response, origin)
         self._flush()
         if self.security.close_after_reply:  # an authentication that failed after a wait
             self._close_after_replies()
@@ -476,13 +480,25 @@ class Connection(asyncio.Protocol):
         self._send_outbox()
         self.transport.close()
 
-    def write_response(self, correlation_id: int, key: int, version: int, response: Any) -> None:
-        out = self._encode(correlation_id, key, version, response)
+    def write_response(
+        self,
+        correlation_id: int,
+        key: int,
+        version: int,
+        response: Any,
+        origin: tuple[RequestContext, Any] | None = None,
+    ) -> None:
+        out = self._encode(correlation_id, key, version, response, origin)
         if out is not None:
             self._enqueue(out)
 
     def _encode(
-        self, correlation_id: int, key: int, version: int, response: Any
+        self,
+        correlation_id: int,
+        key: int,
+        version: int,
+        response: Any,
+        origin: tuple[RequestContext, Any] | None = None,
     ) -> bytearray | None:
         if response is None or self.closed or self.transport is None:
             return None  # e.g. Produce with acks=0 owes no reply
@@ -491,7 +507,14 @@ class Connection(asyncio.Protocol):
             assert response.version == version
             out += response.body
         else:
-            RESPONSES[key].encode_into(response, version, out)
+            try:
+                RESPONSES[key].encode_into(response, version, out)
+            except Exception as e:
+                if origin is None:
+                    raise
+                # A reply the handler built wrong is its failure too: the error response.
+                fallback = self._failed(*origin, e)
+                return self._encode(correlation_id, key, version, fallback)
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
         return out
 

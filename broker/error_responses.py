@@ -14,6 +14,7 @@ error instead, so that it notices (`error_response` returns None for it).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from protocol.api_keys import ApiKey
@@ -157,6 +158,11 @@ _UNKNOWN = frozenset(
     }
 )
 _INTS = frozenset({"int8", "int16", "int32", "int64"})
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    **dict.fromkeys(_INTS, int),
+    "string": str,
+    "uuid": uuid.UUID,
+}
 
 
 def error_response(
@@ -243,6 +249,10 @@ class _Builder:
             for name in (f.attr, *_RENAMED.get(f.attr, ())):
                 if name in getattr(source, "_fields", ()):
                     value = getattr(source, name)
-                    if isinstance(value, type(getattr(obj, f.attr))) or value is None:
+                    if (
+                        value is None
+                        and self.v in f.nullable
+                        or isinstance(value, _PYTHON_TYPES.get(f.type, ()))
+                    ):
                         setattr(obj, f.attr, value)
                     break

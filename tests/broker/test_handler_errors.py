@@ -5,7 +5,8 @@ code), logs the traceback with the API, version and client id, counts it in
 `kcoord_handler_errors_total`, and answers the next request on the same connection.
 
 A property test: any served API at any version, a request hypothesis builds for it, a handler
-that raises at once or after awaiting; on the file and the PostgreSQL engines, with a real
+that raises or returns a reply that cannot be encoded, at once or after awaiting; on the file
+and the PostgreSQL engines, with a real
 broker (in this process, so that its handler table can be patched) and a raw client."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.error_responses import error_response
 from broker.registry import APIS
 from protocol.api_keys import ApiKey
 from protocol.client import decode_response
@@ -115,13 +117,24 @@ def _top_level_code(key: int, version: int) -> bool:
     return any(f.attr == "error_code" and version in f.versions for f in mt.struct_fields[mt.name])
 
 
+class Unencodable:
+    """What a handler built wrong: no response class can encode it."""
+
+
 def _failing(mode: str):
+    """A handler that raises (at once, or after awaiting), or returns a reply that cannot be
+    encoded (at once, or after awaiting)."""
+
     def handler(ctx: Any, req: Any) -> Any:
         if mode == "raise":
             raise Injected(f"injected into api {ctx.api_key}")
+        if mode == "bad reply":
+            return Unencodable()
 
         async def later() -> Any:
             await asyncio.sleep(0)
+            if mode == "bad reply later":
+                return Unencodable()
             raise Injected(f"injected into api {ctx.api_key} after awaiting")
 
         return later()
@@ -129,15 +142,18 @@ def _failing(mode: str):
     return handler
 
 
+MODES = ["raise", "await", "bad reply", "bad reply later"]
+
+
 SERVED = sorted((k, v) for k, a in APIS.items() for v in range(a.min_version, a.max_version + 1))
 
 
 @settings(
-    max_examples=120,
+    max_examples=160,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(data=st.data(), which=st.sampled_from(SERVED), mode=st.sampled_from(["raise", "await"]))
+@given(data=st.data(), which=st.sampled_from(SERVED), mode=st.sampled_from(MODES))
 def test_a_failing_handler_answers_unknown_server_error_and_keeps_the_connection(
     broker: ThreadBroker, caplog: pytest.LogCaptureFixture, data: Any, which: Any, mode: str
 ) -> None:
@@ -172,7 +188,7 @@ def test_a_failing_handler_answers_unknown_server_error_and_keeps_the_connection
         assert _still_answers(c)
     assert _failures(broker, key) == before + 1
     [record] = [r for r in caplog.records if r.name == "kcoord.connection" and r.exc_info]
-    assert isinstance(record.exc_info[1], Injected)
+    assert isinstance(record.exc_info[1], AttributeError if "bad" in mode else Injected)
     fields = record.fields  # type: ignore[attr-defined]
     assert (fields["api"], fields["version"], fields["client_id"]) == (
         REQUESTS[key].name,
@@ -240,3 +256,21 @@ def test_log_line_names_the_request(tmp_path: Path, caplog: pytest.LogCaptureFix
         assert "Heartbeat" in record.getMessage() and "hb-client" in record.getMessage()
     finally:
         b.close()
+
+
+@settings(max_examples=600, deadline=None)
+@given(data=st.data(), which=st.sampled_from(SERVED))
+def test_the_error_response_of_any_request_encodes(data: Any, which: Any) -> None:
+    """Without a broker, many more requests: the error response always encodes (a field the
+    request leaves null where the response may not be null, an empty array...) and carries
+    only UNKNOWN_SERVER_ERROR."""
+    key, version = which
+    request = data.draw(message_of(REQUESTS[key], version), label="request")
+    resp = error_response(key, version, request)
+    if resp is None:
+        assert key == ApiKey.PRODUCE and request.acks == 0
+        return
+    back, _ = RESPONSES[key].decode(RESPONSES[key].encode(resp, version), version)
+    codes: list[int] = []
+    _codes(RESPONSES[key], RESPONSES[key].name, back, version, codes)
+    assert set(codes) <= {ErrorCode.UNKNOWN_SERVER_ERROR}
