@@ -152,7 +152,12 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
             aborted: list[Resp.AbortedTransaction] | None = None
             if w.offset < readable and (remaining > 0 or min_one):
                 limit = max(min(w.max_bytes, remaining), 0)
-                data = log.read(w.offset, limit).data
+                try:
+                    data = log.read(w.offset, limit).data
+                except LogClosedError:  # an owner's log closed under its attached partition
+                    failed = True
+                    parts.append(_error(w.index, w.gone))
+                    continue
                 if committed and readable < hw:
                     data = _below(data, readable)
                 if len(data) > limit and not min_one:
