@@ -34,6 +34,10 @@ TESTS = "0170,0171,0172,0173,0174,0175,0176,0177,0178,0179,0180,0181,0182,0183,0
 SETTINGS = (
     "group.coordinator.rebalance.protocols=classic,consumer,share",
     "group.initial.rebalance.delay.ms=0",
+    # librdkafka's test clusters (tests/scenarios/default.json): topics a producer's metadata
+    # request creates have 4 partitions. 0184 produces through a deletion: records queued for
+    # partition 1 of the deleted topic go to the auto-created one.
+    "num.partitions=4",
 )
 
 
