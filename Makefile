@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.kcoord-installed
 LISTEN   ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint format bench bench-compare bench-compare-quick bench-share clean venv
+.PHONY: run test test-librdkafka lint format bench bench-compare bench-compare-quick bench-share clean venv
 
 venv: $(STAMP)
 
@@ -62,6 +62,12 @@ bench-compare-quick: $(STAMP) $(PEERS_STAMP)
 # writes bench/results/share-latest.json. About 10 minutes; ARGS="--quick" for one short run.
 bench-share: $(STAMP)
 	$(PY) bench/share.py $(ARGS)
+
+# librdkafka's share-consumer tests (0170-0185) against this kcoord: clones and builds
+# librdkafka outside the repository (~/.cache/kcoord/librdkafka), then about fifteen minutes of
+# tests; not part of `make test`. ARGS passes options (e.g. ARGS="--tests 0175,0179").
+test-librdkafka: $(STAMP)
+	$(PY) tests/librdkafka/run_share_tests.py $(ARGS)
 
 # Removes the venv, build output and caches; never touches ./data.
 clean:

@@ -19,6 +19,7 @@ from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from storage.groupcommit import LogClosedError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 Resp = ListOffsetsResponse
@@ -77,7 +78,7 @@ def handle(
             elif p.timestamp >= 0 or p.timestamp == MAX_TIMESTAMP:
                 r = PartResp(partition_index=p.partition_index)
                 parts.append(r)
-                queries.append((r, part.log, p.timestamp, part.leader_epoch))
+                queries.append((r, part, p.timestamp, part.leader_epoch))
                 continue
             elif p.timestamp == LATEST and committed:
                 offset, ts = part.last_stable_offset, -1
@@ -110,10 +111,17 @@ def _old_style(resp: ListOffsetsResponse) -> ListOffsetsResponse:
 async def _answer_queries(
     resp: ListOffsetsResponse, queries: list[tuple[PartResp, Any, int, int]], version: int
 ) -> ListOffsetsResponse:
-    for r, log_, ts, leader_epoch in queries:
-        found = await (
-            log_.max_timestamp() if ts == MAX_TIMESTAMP else log_.offset_for_timestamp(ts)
-        )
+    for r, part, ts, leader_epoch in queries:
+        log_ = part.log
+        try:
+            found = await (
+                log_.max_timestamp() if ts == MAX_TIMESTAMP else log_.offset_for_timestamp(ts)
+            )
+        except LogClosedError:
+            found = None
+        if part.closed:  # deleted while earlier lookups were awaited: nothing of it is read
+            r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
         r.offset, r.timestamp = found if found is not None else (-1, -1)
         r.leader_epoch = leader_epoch if r.offset >= 0 else -1
     return _old_style(resp) if version == 0 else resp

@@ -30,7 +30,7 @@ from protocol.records import (
     with_base_offset,
 )
 from storage.compaction import CleanerStats, OffsetMap, _clean_batch, _Counts
-from storage.groupcommit import LogFailedError
+from storage.groupcommit import InFlight, LogFailedError
 from storage.log import AppendResult, FencedError
 from storage.logconfig import LogConfig
 from storage.postgres.reads import PgReads
@@ -75,6 +75,7 @@ class PgLog(PgReads):
         self._writer: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self._closed = False
+        self._ops = InFlight(lambda: self.name)
         self._compacting = False
         self.min_cleanable_batches = min_cleanable_batches
         self._dirty_batches = min_cleanable_batches  # unknown after opening: try once
@@ -378,6 +379,7 @@ class PgLog(PgReads):
     async def close(self) -> None:
         if self._closed:
             return
+        await self._ops.close()
         while self._writer is not None or self._waiters:
             if self._writer is None:
                 self._start_write()
