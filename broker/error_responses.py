@@ -90,6 +90,7 @@ _MIRRORS: dict[int, dict[str, _Source]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: {"groups": (("group_ids",), None)},
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: {"topics": (("topics",), None)},
     ApiKey.SHARE_GROUP_DESCRIBE: {"groups": (("group_ids",), None)},
+    ApiKey.STREAMS_GROUP_DESCRIBE: {"groups": (("group_ids",), None)},
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: {
         "results": (("topics",), None),
         "partitions": (("partitions",), None),

@@ -65,6 +65,7 @@ ITEMS: dict[int, tuple[str, ...]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: ("group_ids",),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: ("topics",),
     ApiKey.SHARE_GROUP_DESCRIBE: ("group_ids",),
+    ApiKey.STREAMS_GROUP_DESCRIBE: ("group_ids",),
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: ("topics.partitions",),
     ApiKey.DELETE_SHARE_GROUP_STATE: ("topics.partitions",),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: ("topics.partitions",),
@@ -82,7 +83,7 @@ class Injected(RuntimeError):
 
 @pytest.fixture(scope="module", params=["file", "postgresql"])
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    settings_ = ["group.coordinator.rebalance.protocols=classic,consumer,share"]
+    settings_ = ["group.coordinator.rebalance.protocols=classic,consumer,share,streams"]
     if request.param == "postgresql":
         url = request.getfixturevalue("pg_server")
         settings_.append(f"kcoord.storage={url}")
