@@ -3149,6 +3149,7 @@ class DescribeLogDirsResponse(MessageBase):
         topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic]
         total_bytes: int
         usable_bytes: int
+        is_cordoned: bool
         def __init__(
             self,
             *,
@@ -3157,6 +3158,7 @@ class DescribeLogDirsResponse(MessageBase):
             topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = ...,
             total_bytes: int = ...,
             usable_bytes: int = ...,
+            is_cordoned: bool = ...,
         ) -> None: ...
         @staticmethod
         def make(
@@ -3165,6 +3167,7 @@ class DescribeLogDirsResponse(MessageBase):
             topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic],
             total_bytes: int,
             usable_bytes: int,
+            is_cordoned: bool,
         ) -> DescribeLogDirsResponse.DescribeLogDirsResult: ...
 
     class DescribeLogDirsTopic(MessageBase):

@@ -60,6 +60,17 @@ NEWER: dict[str, tuple[str, list[tuple[str, dict]]]] = {
             )
         ],
     ),
+    # KIP-1066 (Kafka 4.3): whether a log directory is cordoned; franz-go stops at v4.
+    "DescribeLogDirsRequest": ("0-5", []),
+    "DescribeLogDirsResponse": (
+        "0-5",
+        [
+            (
+                "Results",
+                {"name": "IsCordoned", "type": "bool", "versions": "5+", "default": "false"},
+            )
+        ],
+    ),
 }
 
 
@@ -237,7 +248,7 @@ def main(spec_dir: str) -> None:
     for p in (root / "kafka-4.0-snapshot" / "message").glob("*.json"):
         spec = load_json(p)
         if spec["type"] in ("request", "response") and spec["name"] not in have:
-            msgs.append(spec)
+            msgs.append(with_newer(spec))
     msgs = [with_current(s, root) for s in msgs]
     msgs.sort(key=lambda s: (s.get("apiKey", -1), s["name"]))
     write(HERE / "messages.py", "Kafka wire messages, every served version.", msgs)

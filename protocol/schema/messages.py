@@ -2155,7 +2155,7 @@ AlterReplicaLogDirsResponse = Message(
 DescribeLogDirsRequest = Message(
     "DescribeLogDirsRequest",
     "request",
-    valid="0-4",
+    valid="0-5",
     flexible="2+",
     api_key=35,
     fields=(
@@ -2176,7 +2176,7 @@ DescribeLogDirsRequest = Message(
 DescribeLogDirsResponse = Message(
     "DescribeLogDirsResponse",
     "response",
-    valid="0-4",
+    valid="0-5",
     flexible="2+",
     api_key=35,
     fields=(
@@ -2210,6 +2210,7 @@ DescribeLogDirsResponse = Message(
                 ),
                 F("TotalBytes", "int64", "4+", default="-1"),
                 F("UsableBytes", "int64", "4+", default="-1"),
+                F("IsCordoned", "bool", "5+", default="false"),
             ),
         ),
     ),
