@@ -426,6 +426,10 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("inter.broker.listener.name", "string", None, _string,
             "The listener other nodes of a cluster connect to, and the address this node"
             " registers for them (cluster mode); if not set, the first of listeners."),
+    Setting("connection.failed.authentication.delay.ms", "int", 100, _int(0),
+            "After a failed authentication the error reply is sent at once and the connection"
+            " closed this many ms later (KIP-306), so that clients read the reply rather than a"
+            " disconnect and a client retrying wrong credentials is slowed down (0: at once)."),
     Setting("connections.max.reauth.ms", "long", 0, _long(0),
             "Lifetime of a SASL session: a client must re-authenticate (KIP-368) before it"
             " ends or its connection is closed (0: no limit)."),
