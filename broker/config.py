@@ -309,6 +309,12 @@ _SETTINGS: tuple[Setting, ...] = (
             "How long an idle transactional id is kept."),
     Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
             _int(1), "How often timed-out transactions are looked for (and aborted)."),
+    Setting("transaction.version", "int", 1, _integer(0, 2),
+            "The finalized level of Kafka's transaction.version feature. 2 advertises it in"
+            " ApiVersions, so that clients use transactions version 2 (KIP-890 part 2: the"
+            " broker adds partitions to a transaction, every commit or abort bumps the epoch)"
+            " and the coordinator's own aborts bump as version 2 does; 0 and 1: not"
+            " advertised, clients keep version 1."),
     # network
     Setting("socket.request.max.bytes", "int", 104857600, _int(1),
             "Largest request frame accepted; a larger one closes the connection."),
