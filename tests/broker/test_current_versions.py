@@ -144,3 +144,46 @@ def test_list_transactions_v2_filters_by_id_pattern(kcoord: KcoordProcess) -> No
         assert listed(2, "") == (0, everyone)
         assert listed(2, "(") == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
         assert listed(1, None) == (0, everyone)
+
+
+def test_every_api_is_served_up_to_its_newest_declared_version() -> None:
+    """The declarations are Kafka 4.3's (protocol/schema/import_spec.py), and every API
+    kcoord implements is served up to its newest version."""
+    import broker.apis  # noqa: F401  (fills the registry)
+    from broker.registry import APIS
+    from protocol.messages import REQUESTS
+
+    behind = {
+        REQUESTS[k].name: (a.max_version, REQUESTS[k].valid.hi)
+        for k, a in APIS.items()
+        if a.max_version != REQUESTS[k].valid.hi
+    }
+    assert behind == {}
+
+
+def test_the_declarations_reach_franz_gos_newest_versions() -> None:
+    """franz-go's definitions (August 2026) know Kafka 4.3's versions but one: DescribeLogDirs
+    v5 (KIP-1066), declared from Kafka's own definition."""
+    from pathlib import Path
+
+    import pytest
+
+    import broker.apis  # noqa: F401
+    from broker.registry import APIS
+    from protocol.messages import REQUESTS
+    from protocol.schema import franz
+
+    root = Path(__file__).resolve().parents[3] / "shared" / "kafka-spec" / "franz-go-definitions"
+    if not root.is_dir():
+        pytest.skip("reference data ../shared/kafka-spec not beside the repo")
+    newest = {}
+    for defs in franz.read_all(root).values():
+        for d in defs:
+            if d.kind == "request" and d.key is not None and d.max_version is not None:
+                newest[d.key] = d.max_version
+    differ = {
+        REQUESTS[k].name: (REQUESTS[k].valid.hi, newest.get(k))
+        for k in APIS
+        if REQUESTS[k].valid.hi != newest.get(k)
+    }
+    assert differ == {"DescribeLogDirsRequest": (5, 4)}
