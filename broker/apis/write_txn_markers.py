@@ -1,8 +1,8 @@
-"""WriteTxnMarkers v0-2 (v2: each marker's transaction version, KIP-1228): a transaction
-coordinator on another node of the cluster asks this
+"""WriteTxnMarkers v0-2: a transaction coordinator on another node of the cluster asks this
 node, the partitions' leader (or `__consumer_offsets` coordinator), to write the markers that
 end a transaction. CLUSTER_ACTION on the cluster, as in Kafka. Answered once every marker is
-durable."""
+durable. v2 (KIP-1228) gives each marker its transaction version: a version 2 marker must
+carry an epoch newer than the producer's in the partition."""
 
 from __future__ import annotations
 
