@@ -95,6 +95,16 @@ def _string(text: str) -> str:
     return text
 
 
+def _pattern(text: str) -> str:
+    """A regular expression over group ids ("" matches nothing as a deny list and everything
+    as an allow list)."""
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise ValueError(f"not a regular expression: {e}") from None
+    return text
+
+
 def _one_of(*choices: str) -> Parser:
     def parse(text: str) -> str:
         lowered = text.lower()
@@ -236,9 +246,38 @@ _SETTINGS: tuple[Setting, ...] = (
             _one_of("disabled", "downgrade", "upgrade", "bidirectional"),
             "Which online migrations between classic and consumer groups are allowed."),
     Setting("group.coordinator.rebalance.protocols", "list", ("classic", "consumer"),
-            _list("classic", "consumer", "share"),
+            _list("classic", "consumer", "share", "streams"),
             "Group protocols served; classic cannot be disabled. `share` (KIP-932 share groups) "
-            "is off by default while it is being built."),
+            "is off by default while it is being built; `streams` (KIP-1071 streams groups; "
+            "Kafka 4.3 lists it by default) is off unless asked for."),
+    # streams groups (KIP-1071)
+    Setting("group.streams.heartbeat.interval.ms", "int", 5000, _int(1),
+            "Heartbeat interval given to streams group members."),
+    Setting("group.streams.min.heartbeat.interval.ms", "int", 5000, _int(1),
+            "Lower bound of a streams group's streams.heartbeat.interval.ms."),
+    Setting("group.streams.max.heartbeat.interval.ms", "int", 15000, _int(1),
+            "Upper bound of a streams group's streams.heartbeat.interval.ms."),
+    Setting("group.streams.session.timeout.ms", "int", 45000, _int(1),
+            "Session timeout of streams group members."),
+    Setting("group.streams.min.session.timeout.ms", "int", 45000, _int(1),
+            "Lower bound of a streams group's streams.session.timeout.ms."),
+    Setting("group.streams.max.session.timeout.ms", "int", 60000, _int(1),
+            "Upper bound of a streams group's streams.session.timeout.ms."),
+    Setting("group.streams.max.size", "int", INT_MAX, _int(1),
+            "Most members in one streams group."),
+    Setting("group.streams.num.standby.replicas", "int", 0, _int(0),
+            "Standby replicas of each stateful task."),
+    Setting("group.streams.max.standby.replicas", "int", 2, _int(0),
+            "Upper bound of a streams group's streams.num.standby.replicas."),
+    Setting("group.streams.initial.rebalance.delay.ms", "int", 3000, _int(0),
+            "Wait for more members before the first assignment of a streams group that had "
+            "none."),
+    Setting("group.streams.assignment.interval.ms", "int", 1000, _int(0),
+            "Least time between two task assignments of a streams group (KIP-1263)."),
+    Setting("group.streams.min.assignment.interval.ms", "int", 0, _int(0),
+            "Lower bound of a streams group's streams.assignment.interval.ms."),
+    Setting("group.streams.max.assignment.interval.ms", "int", 15000, _int(0),
+            "Upper bound of a streams group's streams.assignment.interval.ms."),
     # share groups (KIP-932)
     Setting("group.share.heartbeat.interval.ms", "int", 5000, _int(1),
             "Heartbeat interval given to share group members."),
@@ -482,6 +521,31 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("kcoord.metrics.authentication", "string", "none", _one_of("none", "basic"),
             "basic: the metrics endpoint wants HTTP Basic credentials of a kcoord user (its"
             " SCRAM password). With an authorizer, scrapes need DESCRIBE on the cluster."),
+    Setting("kcoord.console.enabled", "bool", True, _bool,
+            "Serve the web console (/console/), Burrow's HTTP API (/v3/kafka/...) and the lag"
+            " JSON (/api/) on the metrics listener, behind its TLS, credentials and ACLs."),
+    Setting("kcoord.burrow.cluster.name", "string", "kcoord", _string,
+            "The cluster name Burrow's API (/v3/kafka/<name>/...) answers to."),
+    Setting("kcoord.lag.sample.interval.ms", "long", 5000, _long(100),
+            "How often the live lag model samples log end offsets, reads the times of first"
+            " uncommitted records and evaluates statuses (Burrow's offset-refresh)."),
+    Setting("kcoord.lag.intervals", "int", 10, _integer(1, 100),
+            "Commits per partition in the lag status window (Burrow's intervals)."),
+    Setting("kcoord.lag.allowed.lag", "long", 0, _long(0),
+            "A partition whose lag is at most this is OK whatever its commits (Burrow's"
+            " allowed-lag)."),
+    Setting("kcoord.lag.min.distance.ms", "long", 1000, _long(0),
+            "A commit closer than this to the window's newest one replaces it (Burrow's"
+            " min-distance)."),
+    Setting("kcoord.lag.history.interval.ms", "long", 15000, _long(100),
+            "Spacing of the per-group lag samples kept for the console's last-hour chart."),
+    Setting("kcoord.metrics.lag.partition.groups", "int", 1000, _int(0),
+            "Groups (the first by name) whose lag metrics are per partition; the others get"
+            " group-level series only."),
+    Setting("kcoord.metrics.lag.groups.include", "string", ".*", _pattern,
+            "Regular expression: only groups whose id matches it get lag metrics."),
+    Setting("kcoord.metrics.lag.groups.exclude", "string", "", _pattern,
+            "Regular expression: groups whose id matches it get no lag metrics (empty: none)."),
     Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
             "How often the key and trust store files are checked for changes (reloaded"
             " without a restart)."),
@@ -772,19 +836,24 @@ def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
     if "classic" not in values["group.coordinator.rebalance.protocols"]:
         raise ConfigError("group.coordinator.rebalance.protocols must include classic")
 
-    def require(low: str, high: str, strict: bool = False) -> None:
-        low, high = "group.consumer." + low, "group.consumer." + high
+    def require(kind: str, low: str, high: str, strict: bool = False) -> None:
+        low, high = f"group.{kind}.{low}", f"group.{kind}.{high}"
         if values[low] > values[high] or (strict and values[low] == values[high]):
             relation = "less than" if strict else "at most"
             raise ConfigError(f"{low} ({values[low]}) must be {relation} {high} ({values[high]})")
 
-    require("min.heartbeat.interval.ms", "max.heartbeat.interval.ms")
-    require("min.heartbeat.interval.ms", "heartbeat.interval.ms")
-    require("heartbeat.interval.ms", "max.heartbeat.interval.ms")
-    require("min.session.timeout.ms", "max.session.timeout.ms")
-    require("min.session.timeout.ms", "session.timeout.ms")
-    require("session.timeout.ms", "max.session.timeout.ms")
-    require("heartbeat.interval.ms", "session.timeout.ms", strict=True)
+    for kind in ("consumer", "streams"):
+        require(kind, "min.heartbeat.interval.ms", "max.heartbeat.interval.ms")
+        require(kind, "min.heartbeat.interval.ms", "heartbeat.interval.ms")
+        require(kind, "heartbeat.interval.ms", "max.heartbeat.interval.ms")
+        require(kind, "min.session.timeout.ms", "max.session.timeout.ms")
+        require(kind, "min.session.timeout.ms", "session.timeout.ms")
+        require(kind, "session.timeout.ms", "max.session.timeout.ms")
+        require(kind, "heartbeat.interval.ms", "session.timeout.ms", strict=True)
+    require("streams", "num.standby.replicas", "max.standby.replicas")
+    require("streams", "min.assignment.interval.ms", "max.assignment.interval.ms")
+    require("streams", "min.assignment.interval.ms", "assignment.interval.ms")
+    require("streams", "assignment.interval.ms", "max.assignment.interval.ms")
 
     # Kafka's ShareGroupConfig: each broker default lies within the bounds set on groups'.
     for what in ("delivery.count.limit", "partition.max.record.locks"):

@@ -100,6 +100,12 @@ def group_config(cfg: Any, per_group: Mapping[str, Mapping[str, str]] | None = N
         share_heartbeat_interval_ms=cfg.get("group.share.heartbeat.interval.ms"),
         share_session_timeout_ms=cfg.get("group.share.session.timeout.ms"),
         share_max_size=cfg.get("group.share.max.size"),
+        streams_heartbeat_interval_ms=cfg.get("group.streams.heartbeat.interval.ms"),
+        streams_session_timeout_ms=cfg.get("group.streams.session.timeout.ms"),
+        streams_max_size=cfg.get("group.streams.max.size"),
+        streams_num_standby_replicas=cfg.get("group.streams.num.standby.replicas"),
+        streams_initial_rebalance_delay_ms=cfg.get("group.streams.initial.rebalance.delay.ms"),
+        streams_assignment_interval_ms=cfg.get("group.streams.assignment.interval.ms"),
     )
 
 
@@ -206,6 +212,9 @@ class GroupRuntime:
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
         self.on_event: Callable[[Any], None] | None = None
+        # Called with every result whose records (or marker) are written, as it is applied
+        # (the live lag model's commit feed: broker/lag/tracker.py).
+        self.on_result: Callable[[int, Result], None] | None = None
         # Called with the partition after each durable append (wakes fetches of the topic).
         self.on_durable: Callable[[int], None] | None = None
         # Called with the partition once its log was reopened after a failed write (and, in
@@ -526,6 +535,8 @@ class GroupRuntime:
                 write.set_exception(e)
             self._tail[p] = write
             self._release_after(p, write, replies)
+            if self.on_result is not None:
+                self.on_result(p, result)
         elif replies:
             tail = self._tail[p]
             if tail is None or tail.done():

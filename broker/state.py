@@ -12,12 +12,14 @@ from broker.topics import TopicRegistry
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
+    from broker.lag.tracker import LagTracker
     from broker.metrics import Metrics
     from broker.security.acls import Authorizer
     from broker.security.credentials import CredentialStore
     from broker.security.oauth import OAuthValidator
     from broker.share.group_configs import GroupConfigs
     from broker.share.runtime import ShareRuntime
+    from broker.streams.internal_topics import InternalTopicCreator
     from broker.txn_runtime import TxnRuntime
 
 
@@ -32,12 +34,14 @@ class BrokerState:
     groups: GroupRuntime = None  # type: ignore[assignment]  # set before serving
     txns: TxnRuntime | None = None  # the transaction coordinator (broker.txn_runtime)
     metrics: Metrics | None = None  # request, connection and rebalance metrics (broker.metrics)
+    lag: LagTracker | None = None  # the live lag model and what feeds it (broker.lag)
     credentials: CredentialStore | None = None  # SCRAM users (broker.security.credentials)
     authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name is set
     oauth: OAuthValidator | None = None  # when OAUTHBEARER is enabled (broker.security.oauth)
     cluster: ClusterView = None  # type: ignore[assignment]  # set in __post_init__
     _share: ShareRuntime | None = None
     _group_configs: GroupConfigs | None = None
+    _streams_topics: InternalTopicCreator | None = None
 
     @property
     def share(self) -> ShareRuntime:
@@ -64,6 +68,17 @@ class BrokerState:
         self._group_configs = configs
         if self._share is not None:
             self._share.partitions.group_configs = configs
+
+    @property
+    def streams_topics(self) -> InternalTopicCreator:
+        """Creates streams groups' missing internal topics (broker.streams), made on first use."""
+        if self._streams_topics is None:
+            from broker.streams.internal_topics import InternalTopicCreator
+
+            self._streams_topics = InternalTopicCreator(
+                lambda: self.data, lambda: int(self.config.get("default.replication.factor"))
+            )
+        return self._streams_topics
 
     def __post_init__(self) -> None:
         if self.cluster is None:

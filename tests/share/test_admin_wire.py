@@ -321,6 +321,11 @@ def test_a_groups_share_auto_offset_reset(tmp_path: Path) -> None:
                 "consumer.heartbeat.interval.ms": ("5000", 5),
                 "share.session.timeout.ms": ("45000", 5),
                 "share.heartbeat.interval.ms": ("5000", 5),
+                "streams.session.timeout.ms": ("45000", 5),
+                "streams.heartbeat.interval.ms": ("5000", 5),
+                "streams.num.standby.replicas": ("0", 5),
+                "streams.initial.rebalance.delay.ms": ("3000", 5),
+                "streams.assignment.interval.ms": ("1000", 5),
             }
             assert (
                 _set_group_config(c, "early", "share.auto.offset.reset", "earliest").error_code == 0
@@ -335,7 +340,7 @@ def test_a_groups_share_auto_offset_reset(tmp_path: Path) -> None:
             too_long = _set_group_config(c, "early", "share.session.timeout.ms", "60001")
             assert too_long.error_code == ErrorCode.INVALID_CONFIG
             assert "group.share.max.session.timeout.ms" in too_long.error_message
-            unsupported = _set_group_config(c, "early", "streams.session.timeout.ms", "50000")
+            unsupported = _set_group_config(c, "early", "streams.assignor.offload.enable", "true")
             assert unsupported.error_code == ErrorCode.INVALID_CONFIG
             neg = _set_group_config(c, "hour", "share.auto.offset.reset", "by_duration:-PT1H")
             assert neg.error_code == ErrorCode.INVALID_CONFIG
