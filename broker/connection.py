@@ -375,13 +375,19 @@ class Connection(asyncio.Protocol):
             self.transport.write(len(resp.auth_bytes).to_bytes(4, "big") + resp.auth_bytes)
 
     def _close_after_replies(self) -> None:
-        """After a failed authentication: send what is owed, then close (Kafka closes such
-        a connection once its error reply is out)."""
+        """After a failed authentication: send what is owed, then close once
+        connection.failed.authentication.delay.ms has passed (KIP-306): a client reads the
+        error reply before the connection goes, and one that keeps retrying is slowed."""
         self.closed_for_reading = True
         if self.transport is not None and not self.pending:
             self._send_outbox()
             self.closed = True
-            self.transport.close()  # the reply written above leaves before the close
+            self.transport.pause_reading()
+            delay = self.broker.config.get("connection.failed.authentication.delay.ms")
+            if delay > 0:
+                asyncio.get_running_loop().call_later(delay / 1000, self.transport.close)
+            else:
+                self.transport.close()  # the reply written above leaves before the close
         elif self.transport is not None:
             self.abort("authentication failed")
 

@@ -222,7 +222,7 @@ def _error(index: int, code: int) -> PartData:
     )
 
 
-@serves(ApiKey.FETCH, 0, 16)
+@serves(ApiKey.FETCH, 0, 18)
 def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     if ctx.api_version < 4:
         return _old_format(ctx, req)

@@ -1,11 +1,12 @@
-"""ListOffsets v0-9: earliest, latest, by timestamp, max timestamp (v7+); v0 (still sent by
+"""ListOffsets v0-11: earliest, latest, by timestamp, max timestamp (v7+); v0 (still sent by
 lag monitors) answers its list of offsets with the one offset found. Unlike Kafka's v0, which
 for a timestamp lists segment base offsets before it, a timestamp gets v1's answer (the first
 offset at or after it): kcoord has no segments on every engine, and monitors ask for -1/-2.
 
 Without transactions the last stable offset is the high watermark, so read_committed and
 read_uncommitted answer alike. There is no tiered storage: earliest-local (-4) is the log
-start and latest-tiered (-5) is -1, as Kafka answers with remote storage off.
+start, latest-tiered (-5) and earliest-pending-upload (-6, v11, KIP-1023) are -1, as Kafka
+answers with remote storage off, and v10's TimeoutMs (for remote lookups) waits for nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from storage.groupcommit import LogClosedError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
 Resp = ListOffsetsResponse
 PartResp = Resp.ListOffsetsPartitionResponse
 
@@ -36,7 +38,7 @@ def _lookup(log, ts: int) -> tuple[int, int]:
     return -1, -1  # LATEST_TIERED: no tiered storage
 
 
-@serves(ApiKey.LIST_OFFSETS, 0, 9)
+@serves(ApiKey.LIST_OFFSETS, 0, 11)
 def handle(
     ctx: RequestContext, req: ListOffsetsRequest
 ) -> ListOffsetsResponse | Awaitable[ListOffsetsResponse]:
@@ -129,5 +131,5 @@ async def _answer_queries(
 
 def _too_new(ctx: RequestContext, ts: int) -> bool:
     """Special timestamps a request version does not know yet."""
-    need = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}.get(ts, 0)
-    return ctx.api_version < need
+    need = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
+    return ctx.api_version < need.get(ts, 0)

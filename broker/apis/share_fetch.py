@@ -1,4 +1,4 @@
-"""ShareFetch 1 (KIP-932): acknowledge, then acquire records for a share group's member.
+"""ShareFetch 1-2 (KIP-932): acknowledge, then acquire records for a share group's member.
 
 * The member's share session (broker/share/sessions.py) decides which partitions the request
   fetches: those it names when it opens a session (epoch 0), every partition of the session
@@ -13,6 +13,15 @@
   ranges; the client keeps only the records inside `acquired_records`.
 * With nothing acquired the request waits up to max_wait_ms, woken by an append to one of its
   partitions or by records becoming available again (released, lock expired).
+* v2 (Kafka 4.2): ShareAcquireMode (KIP-1206) is 0 (batch-optimized) or 1 (record limit),
+  another value INVALID_REQUEST. kcoord never acquires more than max_records in either mode:
+  record-limit's strict bound, which batch-optimized allows (Kafka may exceed it there to end
+  on a batch boundary). IsRenewAck (KIP-1222) marks a request carrying RENEW
+  acknowledgements: it only acknowledges (max_wait_ms, min_bytes, max_bytes and max_records
+  must be 0, else INVALID_REQUEST) and acquires nothing, so the renewed locks are not spent
+  waiting for a fetch.
+* A group with share.isolation.level=read_committed acquires new records only below the last
+  stable offset and is not delivered aborted transactions' records (broker/share/isolation.py).
 """
 
 from __future__ import annotations
@@ -25,11 +34,12 @@ from functools import partial
 from typing import Any, TypeVar
 
 from broker.apis._consumer_groups import share_groups_enabled
-from broker.apis._share import Target, ack_ranges, acknowledge, durable, resolve
+from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
+from broker.share.isolation import committed_only
 from broker.share.partitions import now_ms
 from broker.share.reads import new_records, read_ranges
 from broker.share.sessions import ShareSessionError
@@ -48,12 +58,27 @@ def _error(code: ErrorCode, message: str | None = None) -> ShareFetchResponse:
     return Resp(error_code=code, error_message=message, responses=[], node_endpoints=[])
 
 
-@serves(ApiKey.SHARE_FETCH, 1, 1)
+RECORD_LIMIT_MODES = (0, 1)  # BATCH_OPTIMIZED, RECORD_LIMIT
+
+
+@serves(ApiKey.SHARE_FETCH, 1, 2)
 def handle(ctx: RequestContext, req: ShareFetchRequest):
     if not share_groups_enabled(ctx):
         return _error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled.")
     if not req.group_id or not req.member_id:
         return _error(ErrorCode.INVALID_REQUEST, "group id and member id are required")
+    renew_only = ctx.api_version >= 2 and req.is_renew_ack
+    if ctx.api_version >= 2:
+        if req.share_acquire_mode not in RECORD_LIMIT_MODES:
+            return _error(
+                ErrorCode.INVALID_REQUEST, f"Unknown ShareAcquireMode {req.share_acquire_mode}"
+            )
+        if renew_only and (req.max_wait_ms or req.min_bytes or req.max_bytes or req.max_records):
+            return _error(
+                ErrorCode.INVALID_REQUEST,
+                "A ShareFetch with renew acknowledgements must not fetch: MaxWaitMs, MinBytes,"
+                " MaxBytes and MaxRecords must be 0",
+            )
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     share = ctx.broker.share
@@ -78,8 +103,11 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
         return _error(e.code, str(e))
 
     writes: list[Awaitable[Any]] = []
+    renew = may_renew(ctx, share, group_id, req.is_renew_ack)
     for target in named.values():
-        target.ack_error = acknowledge(share, group_id, member_id, target, writes)
+        target.ack_error = acknowledge(share, group_id, member_id, target, writes, renew=renew)
+    if renew_only and not step.closed:
+        return _acked(writes, _response(ctx, group_id, list(named.values()), {}, full=step.full))
     if step.closed:
         share.partitions.release_member(group_id, member_id)
         return _acked(writes, _response(ctx, group_id, list(named.values()), {}, full=True))
@@ -284,9 +312,12 @@ async def _acquire_one(
         records_left, bytes_left = limits
         if records_left <= 0 or bytes_left <= 0:
             return False
+        # read_committed: nothing of a transaction still open is handed out.
+        committed = share.partitions.read_committed(group_id)
+        stable = part.last_stable_offset if committed else log.high_watermark
         new = await _loaded(
             part,
-            partial(new_records, log, sp.end_offset, log.high_watermark, bytes_left, records_left),
+            partial(new_records, log, sp.end_offset, stable, bytes_left, records_left),
         )
         if part.closed:
             raise _Gone
@@ -298,6 +329,14 @@ async def _acquire_one(
         share.partitions.changed(sp)
         share.partitions.persist(key, sp)  # the delivery counts: not waited for
         data = await _loaded(part, partial(read_ranges, log, ranges, _CHUNK, new.prefetched))
+        if committed:
+            ranges, data, archived = committed_only(
+                sp, member_id, ranges, data, part.producers.txns
+            )
+            if archived:
+                share.partitions.persist(key, sp)
+                if not ranges:
+                    return False
     except (_Gone, LogClosedError):
         _refresh(ctx, t)
         return True

@@ -167,17 +167,28 @@ class Partition:
         return ErrorCode.NONE, base, fut
 
     def append_marker(
-        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: int = 0,
     ) -> tuple[int, Awaitable | None]:
         """Write the marker ending ``producer_id``'s transaction here: (error code, awaitable
         that completes when it is durable). A marker under an epoch older than the producer's
-        here is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does."""
+        here is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does; under transactions
+        version 2 (KIP-1228) also one under the producer's epoch here: a version 2 marker
+        always carries the bumped epoch, so an equal one is a duplicate, or late, and must not
+        end the transaction the producer has begun since under that epoch."""
         if self.closed:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         if not self.leading:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         entry = self.producers.entries.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is not None and (
+            epoch < entry.epoch or (transaction_version >= 2 and epoch == entry.epoch)
+        ):
             return ErrorCode.INVALID_PRODUCER_EPOCH, None
         batch = marker_batch(producer_id, epoch, commit, coordinator_epoch, now_ms)
         base = self.log.log_end_offset
