@@ -83,8 +83,11 @@ class ClusterNode:
             db, self.node_id, lease_ms, renew_interval_ms, self._lost, self.incarnation
         )
         groups.on_fenced = self._fenced_offsets
+        groups.lease_valid = self.keeper.valid
+        data.lease_valid = self.keeper.valid
         if txns is not None:
             txns.on_fenced = lambda p: self._fenced(TXN_TOPIC, p)
+            txns.lease_valid = self.keeper.valid
         self._task: asyncio.Task[None] | None = None
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
@@ -302,6 +305,9 @@ class ClusterNode:
             elif topic == TXN_TOPIC:
                 task = loop.create_task(self._txns().give_up(partition))
             else:
+                part = self.data.partition(topic, partition)
+                if part is not None:
+                    part.leading = False  # now, not when the task runs
                 task = loop.create_task(self._resign(topic, partition))
             # The loop keeps only weak references to tasks: hold each until it is done.
             self._loading.add(task)

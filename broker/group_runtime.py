@@ -15,7 +15,7 @@ import logging
 import operator
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -211,6 +211,9 @@ class GroupRuntime:
         # Called with the partition once its log was reopened after a failed write (and, in
         # cluster mode, whenever this node starts or stops serving it).
         self.on_reload: Callable[[int], None] | None = None
+        # Cluster mode: whether this node's leases are certainly its own right now
+        # (LeaseKeeper.valid); requests are refused with NOT_COORDINATOR while not.
+        self.lease_valid: Callable[[], bool] | None = None
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -227,6 +230,20 @@ class GroupRuntime:
         if self.owned is None or p in self.owned:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
+
+    def _serving(self, p: int) -> Shard | None:
+        """The partition's shard, if this node may answer for it now: loaded, and (cluster
+        mode) its lease not possibly expired, as after a pause longer than the lease, before
+        the lease keeper has run again."""
+        shard = self.shards[p]
+        if shard is not None and self.lease_valid is not None and not self.lease_valid():
+            return None
+        return shard
+
+    def _refusal(self, p: int) -> ErrorCode:
+        if self.shards[p] is not None:  # loaded, but the lease may have expired
+            return ErrorCode.NOT_COORDINATOR
+        return self.unavailable(p)
 
     async def take(self, p: int, epoch: int) -> None:
         """Cluster mode: this node acquired partition ``p``'s lease under ``epoch``: load it
@@ -247,13 +264,18 @@ class GroupRuntime:
         except PartitionGivenUp:
             pass
 
-    async def give_up(self, p: int, *, flush: bool) -> None:
-        """Cluster mode: stop coordinating partition ``p``. A handoff (``flush``) lets the
-        writes in flight become durable first, so their replies go out; a lost lease does not
-        wait (they fail, fenced). Parked requests get NOT_COORDINATOR; the log is closed."""
+    def give_up(self, p: int, *, flush: bool) -> Coroutine[Any, Any, None]:
+        """Cluster mode: stop coordinating partition ``p``, at once (no request is answered
+        for it from this call on), and return what finishes the unload: a handoff (``flush``)
+        lets the writes in flight become durable first, so their replies go out; a lost lease
+        does not wait (they fail, fenced). Parked requests get NOT_COORDINATOR; the log is
+        closed."""
         assert self.owned is not None
         self.owned.pop(p, None)
         shard, self.shards[p] = self.shards[p], None
+        return self._unload(p, shard, flush)
+
+    async def _unload(self, p: int, shard: Shard | None, flush: bool) -> None:
         if flush:
             tail = self._tail[p]
             if tail is not None and not tail.done():
@@ -421,9 +443,9 @@ class GroupRuntime:
     def call(self, group_id: str, op: Op, on_error: ErrorReply) -> Any | Awaitable[Any]:
         """Run `op` on the group's shard; its reply now, or an awaitable of it."""
         p = self.partition_of(group_id)
-        shard = self.shards[p]
+        shard = self._serving(p)
         if shard is None:
-            return on_error(self.unavailable(p))
+            return on_error(self._refusal(p))
         rid = next(self._ids)
         now = now_ms()
         result = op(shard, rid, now)
@@ -439,12 +461,19 @@ class GroupRuntime:
     def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
         """A read of the group's shard, answered once earlier writes are durable."""
         p = self.partition_of(group_id)
-        shard = self.shards[p]
+        shard = self._serving(p)
         if shard is None:
-            return on_error(self.unavailable(p))
+            return on_error(self._refusal(p))
         if self._settled(p):
             return fn(shard, now_ms())
-        return self._after_tail(p, lambda: fn(shard, now_ms()))
+
+        def answer() -> Any:
+            # The shard may have been given up (or the lease lapsed) while the write waited.
+            if self._serving(p) is not shard:
+                return on_error(ErrorCode.NOT_COORDINATOR)
+            return fn(shard, now_ms())
+
+        return self._after_tail(p, answer, on_error)
 
     def all_loaded_shards(self) -> list[Shard] | None:
         """Every shard this node coordinates, or None while any of them is still loading."""
@@ -472,13 +501,22 @@ class GroupRuntime:
         tail = self._tail[p]
         return tail is None or tail.done()
 
-    def _after_tail(self, p: int, fn: Callable[[], Any]) -> asyncio.Future:
+    def _after_tail(
+        self, p: int, fn: Callable[[], Any], on_error: ErrorReply | None = None
+    ) -> asyncio.Future:
+        """``fn()`` once the partition's writes so far are durable. If one of them failed:
+        ``on_error(NOT_COORDINATOR)`` when given (a read after a fenced write is answered as
+        one to a moved partition), else that failure."""
         fut = asyncio.get_running_loop().create_future()
         tail = self._tail[p]
 
         def done(_: Any = None) -> None:
             if not fut.done():
-                if tail is not None and not tail.cancelled() and tail.exception() is not None:
+                failed = tail is not None and not tail.cancelled() and tail.exception() is not None
+                if failed and on_error is not None:
+                    fut.set_result(on_error(ErrorCode.NOT_COORDINATOR))
+                elif failed:
+                    assert tail is not None
                     fut.set_exception(tail.exception())  # type: ignore[arg-type]
                 else:
                     fut.set_result(fn())

@@ -103,6 +103,36 @@ async def test_failed_append_is_not_acknowledged(tmp_path: Path) -> None:
     await rt.close()
 
 
+async def test_a_read_behind_a_failed_write_is_answered_not_coordinator(tmp_path: Path) -> None:
+    """An OffsetFetch waiting on a write that failed (fenced, in a fault run) was answered with
+    the write's exception, which closed the client's connection as an internal error."""
+    rt, held = await runtime(tmp_path)
+    reply = commit(rt, 7)
+    read = fetch(rt)
+    held.appends[0].set_exception(OSError("fenced"))
+    assert await reply == ErrorCode.NOT_COORDINATOR
+    assert await read == ErrorCode.NOT_COORDINATOR
+    await rt.close()
+
+
+async def test_nothing_is_answered_while_the_lease_may_have_expired(tmp_path: Path) -> None:
+    """Cluster mode: a node resumed after a pause longer than its lease may handle requests
+    before its lease keeper runs; the keeper's validity is checked on every request."""
+    rt, held = await runtime(tmp_path)
+    valid = True
+    rt.lease_valid = lambda: valid
+    reply = commit(rt, 5)
+    held.appends[0].set_result(None)
+    assert (await reply).topics[0].partitions[0].error_code == ErrorCode.NONE
+    valid = False
+    assert commit(rt, 6) == ErrorCode.NOT_COORDINATOR
+    assert fetch(rt) == ErrorCode.NOT_COORDINATOR
+    valid = True
+    _, rows = fetch(rt)
+    assert rows[0][2] == 5
+    await rt.close()
+
+
 class FailingLog:
     """A real log whose next write fails, after which it takes no more (as a log whose disk
     write or fsync failed): the runtime must not keep state the log does not have."""
