@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.kcoord-installed
 LISTEN   ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint format bench bench-compare bench-compare-quick bench-share clean venv
+.PHONY: run test lint format bench bench-compare bench-compare-quick bench-share faults soak clean venv
 
 venv: $(STAMP)
 
@@ -62,6 +62,19 @@ bench-compare-quick: $(STAMP) $(PEERS_STAMP)
 # writes bench/results/share-latest.json. About 10 minutes; ARGS="--quick" for one short run.
 bench-share: $(STAMP)
 	$(PY) bench/share.py $(ARGS)
+
+# Fault runs (docs/reliability.md; root: network namespaces, iptables, tmpfs). `faults`: random
+# nemesis schedules for MINUTES against three nodes over PostgreSQL with a synchronous standby,
+# every workload, then the checkers; `soak`: KILLS SIGKILLs of a file-engine node under load.
+# Both write bench/results/faults-*-latest.json and fail on an anomaly.
+MINUTES ?= 30
+KILLS   ?= 1000
+
+faults: $(STAMP)
+	nice -n 10 $(PY) bench/faults.py --minutes $(MINUTES) $(ARGS)
+
+soak: $(STAMP)
+	nice -n 10 $(PY) bench/faults.py --soak --kills $(KILLS) $(ARGS)
 
 # Removes the venv, build output and caches; never touches ./data.
 clean:

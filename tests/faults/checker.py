@@ -54,10 +54,12 @@ def offsets_backwards(ops: list[Op]) -> list[str]:
     after a commit's acknowledgement) was received is not lower than it."""
     found = []
     seen: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)  # (r, v, what)
+    fetches: dict[tuple[str, str], list[tuple[float, int, int]]] = defaultdict(list)  # (s, v, node)
     for o in ops:
         if o["op"] == "fetch" and o["code"] == 0:
             for tp, v in o["offsets"].items():
                 seen[(o["group"], tp)].append((o["r"], v, f"fetch from node {o['node']}"))
+                fetches[(o["group"], tp)].append((o["s"], v, o["node"]))
     for key, acks in _acked_commits(ops).items():
         seen[key] += [(a["r"], a["v"], f"commit by {a['w']['member']}") for a in acks]
     for key, events in seen.items():
@@ -70,19 +72,12 @@ def offsets_backwards(ops: list[Op]) -> list[str]:
             if v > top[0]:
                 top = (v, what)
             best.append(top)
-        fetches = [
-            o
-            for o in ops
-            if o["op"] == "fetch" and o["group"] == key[0] and key[1] in o.get("offsets", {})
-        ]
-        for f in fetches:
-            if f["code"] != 0:
-                continue
-            i = bisect.bisect_left(ends, f["s"]) - 1
-            if i >= 0 and f["offsets"][key[1]] < best[i][0]:
+        for s, v, node in fetches.get(key, []):
+            i = bisect.bisect_left(ends, s) - 1
+            if i >= 0 and v < best[i][0]:
                 found.append(
-                    f"{key[0]} {key[1]}: node {f['node']} answered {f['offsets'][key[1]]} at"
-                    f" {f['s']:.3f}, after {best[i][1]} had seen {best[i][0]}"
+                    f"{key[0]} {key[1]}: node {node} answered {v} at {s:.3f},"
+                    f" after {best[i][1]} had seen {best[i][0]}"
                 )
     return found
 

@@ -270,7 +270,8 @@ def run(
     faults: list[dict[str, Any]] = []
     try:
         workers.start()
-        _wait_probe_commits(out, warmup_s * 4, after=0.0, log=log)
+        probes = ProbeWatch(out)
+        probes.wait(60 + warmup_s * 4, after=0.0, log=log)
         time.sleep(warmup_s)
         steps = iter(schedule) if isinstance(schedule, list) else None
         while True:
@@ -288,7 +289,7 @@ def run(
             faults.append(
                 {"kind": nem.kind, "detail": nem.detail, "start": start, "healed": healed}
             )
-            _wait_probe_commits(out, recover_s * 4, after=healed, log=log)
+            probes.wait(recover_s * 4, after=healed, log=log)
             time.sleep(between_s)
         log(f"{time.monotonic() - t0:7.1f}s healed; draining")
         _drain(env, workers, out, workloads, drain_s, log, node_ids)
@@ -305,32 +306,42 @@ def run(
     return outcome
 
 
-def _probe_commit_times(out: Path) -> dict[str, float]:
-    p = out / "history-probe.jsonl"
-    last: dict[str, float] = {}
-    if not p.exists():
-        return last
-    for line in p.read_text().splitlines():
-        if '"op":"commit"' in line and '"ok":true' in line:
-            try:
-                o = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            last[o["group"]] = max(last.get(o["group"], 0.0), o["r"])
-    return last
+class ProbeWatch:
+    """The time of each probe group's last acknowledged commit, read from the probe's
+    history as it grows (each call reads only what was added)."""
 
+    def __init__(self, out: Path) -> None:
+        self.path = out / "history-probe.jsonl"
+        self.pos = 0
+        self.last: dict[str, float] = {}
 
-def _wait_probe_commits(
-    out: Path, timeout: float, after: float, log: Callable[[str], None]
-) -> None:
-    """Until every probe group has a commit acknowledged after ``after`` (or ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        last = _probe_commit_times(out)
-        if all(last.get(g, 0.0) > after for g in W.PROBE_GROUPS):
-            return
-        time.sleep(0.25)
-    log(f"  probe groups not all committing {timeout:.0f}s after the heal")
+    def update(self) -> dict[str, float]:
+        if not self.path.exists():
+            return self.last
+        with open(self.path, "rb") as f:
+            f.seek(self.pos)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1
+        self.pos += end
+        for line in chunk[:end].splitlines():
+            if b'"op":"commit"' in line and b'"ok":true' in line:
+                try:
+                    o = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                self.last[o["group"]] = max(self.last.get(o["group"], 0.0), o["r"])
+        return self.last
+
+    def wait(self, timeout: float, after: float, log: Callable[[str], None]) -> bool:
+        """Until every probe group has a commit acknowledged after ``after``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            last = self.update()
+            if all(last.get(g, 0.0) > after for g in W.PROBE_GROUPS):
+                return True
+            time.sleep(0.1)
+        log(f"  probe groups not all committing {timeout:.0f}s after the heal")
+        return False
 
 
 def _drain(
