@@ -64,6 +64,7 @@ class Partition:
         self.bytes_since_check = 0
         self.on_grown: Callable[[Partition], None] | None = None
         self._failed = False
+        self.retired = False  # its log closed (given up or replaced): nothing more is stored
         self._snapshot_changes = producers.changes  # the state as of the last snapshot
 
     @classmethod
@@ -207,14 +208,23 @@ class Partition:
 
     def until_durable(self, end_offset: int) -> Awaitable | None:
         """None if every offset below ``end_offset`` is durable, else an awaitable that
-        completes when they are (a retried batch whose first append is still in flight)."""
+        completes when they are (a retried batch whose first append is still in flight), or
+        fails (LogFailedError) once they never will: the append failed, or the partition was
+        closed or given up meanwhile."""
         if self.log.high_watermark >= end_offset:
             return None
         return self._wait_durable(end_offset)
 
     async def _wait_durable(self, end_offset: int) -> None:
+        # Found by the fault harness: a producer's retry of a batch still in flight waited here
+        # and was acknowledged when the partition closed (its lease lost, its write fenced),
+        # though the batch was never stored; the next producer's batch took its offset.
         loop = asyncio.get_running_loop()
-        while self.log.high_watermark < end_offset and not self.closed:
+        while self.log.high_watermark < end_offset:
+            if self._failed or self.closed or self.retired:
+                raise LogFailedError(
+                    f"{self.topic}-{self.index}: offsets below {end_offset} were not stored"
+                )
             waiter = loop.create_future()
             self.waiters.add(waiter)
             try:
