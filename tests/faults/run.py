@@ -21,9 +21,17 @@ from tests.faults.nemesis import LEASE_S, Nemesis
 ALL_WORKLOADS = ("probe", "produce", "classic", "consumer", "aiokafka", "txn", "share")
 
 
+STUCK_S = 15.0
+
+
 class Workers:
     """The worker processes; one that exits while the run goes on is started again (the
-    transactional one ends itself after a failed transaction, as an application would)."""
+    transactional one ends itself after a failed transaction, as an application would).
+
+    A watchdog replaces the transactional worker when its history has not grown for STUCK_S:
+    librdkafka (2.16) can hang in send_offsets_to_transaction or commit_transaction past their
+    timeouts once the broker went away under it (tests/txn/test_confluent.py saw it too), as
+    an application's own watchdog would. The replacement's InitProducerId fences it."""
 
     def __init__(self, env: Any, out: Path, kinds: tuple[str, ...], nodes: str) -> None:
         self.env = env
@@ -33,6 +41,7 @@ class Workers:
         self.stopfile = out / "stop"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restarts: dict[str, int] = {k: 0 for k in kinds}
+        self.stuck = 0  # transactional workers replaced by the watchdog
         self.running = True
         self.lock = threading.Lock()
         self._thread = threading.Thread(target=self._supervise, daemon=True)
@@ -52,12 +61,22 @@ class Workers:
         self._thread.start()
 
     def _supervise(self) -> None:
+        txn = self.out / "history-txn.jsonl"
+        seen = (-1, time.monotonic())  # (size, when it last changed)
         while self.running:
             with self.lock:
                 for k, p in list(self.procs.items()):
                     if self.running and p.poll() is not None:
                         self.restarts[k] += 1
                         self._spawn(k)
+                if "txn" in self.procs and txn.exists():
+                    size = txn.stat().st_size
+                    if size != seen[0]:
+                        seen = (size, time.monotonic())
+                    elif time.monotonic() - seen[1] > STUCK_S and self.procs["txn"].poll() is None:
+                        self.procs["txn"].kill()
+                        self.stuck += 1
+                        seen = (size, time.monotonic())
             time.sleep(0.5)
 
     def stop(self, kinds: tuple[str, ...] | None = None, timeout: float = 90) -> None:
@@ -301,7 +320,8 @@ def run(
         events.close()
     (out / "final.json").write_text(json.dumps(final))
     report = check(ops, final, faults, LEASE_S)
-    outcome = Outcome(report, faults, len(ops), time.monotonic() - t0, dict(workers.restarts))
+    restarts = dict(workers.restarts, txn_watchdog=workers.stuck)
+    outcome = Outcome(report, faults, len(ops), time.monotonic() - t0, restarts)
     (out / "report.json").write_text(json.dumps(outcome.summary(), indent=1))
     return outcome
 
