@@ -83,11 +83,11 @@ class ClusterNode:
             db, self.node_id, lease_ms, renew_interval_ms, self._lost, self.incarnation
         )
         groups.on_fenced = self._fenced_offsets
-        groups.lease_valid = self.keeper.valid
+        groups.lease_valid = lambda p: self.keeper.valid(OFFSETS_TOPIC, p)
         data.lease_valid = self.keeper.valid
         if txns is not None:
             txns.on_fenced = lambda p: self._fenced(TXN_TOPIC, p)
-            txns.lease_valid = self.keeper.valid
+            txns.lease_valid = lambda p: self.keeper.valid(TXN_TOPIC, p)
         self._task: asyncio.Task[None] | None = None
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
@@ -293,7 +293,7 @@ class ClusterNode:
         if release:
             await self.keeper.release(*h)
         else:
-            self.keeper.held.discard(h)
+            self.keeper.discard(h)
 
     def _lost(self, lost: list[Held]) -> None:
         """The keeper lost these leases: stop serving them now (no flush: they are fenced)."""
@@ -319,7 +319,8 @@ class ClusterNode:
 
     def _fenced(self, topic: str, partition: int) -> None:
         self.view.own.pop((topic, partition), None)
-        self.keeper.held = {h for h in self.keeper.held if h[:2] != (topic, partition)}
+        for h in [h for h in self.keeper.held if h[:2] == (topic, partition)]:
+            self.keeper.discard(h)
 
     def _txns(self) -> TxnRuntime:
         assert self.txns is not None

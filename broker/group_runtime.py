@@ -211,9 +211,9 @@ class GroupRuntime:
         # Called with the partition once its log was reopened after a failed write (and, in
         # cluster mode, whenever this node starts or stops serving it).
         self.on_reload: Callable[[int], None] | None = None
-        # Cluster mode: whether this node's leases are certainly its own right now
-        # (LeaseKeeper.valid); requests are refused with NOT_COORDINATOR while not.
-        self.lease_valid: Callable[[], bool] | None = None
+        # Cluster mode: whether this node's lease of a partition is certainly its own right
+        # now (LeaseKeeper.valid); its requests are refused with NOT_COORDINATOR while not.
+        self.lease_valid: Callable[[int], bool] | None = None
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -236,7 +236,7 @@ class GroupRuntime:
         mode) its lease not possibly expired, as after a pause longer than the lease, before
         the lease keeper has run again."""
         shard = self.shards[p]
-        if shard is not None and self.lease_valid is not None and not self.lease_valid():
+        if shard is not None and self.lease_valid is not None and not self.lease_valid(p):
             return None
         return shard
 

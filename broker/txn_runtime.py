@@ -143,7 +143,7 @@ class TxnRuntime:
         self.on_fenced: Callable[[int], None] | None = None
         # Cluster mode: LeaseKeeper.valid (requests are refused while this node's leases may
         # have expired).
-        self.lease_valid: Callable[[], bool] | None = None
+        self.lease_valid: Callable[[int], bool] | None = None
         self.loaded = asyncio.Event()
         self.health = [PartitionHealth() for _ in range(self.partitions)]
         self._tasks = BackgroundTasks(log, "transaction runtime")
@@ -290,14 +290,14 @@ class TxnRuntime:
 
     def _coordinator(self, transactional_id: str) -> tuple[int, TxnCoordinator | None]:
         p = self.partition_of(transactional_id)
-        if self.logs[p] is None or (self.lease_valid is not None and not self.lease_valid()):
+        if self.logs[p] is None or (self.lease_valid is not None and not self.lease_valid(p)):
             return p, None
         return p, self.coordinators[p]
 
     def _unavailable(self, p: int) -> Reply:
         """Loading here, or (cluster mode) coordinated by another node, or this node's lease
         possibly expired (it is about to be given up)."""
-        if self.lease_valid is not None and not self.lease_valid():
+        if self.lease_valid is not None and not self.lease_valid(p):
             return Reply(ErrorCode.NOT_COORDINATOR)
         if self.owned is None or p in self.owned:
             return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

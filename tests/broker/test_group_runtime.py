@@ -120,7 +120,7 @@ async def test_nothing_is_answered_while_the_lease_may_have_expired(tmp_path: Pa
     before its lease keeper runs; the keeper's validity is checked on every request."""
     rt, held = await runtime(tmp_path)
     valid = True
-    rt.lease_valid = lambda: valid
+    rt.lease_valid = lambda p: valid
     reply = commit(rt, 5)
     held.appends[0].set_result(None)
     assert (await reply).topics[0].partitions[0].error_code == ErrorCode.NONE

@@ -214,7 +214,7 @@ async def test_the_keeper_gives_leases_up_when_the_database_stops_answering(
         assert epoch is not None
         keeper.start()
         await asyncio.sleep(0.5)
-        assert lost == [] and keeper.valid()
+        assert lost == [] and keeper.valid(T, P)
         hole.frozen = True
         cut = asyncio.get_running_loop().time()
         while not lost:
@@ -223,7 +223,15 @@ async def test_the_keeper_gives_leases_up_when_the_database_stops_answering(
         # Given up within the lease (1 s) counted from the last renewal sent before the cut.
         assert asyncio.get_running_loop().time() - cut < 1.0
         assert lost == [(T, P, epoch)] and keeper.held == set()
-        assert not keeper.valid()
+        assert not keeper.valid(T, P)
+        # The database answers again: a lease acquired now is valid at once, on its own
+        # (a node-wide validity, still counted from before the cut, gave it up again).
+        hole.frozen = False
+        store.pool.terminate()
+        store = await PgStore.connect(url)
+        keeper.db = store.pool
+        assert await keeper.acquire(T, P + 1) is not None
+        assert keeper.valid(T, P + 1) and not keeper.valid(T, P)
     finally:
         await keeper.stop()
         store.pool.terminate()
