@@ -46,9 +46,16 @@ def test_a_partition_owned_by_two_members_is_found() -> None:
         return {"op": op, "group": "g", "member": m, "t": t, "parts": parts}
 
     ok = [ev("assign", "a", 1, [0, 1]), ev("revoke", "a", 2, [0, 1]), ev("assign", "b", 3, [0])]
-    assert C.ownership_overlap(ok) == []
-    bad = [ev("assign", "a", 1, [0, 1]), ev("assign", "b", 2, [1])]
-    assert len(C.ownership_overlap(bad)) == 1
+    assert C.ownership_overlap(ok) == ([], 0)
+    # a zombie that lets go soon and whose commits were refused meanwhile: counted
+    zombie = [ev("assign", "a", 1, [0, 1]), ev("assign", "b", 2, [1]), ev("revoke", "a", 3, [0, 1])]
+    assert C.ownership_overlap(zombie) == ([], 1)
+    # ... whose commit of the partition was accepted after b got it: reported
+    accepted = {**commit("g", 7, 2.5, 2.6), "member": "a", "offsets": {"t/1": 7}}
+    assert len(C.ownership_overlap([*zombie, accepted])[0]) == 1
+    # ... that never lets go: reported
+    never = [ev("assign", "a", 1, [0, 1]), ev("assign", "b", 2, [1])]
+    assert len(C.ownership_overlap(never)[0]) == 1
 
 
 def test_produce_exactly_once_and_share_checks() -> None:
