@@ -92,6 +92,10 @@ class ClusterNode:
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
         self._loading: set[asyncio.Task[None]] = set()  # loads and unloads in flight
+        # The unload of a lost lease, per partition, until it is done: taking the partition
+        # again waits for it (else the old tenure's unload, running late, would close the new
+        # tenure's logs and drop the share state it just read back).
+        self._unloads: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.first_round = asyncio.Event()
         self.stopping = False
 
@@ -226,6 +230,9 @@ class ClusterNode:
     # -- taking and giving partitions -------------------------------------------------------
 
     async def _take(self, topic: str, partition: int) -> None:
+        pending = self._unloads.get((topic, partition))
+        if pending is not None:
+            await asyncio.gather(pending, return_exceptions=True)
         async with self._slots:
             if self.stopping:
                 return
@@ -312,6 +319,12 @@ class ClusterNode:
             # The loop keeps only weak references to tasks: hold each until it is done.
             self._loading.add(task)
             task.add_done_callback(self._loading.discard)
+            self._unloads[topic, partition] = task
+            task.add_done_callback(self._unloaded)
+
+    def _unloaded(self, task: asyncio.Task[None]) -> None:
+        for key in [k for k, t in self._unloads.items() if t is task]:
+            del self._unloads[key]
 
     def _fenced_offsets(self, partition: int) -> None:
         """A write of an offsets partition was refused as fenced: forget its lease."""

@@ -273,21 +273,23 @@ class GroupRuntime:
         assert self.owned is not None
         self.owned.pop(p, None)
         shard, self.shards[p] = self.shards[p], None
-        return self._unload(p, shard, flush)
-
-    async def _unload(self, p: int, shard: Shard | None, flush: bool) -> None:
-        if flush:
-            tail = self._tail[p]
-            if tail is not None and not tail.done():
-                await asyncio.gather(tail, return_exceptions=True)
-        if shard is not None:
-            self._release(shard.on_unloaded().replies, None)
+        # Everything of this tenure is taken now: the partition may be taken again (a new
+        # log, timers, tail) before the returned coroutine runs, and that must not touch them.
+        plog, self.logs[p] = self.logs[p], None
+        tail, self._tail[p] = self._tail[p], None
         for key in [k for k in self._timers if k[0] == p]:
             self._timers.pop(key).cancel()
-        plog, self.logs[p] = self.logs[p], None
-        self._tail[p] = None
         if self.on_reload is not None:
             self.on_reload(p)  # no longer served here
+        return self._unload(p, shard, plog, tail if flush else None)
+
+    async def _unload(
+        self, p: int, shard: Shard | None, plog: Any, tail: asyncio.Future | None
+    ) -> None:
+        if tail is not None and not tail.done():
+            await asyncio.gather(tail, return_exceptions=True)
+        if shard is not None:
+            self._release(shard.on_unloaded().replies, None)
         if plog is not None:
             try:
                 await plog.close()
