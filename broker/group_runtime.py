@@ -356,6 +356,7 @@ class GroupRuntime:
             await plog.close()  # given up while it loaded (and perhaps taken again since)
             raise PartitionGivenUp(p)
         self.logs[p] = plog
+        self._tail[p] = None  # a failed write of the previous shard is not this one's
         self.shards[p] = shard
         if self.owned is not None and self.on_reload is not None:
             self.on_reload(p)  # cluster mode: now served here
@@ -466,8 +467,13 @@ class GroupRuntime:
         shard = self._serving(p)
         if shard is None:
             return on_error(self._refusal(p))
-        if self._settled(p):
+        tail = self._tail[p]
+        if tail is None or (tail.done() and (tail.cancelled() or tail.exception() is None)):
             return fn(shard, now_ms())
+        if tail.done():
+            # The last write failed and the shard holds its records until the failure's
+            # callbacks drop it (a fault run read an offset that was never stored here).
+            return on_error(ErrorCode.NOT_COORDINATOR)
 
         def answer() -> Any:
             # The shard may have been given up (or the lease lapsed) while the write waited.

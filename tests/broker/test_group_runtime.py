@@ -115,6 +115,22 @@ async def test_a_read_behind_a_failed_write_is_answered_not_coordinator(tmp_path
     await rt.close()
 
 
+async def test_a_failed_write_is_never_read_back(tmp_path: Path) -> None:
+    """Between a write's failure and the callbacks that drop the shard, the shard still holds
+    the failed records: a read in that window answered them (a fault run saw an OffsetFetch
+    return a commit that PostgreSQL never stored, then the lower stored one)."""
+    rt, held = await runtime(tmp_path)
+    first = commit(rt, 5)
+    held.appends[0].set_result(None)
+    await first
+    reply = commit(rt, 7)
+    await asyncio.sleep(0)
+    held.appends[1].set_exception(OSError("the database went away"))
+    assert fetch(rt) == ErrorCode.NOT_COORDINATOR  # before the failure's callbacks ran
+    assert await reply == ErrorCode.NOT_COORDINATOR
+    await rt.close()
+
+
 async def test_nothing_is_answered_while_the_lease_may_have_expired(tmp_path: Path) -> None:
     """Cluster mode: a node resumed after a pause longer than its lease may handle requests
     before its lease keeper runs; the keeper's validity is checked on every request."""
