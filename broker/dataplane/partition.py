@@ -23,6 +23,7 @@ from protocol.errors import ErrorCode
 from protocol.records import BatchHeader, parse_batch_header
 from protocol.txn_records import marker_batch
 from storage.durability import Durability
+from storage.groupcommit import IndeterminateWriteError
 from storage.log import AppendResult, Log, LogFailedError
 from storage.partitionlog import TopicLog
 
@@ -64,6 +65,7 @@ class Partition:
         self.bytes_since_check = 0
         self.on_grown: Callable[[Partition], None] | None = None
         self._failed = False
+        self._failure: BaseException | None = None
         self.retired = False  # its log closed (given up or replaced): nothing more is stored
         self._snapshot_changes = producers.changes  # the state as of the last snapshot
 
@@ -200,6 +202,7 @@ class Partition:
     def _appended(self, fut: asyncio.Future[AppendResult]) -> None:
         if not fut.cancelled() and fut.exception() is not None and not self._failed:
             self._failed = True
+            self._failure = fut.exception()
             log.error("%s-%d: append failed: %s", self.topic, self.index, fut.exception())
         self.wake()
         if self.bytes_since_check >= self.settings.segment_bytes and self.on_grown is not None:
@@ -221,9 +224,15 @@ class Partition:
         # though the batch was never stored; the next producer's batch took its offset.
         loop = asyncio.get_running_loop()
         while self.log.high_watermark < end_offset:
-            if self._failed or self.closed or self.retired:
+            if self._failed and not isinstance(self._failure, IndeterminateWriteError):
                 raise LogFailedError(
                     f"{self.topic}-{self.index}: offsets below {end_offset} were not stored"
+                )
+            if self._failed or self.closed or self.retired:
+                # Perhaps stored, perhaps not: the producer retries with the same sequence
+                # numbers, which the partition's next leader deduplicates.
+                raise IndeterminateWriteError(
+                    f"{self.topic}-{self.index}: offsets below {end_offset} not known stored"
                 )
             waiter = loop.create_future()
             self.waiters.add(waiter)

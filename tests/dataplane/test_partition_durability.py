@@ -51,3 +51,16 @@ async def test_a_retry_of_a_batch_whose_append_failed_is_not_acknowledged(
         part.log.append = real_append  # type: ignore[method-assign]
     finally:
         await part.close()
+
+
+def test_a_write_of_unknown_outcome_is_answered_as_perhaps_stored() -> None:
+    """librdkafka reads KAFKA_STORAGE_ERROR as "not stored" and may then send the batch again
+    under new sequence numbers; a fault run (PostgreSQL failing over during a COMMIT) stored a
+    batch twice that way. Unknown outcomes are REQUEST_TIMED_OUT ("perhaps stored")."""
+    from broker.apis.produce import write_error
+    from storage.groupcommit import FencedError, IndeterminateWriteError
+
+    assert write_error(IndeterminateWriteError("lost")) == ErrorCode.REQUEST_TIMED_OUT
+    assert write_error(FencedError("moved")) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert write_error(LogFailedError("disk full")) == ErrorCode.KAFKA_STORAGE_ERROR
+    assert write_error(ValueError("bug")) == ErrorCode.UNKNOWN_SERVER_ERROR
