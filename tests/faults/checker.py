@@ -363,7 +363,15 @@ def availability(
     return rows, found
 
 
-def check(ops: list[Op], final: dict[str, Any], faults: list[Op], lease_s: float) -> Report:
+def check(
+    ops: list[Op],
+    final: dict[str, Any],
+    faults: list[Op],
+    lease_s: float,
+    availability_bound_s: float | None = None,
+) -> Report:
+    """Every checker; ``availability_bound_s``: how soon after a heal each probe group must
+    commit again (default: two lease periods, the issue's bound)."""
     rep = Report()
     rep.stats["ops"] = len(ops)
     rep.stats["commits.acked"] = sum(1 for o in ops if o["op"] == "commit" and o.get("ok"))
@@ -383,7 +391,9 @@ def check(ops: list[Op], final: dict[str, Any], faults: list[Op], lease_s: float
     owners, zombies = ownership_overlap(ops)
     rep.add("two-owners", owners)
     rep.stats["zombie-member.overlaps"] = zombies  # not anomalies: see ownership_overlap
-    rep.add("produce", produced(ops, final["records"]))
+    prod = produced(ops, final["records"])
+    rep.add("produce-lost", [a for a in prod if " acknowledged " in a])
+    rep.add("produce-duplicate", [a for a in prod if " acknowledged " not in a])
     if "txout" in final:
         eo, st = exactly_once(ops, final)
         rep.stats.update(st)
@@ -391,9 +401,11 @@ def check(ops: list[Op], final: dict[str, Any], faults: list[Op], lease_s: float
     if "shared" in final["records"] and any(o["op"] == "acquire" for o in ops):
         sh, st = share_records(ops, final["records"]["shared"])
         rep.stats.update(st)
-        rep.add("share", sh)
+        rep.add("share-accepted-twice", [a for a in sh if a.endswith(" times")])
+        rep.add("share", [a for a in sh if not a.endswith(" times")])
     groups = sorted({o["group"] for o in ops if o["op"] == "commit"})
-    rows, found = availability(ops, faults, 2 * lease_s, groups)
+    bound = 2 * lease_s if availability_bound_s is None else availability_bound_s
+    rows, found = availability(ops, faults, bound, groups)
     rep.availability = rows
     rep.add("availability", found)
     return rep

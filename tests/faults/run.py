@@ -276,6 +276,7 @@ def run(
     between_s: float = 2.0,
     recover_s: float = 2 * LEASE_S,
     drain_s: float = 60.0,
+    availability_bound_s: float | None = None,
     log: Callable[[str], None] = print,
 ) -> Outcome:
     """``schedule``: the nemeses in order, or a function of the elapsed time giving the next
@@ -319,7 +320,7 @@ def run(
         workers.kill_all()
         events.close()
     (out / "final.json").write_text(json.dumps(final))
-    report = check(ops, final, faults, LEASE_S)
+    report = check(ops, final, faults, LEASE_S, availability_bound_s)
     restarts = dict(workers.restarts, txn_watchdog=workers.stuck)
     outcome = Outcome(report, faults, len(ops), time.monotonic() - t0, restarts)
     (out / "report.json").write_text(json.dumps(outcome.summary(), indent=1))
