@@ -214,6 +214,11 @@ class GroupRuntime:
         # Cluster mode: whether this node's lease of a partition is certainly its own right
         # now (LeaseKeeper.valid); its requests are refused with NOT_COORDINATOR while not.
         self.lease_valid: Callable[[int], bool] | None = None
+        # Per partition, bumped by every take, give-up and reload after a failed write: a
+        # load installs its shard and log only if its generation is still the current one (a
+        # fault run saw a reload and a take of one partition race, the slower one replacing
+        # the shard that had just acknowledged a commit with one loaded before it).
+        self._gen = [0] * self.partitions
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -252,6 +257,7 @@ class GroupRuntime:
         assert self.owned is not None
         self.owned[p] = epoch
         self.health[p] = PartitionHealth()
+        self._gen[p] += 1
         try:
             await self._load_partition(p)
         except FencedError:
@@ -272,6 +278,7 @@ class GroupRuntime:
         closed."""
         assert self.owned is not None
         self.owned.pop(p, None)
+        self._gen[p] += 1
         shard, self.shards[p] = self.shards[p], None
         # Everything of this tenure is taken now: the partition may be taken again (a new
         # log, timers, tail) before the returned coroutine runs, and that must not touch them.
@@ -316,9 +323,11 @@ class GroupRuntime:
         """Load partition ``p`` on its own, retrying and quarantining (broker/loading.py)."""
         name = f"{OFFSETS_TOPIC}-{p}"
 
+        gen = self._gen[p]
+
         async def attempt() -> int:
             async with self._load_slots:
-                return await self._load(p)
+                return await self._load(p, gen)
 
         return await load_until_served(
             name,
@@ -332,7 +341,7 @@ class GroupRuntime:
         """Partitions failing to load or serving with quarantined data."""
         return {p: h for p, h in enumerate(self.health) if not h.healthy}
 
-    async def _load(self, p: int) -> int:
+    async def _load(self, p: int, gen: int) -> int:
         loop = asyncio.get_running_loop()
         path = self.data_dir / f"{OFFSETS_TOPIC}-{p}"
         epoch: int | None = None
@@ -352,7 +361,7 @@ class GroupRuntime:
             except Exception as e:  # the replay's error is the one to report
                 log.debug("closing %s after a failed load: %s", path.name, e)
             raise
-        if self.owned is not None and self.owned.get(p) != epoch:
+        if (self.owned is not None and self.owned.get(p) != epoch) or self._gen[p] != gen:
             await plog.close()  # given up while it loaded (and perhaps taken again since)
             raise PartitionGivenUp(p)
         self.logs[p] = plog
@@ -676,19 +685,24 @@ class GroupRuntime:
         self._release(shard.on_unloaded().replies, None)
         for key in [k for k in self._timers if k[0] == p]:
             self._timers.pop(key).cancel()
-        self._tasks.spawn(self._reload(p))
+        self._gen[p] += 1
+        failed, self.logs[p] = self.logs[p], None
+        self._tasks.spawn(self._reload(p, self._gen[p], failed))
 
-    async def _reload(self, p: int) -> None:
+    async def _reload(self, p: int, gen: int, failed: Any) -> None:
+        if failed is not None:
+            try:
+                await failed.close()
+            except Exception as e:  # it failed already; what matters is the reopen
+                log.debug("closing failed log %s-%d: %s", OFFSETS_TOPIC, p, e)
         delay = 0.1
         while True:
-            plog, self.logs[p] = self.logs[p], None
-            if plog is not None:
-                try:
-                    await plog.close()
-                except Exception as e:  # it failed already; what matters is the reopen
-                    log.debug("closing failed log %s-%d: %s", OFFSETS_TOPIC, p, e)
+            if self._gen[p] != gen:
+                return  # given up, or taken again (that take loads it)
             try:
-                await self._load(p)
+                await self._load(p, gen)
+            except PartitionGivenUp:
+                return
             except Exception:
                 log.exception("reloading %s-%d failed; retrying in %.1fs", OFFSETS_TOPIC, p, delay)
                 await asyncio.sleep(delay)
