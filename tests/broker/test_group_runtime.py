@@ -365,3 +365,53 @@ async def test_commit_replies_are_released_per_fsynced_flush(
     assert await asyncio.wait_for(second, 5) == ErrorCode.NOT_COORDINATOR
     gate.open()
     await rt.close()
+
+
+async def test_a_reload_and_a_take_of_one_partition_install_one_shard(tmp_path: Path) -> None:
+    """Cluster mode: a failed write reloads the partition while the node takes its lease again
+    (a fault run: PostgreSQL failing over). Both loads open a log; only the take's may serve,
+    else the slower one replaces a shard that already acknowledged commits."""
+    cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
+    gates: list[asyncio.Future] = []
+    opened: list[HeldLog] = []
+
+    async def open_leased(topic: str, p: int, config: Any, epoch: int) -> HeldLog:
+        gate = asyncio.get_running_loop().create_future()
+        gates.append(gate)
+        await gate
+        log = HeldLog()
+        opened.append(log)
+        return log
+
+    rt = GroupRuntime(tmp_path, cfg, cfg.durability, open_leased=open_leased)
+    rt.start()
+    p = rt.partition_of(GROUP)
+    first = asyncio.ensure_future(rt.take(p, 1))
+    await asyncio.sleep(0)
+    gates[0].set_result(None)
+    await first
+    reply = commit(rt, 5)
+    await asyncio.sleep(0)
+    opened[0].appends[0].set_exception(OSError("the database went away"))
+    assert await reply == ErrorCode.NOT_COORDINATOR
+    for _ in range(10):  # the reload opens a log and waits at its gate
+        await asyncio.sleep(0)
+    assert len(gates) == 2
+    again = asyncio.ensure_future(rt.take(p, 2))  # the lease taken again meanwhile
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert len(gates) == 3
+    gates[1].set_result(None)  # the reload's open finishes first...
+    for _ in range(10):
+        await asyncio.sleep(0)
+    gates[2].set_result(None)  # ...then the take's
+    await again
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert rt.logs[p] is opened[2]  # the take's log serves; the reload's never did
+    reply = commit(rt, 7)
+    await asyncio.sleep(0)
+    assert len(opened[2].appends) == 1 and opened[1].appends == []
+    opened[2].appends[0].set_result(None)
+    assert (await reply).topics[0].partitions[0].error_code == ErrorCode.NONE
+    await rt.close()
