@@ -373,45 +373,47 @@ async def test_a_reload_and_a_take_of_one_partition_install_one_shard(tmp_path: 
     else the slower one replaces a shard that already acknowledged commits."""
     cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
     gates: list[asyncio.Future] = []
-    opened: list[HeldLog] = []
+    opened: dict[int, HeldLog] = {}
 
     async def open_leased(topic: str, p: int, config: Any, epoch: int) -> HeldLog:
         gate = asyncio.get_running_loop().create_future()
         gates.append(gate)
+        n = len(gates) - 1
         await gate
-        log = HeldLog()
-        opened.append(log)
-        return log
+        opened[n] = HeldLog()
+        return opened[n]
+
+    async def settle() -> None:
+        for _ in range(20):
+            await asyncio.sleep(0)
 
     rt = GroupRuntime(tmp_path, cfg, cfg.durability, open_leased=open_leased)
     rt.start()
     p = rt.partition_of(GROUP)
     first = asyncio.ensure_future(rt.take(p, 1))
-    await asyncio.sleep(0)
+    await settle()
     gates[0].set_result(None)
     await first
     reply = commit(rt, 5)
     await asyncio.sleep(0)
     opened[0].appends[0].set_exception(OSError("the database went away"))
+    again = asyncio.ensure_future(rt.take(p, 2))  # the lease taken again as the write fails
+    await settle()
     assert await reply == ErrorCode.NOT_COORDINATOR
-    for _ in range(10):  # the reload opens a log and waits at its gate
-        await asyncio.sleep(0)
-    assert len(gates) == 2
-    again = asyncio.ensure_future(rt.take(p, 2))  # the lease taken again meanwhile
-    for _ in range(10):
-        await asyncio.sleep(0)
-    assert len(gates) == 3
-    gates[1].set_result(None)  # the reload's open finishes first...
-    for _ in range(10):
-        await asyncio.sleep(0)
-    gates[2].set_result(None)  # ...then the take's
+    # The take's open (gate 1) waits; the reload's (gate 2, if it still opens) finishes
+    # first: it must not serve.
+    for gate in gates[2:]:
+        gate.set_result(None)
+    await settle()
+    assert commit(rt, 7) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    gates[1].set_result(None)
     await again
-    for _ in range(10):
-        await asyncio.sleep(0)
-    assert rt.logs[p] is opened[2]  # the take's log serves; the reload's never did
-    reply = commit(rt, 7)
+    await settle()
+    assert rt.logs[p] is opened[1]
+    reply = commit(rt, 8)
     await asyncio.sleep(0)
-    assert len(opened[2].appends) == 1 and opened[1].appends == []
-    opened[2].appends[0].set_result(None)
+    assert len(opened[1].appends) == 1
+    assert all(log.appends == [] for n, log in opened.items() if n > 1)
+    opened[1].appends[0].set_result(None)
     assert (await reply).topics[0].partitions[0].error_code == ErrorCode.NONE
     await rt.close()
