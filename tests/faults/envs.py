@@ -132,12 +132,12 @@ class FileEnv:
         from tests.kcoord_process import start_kcoord
 
         settings = tuple(s for s in SETTINGS if not s.startswith("kcoord.cluster"))
-        self.proc = start_kcoord(self.data / "node", *settings, port=self.port, timeout=60)
+        self.proc = start_kcoord(self.data / "node", *settings, port=self.port, timeout=180)
         self.port = self.proc.port
 
     def kill(self) -> None:
         self.proc.proc.send_signal(signal.SIGKILL)
-        self.proc.proc.wait(30)
+        self.proc.proc.wait(300)  # a stalled machine has taken over 30 s to reap one
         self.kills += 1
 
     @property

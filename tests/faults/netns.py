@@ -29,7 +29,9 @@ NETNS_DIR = "/var/run/netns"
 
 
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run(list(args), capture_output=True, text=True, timeout=30)
+    # Generous: on a machine shared with other work an `ip` or `iptables` command has been
+    # seen to take over 30 s (load average 44 on two cores).
+    out = subprocess.run(list(args), capture_output=True, text=True, timeout=300)
     if check and out.returncode != 0:
         raise RuntimeError(f"{' '.join(args)}: {out.stderr.strip() or out.returncode}")
     return out

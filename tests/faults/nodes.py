@@ -89,7 +89,7 @@ class Nodes:
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes.values())
 
-    def start(self, name: str, timeout: float = 60) -> Node:
+    def start(self, name: str, timeout: float = 180) -> Node:
         n = self.nodes[name]
         n.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
@@ -148,7 +148,7 @@ class Nodes:
             assert n.proc is not None
             n.proc.send_signal(signal.SIGCONT)
             n.proc.kill()
-            n.proc.wait(30)
+            n.proc.wait(300)
         n.paused = False
 
     def set_clock(self, name: str, offset_s: int) -> None:

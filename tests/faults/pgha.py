@@ -94,7 +94,7 @@ class PgHost:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait(10)
+            self.proc.wait(300)
         self.proc = None
 
     def psql(self, sql: str, timeout: float = 10) -> str:
