@@ -191,7 +191,8 @@ def ownership_overlap(ops: list[Op]) -> tuple[list[str], int]:
 
     def settle(g: str, p: int, old: str, t_end: float | None) -> None:
         t, new = pending.pop((g, p, old))
-        zombie_commit = [s for s in acked.get((g, old, p), []) if s > t]
+        end = float("inf") if t_end is None else t_end
+        zombie_commit = [s for s in acked.get((g, old, p), []) if t < s < end]
         if zombie_commit or t_end is None or t_end - t > ZOMBIE_S:
             nonlocal found
             found.append(
