@@ -410,7 +410,8 @@ def check(
         sh, st = share_records(ops, final["records"]["shared"])
         rep.stats.update(st)
         rep.add("share-accepted-twice", [a for a in sh if a.endswith(" times")])
-        rep.add("share", [a for a in sh if not a.endswith(" times")])
+        rep.add("share-never-acknowledged", [a for a in sh if a.endswith("never acknowledged")])
+        rep.add("share", [a for a in sh if "at once" in a])
     groups = sorted({o["group"] for o in ops if o["op"] == "commit"})
     bound = 2 * lease_s if availability_bound_s is None else availability_bound_s
     rows, found = availability(ops, faults, bound, groups)
