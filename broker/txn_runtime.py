@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -142,6 +142,9 @@ class TxnRuntime:
         self.peers = peers
         # Called with a partition whose write was fenced (another node holds it now).
         self.on_fenced: Callable[[int], None] | None = None
+        # Cluster mode: LeaseKeeper.valid (requests are refused while this node's leases may
+        # have expired).
+        self.lease_valid: Callable[[int], bool] | None = None
         self.loaded = asyncio.Event()
         self.health = [PartitionHealth() for _ in range(self.partitions)]
         self._tasks = BackgroundTasks(log, "transaction runtime")
@@ -194,13 +197,17 @@ class TxnRuntime:
                 self._tasks.spawn(self._complete_in_turn(p, tid))
             return
 
-    async def give_up(self, p: int) -> None:
-        """Cluster mode: stop coordinating partition ``p`` (a handoff or a lost lease):
-        requests get NOT_COORDINATOR, the log is closed."""
+    def give_up(self, p: int) -> Coroutine[Any, Any, None]:
+        """Cluster mode: stop coordinating partition ``p`` (a handoff or a lost lease), at
+        once: requests get NOT_COORDINATOR from this call on; the returned coroutine closes the
+        log."""
         assert self.owned is not None
         self.owned.pop(p, None)
         plog, self.logs[p] = self.logs[p], None
         self.coordinators[p] = TxnCoordinator(self.config)
+        return self._close_given_up(p, plog)
+
+    async def _close_given_up(self, p: int, plog: Any) -> None:
         if plog is not None:
             try:
                 await plog.close()
@@ -284,12 +291,15 @@ class TxnRuntime:
 
     def _coordinator(self, transactional_id: str) -> tuple[int, TxnCoordinator | None]:
         p = self.partition_of(transactional_id)
-        if self.logs[p] is None:
+        if self.logs[p] is None or (self.lease_valid is not None and not self.lease_valid(p)):
             return p, None
         return p, self.coordinators[p]
 
     def _unavailable(self, p: int) -> Reply:
-        """Loading here, or (cluster mode) coordinated by another node."""
+        """Loading here, or (cluster mode) coordinated by another node, or this node's lease
+        possibly expired (it is about to be given up)."""
+        if self.lease_valid is not None and not self.lease_valid(p):
+            return Reply(ErrorCode.NOT_COORDINATOR)
         if self.owned is None or p in self.owned:
             return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         return Reply(ErrorCode.NOT_COORDINATOR)

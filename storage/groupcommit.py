@@ -105,6 +105,13 @@ def in_flight(
     return run
 
 
+class IndeterminateWriteError(LogFailedError):
+    """A write whose outcome is unknown: the connection to the database was lost before its
+    transaction's COMMIT was answered, so it may be stored. A client must be told so (a
+    timeout, which idempotent producers retry with the same sequence), never that it was not
+    stored."""
+
+
 class FencedError(LogFailedError):
     """A write refused because the partition moved on: another writer appended, or another
     node holds its lease now (a newer fencing epoch). The writer must unload, not retry."""

@@ -42,7 +42,7 @@ def resolve(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Target:
     part = store.partition(topic.name, index) if store is not None else None
     if part is None or part.closed:
         return Target(topic_id, index, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not part.leading:
+    if store is None or not store.leads(part):
         return Target(topic_id, index, part, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     return Target(topic_id, index, part, ErrorCode.NONE)
 

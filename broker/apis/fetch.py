@@ -98,7 +98,7 @@ def _resolve(ctx: RequestContext, req) -> list[_Topic]:
                 error = missing
             elif part is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not part.leading:
+            elif store is None or not store.leads(part):
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 error = ErrorCode.NONE

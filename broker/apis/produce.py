@@ -47,6 +47,7 @@ from protocol.records import (
     RecordError,
     crc32c,
 )
+from storage.groupcommit import FencedError, IndeterminateWriteError
 from storage.log import LogFailedError
 
 Resp = ProduceResponse
@@ -364,6 +365,22 @@ def _handle(
     return _when_durable(resp, waits, req.timeout_ms)
 
 
+def write_error(err: BaseException | None) -> ErrorCode:
+    """The answer for a batch whose write failed. librdkafka takes KAFKA_STORAGE_ERROR and
+    NOT_LEADER_OR_FOLLOWER as "not stored" (an idempotent producer may then reuse the
+    sequence numbers under a new epoch) and REQUEST_TIMED_OUT as "perhaps stored" (it retries
+    with the same ones, which the partition deduplicates): a write whose outcome is unknown
+    must be the latter, or a batch stored after all is stored again (found by the fault
+    harness: PostgreSQL failing over during a COMMIT)."""
+    if isinstance(err, IndeterminateWriteError):
+        return ErrorCode.REQUEST_TIMED_OUT
+    if isinstance(err, FencedError):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if isinstance(err, LogFailedError | OSError):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 async def _when_durable(
     resp: ProduceResponse, waits: list[tuple[PartResp, Partition, Awaitable]], timeout_ms: int
 ) -> ProduceResponse:
@@ -373,12 +390,7 @@ async def _when_durable(
         if fut not in done:
             r.error_code, r.base_offset = ErrorCode.REQUEST_TIMED_OUT, -1
         elif fut.exception() is not None:
-            err = fut.exception()
-            r.error_code = (
-                ErrorCode.KAFKA_STORAGE_ERROR
-                if isinstance(err, LogFailedError | OSError)
-                else ErrorCode.UNKNOWN_SERVER_ERROR
-            )
+            r.error_code = write_error(fut.exception())
             r.base_offset = -1
         else:
             r.log_start_offset = part.log.log_start_offset

@@ -54,6 +54,7 @@ async def _retire(part: Partition, keep: bool = False) -> None:
         await part.log.close()
     except Exception as e:  # a fenced or failed log: nothing in flight can succeed anyway
         log.debug("closing %s-%d: %s", part.topic, part.index, e)
+    part.retired = True  # what its log did not store by now, it never will
     if not keep:
         part.closed = True
     part.wake()  # long polls answer now; their next fetch is refused or goes elsewhere
