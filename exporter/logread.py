@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,6 +228,9 @@ class SegmentScan:
     valid_bytes: int
     error: str | None = None
     header: dict[str, np.ndarray] = field(default_factory=dict)
+    # For transactions still open at the end of these bytes: producer ids -> whether their
+    # next marker commits (default: looked for in the later segment files).
+    decided_later: Callable[[set[int]], dict[int, bool]] | None = None
 
     @property
     def file_bytes(self) -> int:
@@ -512,7 +515,7 @@ def decode_segment(
     if idx.size == 0:
         return
     # Offsets of transactions that did not commit: left out, as the coordinator leaves them.
-    uncommitted = excluded_ranges(scan.path, data, starts)
+    uncommitted = excluded_ranges(scan.path, data, starts, scan.decided_later)
     # Chunks of about chunk_records records.
     cum = np.cumsum(counts[idx])
     bounds = np.searchsorted(cum, np.arange(chunk_records, cum[-1], chunk_records), "left")

@@ -43,6 +43,16 @@ def scratch_dir() -> Path:
     return path
 
 
+def is_submitted() -> bool:
+    """Whether this driver runs under ``spark-submit`` (which then gives the master): its
+    Python driver is started with the launcher's gateway in the environment."""
+    return (
+        "PYSPARK_GATEWAY_PORT" in os.environ
+        or "SPARK_SUBMIT_OPTS" in os.environ
+        or "spark.master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    )
+
+
 def build_session(
     master: str | None = None,
     app_name: str = "kcoord-report",
@@ -56,9 +66,7 @@ def build_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    submitted = "SPARK_SUBMIT_OPTS" in os.environ or "spark.master" in os.environ.get(
-        "PYSPARK_SUBMIT_ARGS", ""
-    )
+    submitted = is_submitted()
     if master is None and not submitted:
         master = DEFAULT_MASTER
     local = master is None or master.startswith("local")
