@@ -38,6 +38,7 @@ from protocol.records import build_kv_batch  # noqa: E402
 
 T0 = 1_700_000_000_000
 REPORT_COLUMNS = ["group", "topic", "partition", "committed_offset", "timestamp"]
+COMMIT_COLUMNS = ",".join(REPORT_COLUMNS)
 TOPICS = 10
 PARTS = 10
 
@@ -210,12 +211,16 @@ def run_mode(mode: str, d: Path, args: argparse.Namespace, out: Path) -> None:
         cores = spark.sparkContext.defaultParallelism
         print(f"[{mode}] spark session ({master}, {cores} executor cores):"
               f" {time.perf_counter() - t:.1f}s")  # fmt: skip
-        reads = [
-            ("all columns", {}),
-            ("commit columns (as the report reads)", {"columns": ",".join(REPORT_COLUMNS)}),
-            ("all columns, one Spark partition per segment", {"bytesPerPartition": "0"}),
-        ]
-        for label, opts in [] if args.report_only else reads:
+        reads = {
+            "all": ("all columns", {}),
+            "commit": ("commit columns (as the report reads)", {"columns": COMMIT_COLUMNS}),
+            "per-segment": (
+                "all columns, one Spark partition per segment",
+                {"bytesPerPartition": "0"},
+            ),
+        }
+        chosen = [reads[k] for k in args.reads.split(",") if k]
+        for label, opts in [] if args.report_only else chosen:
             runs = []
             for _ in range(args.runs):
                 df = spark.read.format("kcoord").options(minPartitions=str(cores), **opts)
@@ -278,6 +283,13 @@ def main() -> None:
     )
     ap.add_argument("--workers", type=int, default=2, help="workers of the cluster mode")
     ap.add_argument(
+        "--reads",
+        default="all,commit,per-segment",
+        help="the Spark read variants to time (all columns, the report's commit columns,"
+        " one Spark partition per segment); empty: none",
+    )
+    ap.add_argument("--no-raw", action="store_true", help="skip the segment reader alone")
+    ap.add_argument(
         "--worker-memory", default="4g", help="memory of each cluster worker (its executor's)"
     )
     ap.add_argument(
@@ -311,7 +323,7 @@ def main() -> None:
         if args.generate_only:
             return
 
-        for workers in () if args.report_only else (1, 2):
+        for workers in () if args.report_only or args.no_raw else (1, 2):
             raw_runs = [raw_read(d, REPORT_COLUMNS, workers) for _ in range(args.runs)]
             n, wall, cpu = min(raw_runs, key=lambda r: r[1])
             print(
