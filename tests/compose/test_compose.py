@@ -266,7 +266,15 @@ def test_the_spark_profile_reports_on_the_cluster_database(topology: Compose) ->
     ]
     port = topology("port", "spark-master", "8080").strip()
     assert port.endswith(":" + os.environ.get("SPARK_UI_PORT", "8080")), port
-    out = topology(*prof, "run", "--rm", "-T", "spark-report", check=False, timeout=900)
+    events = reports / "events"
+    events.mkdir(mode=0o777)
+    events.chmod(0o777)
+    log_events = (
+        "--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file:///reports/events"
+        " --conf spark.eventLog.compress=false --conf spark.eventLog.rolling.enabled=false"
+    )
+    out = topology(*prof, "run", "--rm", "-T", "-e", f"KCOORD_REPORT_ARGS={log_events}",
+                   "spark-report", check=False, timeout=900)  # fmt: skip
     topology.engine.timings["spark report job"] = time.monotonic() - t0
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     html = (reports / "report.html").read_text()
@@ -274,7 +282,15 @@ def test_the_spark_profile_reports_on_the_cluster_database(topology: Compose) ->
     assert (reports / "partition_lag.parquet").exists()
     finished = spark_master_status(topology)
     [app] = [a for a in finished["completedapps"] if a["name"] == "kcoord-report"]
-    assert app["cores"] == 2, app
+    assert app["state"] == "FINISHED", app
+    # Both workers' executors ran tasks (Spark's event log, written by the driver).
+    executors = {
+        e["Task Info"]["Executor ID"]
+        for f in events.iterdir()
+        for e in map(json.loads, f.read_text().splitlines())
+        if e.get("Event") == "SparkListenerTaskEnd"
+    }
+    assert executors == {"0", "1"}, executors
 
 
 def run_secure_scenario(compose: Compose, phase: str) -> dict:
