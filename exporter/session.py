@@ -69,7 +69,9 @@ def build_session(
     submitted = is_submitted()
     if master is None and not submitted:
         master = DEFAULT_MASTER
-    local = master is None or master.startswith("local")
+    # Under spark-submit (master None) its settings apply as they are: the loopback-only ones
+    # would keep executors on other machines from reaching the driver.
+    local = master is not None and master.startswith("local")
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
@@ -78,7 +80,6 @@ def build_session(
     log4j.write_text(_LOG4J)
     java_opts = f"-Dlog4j.configurationFile=file:{log4j}"
     conf = {
-        "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": java_opts,
@@ -96,6 +97,9 @@ def build_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.update(
             {
+                # Two cores: Spark's default of 200 shuffle partitions is pure overhead. On a
+                # cluster the default stays, and adaptive execution merges the small ones.
+                "spark.sql.shuffle.partitions": str(shuffle_partitions),
                 "spark.driver.bindAddress": "127.0.0.1",
                 "spark.driver.host": "127.0.0.1",
                 "spark.driver.memory": driver_memory,
