@@ -15,6 +15,8 @@
     partition -> offset) read each partition from / up to (excluded) an offset: what an
     incremental report reads (with ``endOffsets``, only the partitions it names). A
     PostgreSQL engine is read in ranges of ``.option("rangeRecords", N)`` offsets.
+    ``.option("pendingMarkers", "true")`` adds a row (``record_type`` -1, ``offset`` to
+    ``committed_offset``) for each range left out because its transaction is still open.
     ``.option("checkCrc", "false")`` skips CRC checks (faster, still length-checked).
     ``.option("columns", "group,topic,partition,committed_offset")`` narrows the schema to
     those columns (Python data sources get no column pruning from Spark, and every column
@@ -143,6 +145,30 @@ class PgRange(InputPartition):
         self.topic, self.log_partition, self.partition = topic, partition, partition
         self.lo, self.hi = lo, hi
         self.base, self.path, self.next_base = lo, f"{topic}-{partition}@{lo}", hi + 1
+
+
+PENDING_MARKER = -1  # record_type of the rows .option("pendingMarkers", "true") adds
+
+
+def _pending_markers(log_partition: int, ranges: list[tuple[int, int]], columns: Any) -> Any:
+    """Rows (record_type -1) telling which offset ranges [offset, committed_offset] were
+    left out because their transaction had not ended: read in the same pass as the records,
+    so an incremental report knows exactly what it did not keep."""
+    import pyarrow as pa
+
+    from exporter.logread import record_schema
+
+    schema = record_schema(columns)
+    n = len(ranges)
+    values = {
+        "log_partition": pa.array([log_partition] * n, pa.int32()),
+        "record_type": pa.array([PENDING_MARKER] * n, pa.int16()),
+        "offset": pa.array([lo for lo, _ in ranges], pa.int64()),
+        "committed_offset": pa.array([hi for _, hi in ranges], pa.int64()),
+    }
+    return pa.RecordBatch.from_arrays(
+        [values.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema
+    )
 
 
 def _offset_map(options: dict[str, str], name: str) -> dict[int, int] | None:
@@ -456,10 +482,16 @@ class KcoordReader(DataSourceReader):
             if self.level == "transactions":
                 yield from self._open_transactions(segments, pg)
                 return
+            mark = _flag(self.options, "pendingMarkers", False)
             for sp in segments:
                 filters = self._filters(sp.log_partition)
                 for scan in self._scans(sp, pg):
-                    yield from decode_segment(scan, sp.log_partition, filters, columns=self.columns)
+                    pending: list[tuple[int, int]] = []
+                    yield from decode_segment(
+                        scan, sp.log_partition, filters, columns=self.columns, pending=pending
+                    )
+                    if mark and pending:
+                        yield _pending_markers(sp.log_partition, pending, self.columns)
         finally:
             if pg is not None:
                 pg.close()

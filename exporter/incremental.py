@@ -36,6 +36,8 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
+from exporter.datasource import PENDING_MARKER
+
 STATE_FILE = "state.json"
 RECORDS = "records"
 INCOMING = ".incoming.parquet"
@@ -168,13 +170,19 @@ class Incremental:
         ]
         incoming = str(self.folder / INCOMING)
         (
-            src(endOffsets=json.dumps(ends))
+            # The ranges of still-open transactions come from this same read (rows of type
+            # -1), so what is kept and what is pending cannot disagree.
+            src(endOffsets=json.dumps(ends), pendingMarkers="true")
             .load(self.data_dir)
-            .where(F.col("record_type").isin(*record_types))
+            .where(F.col("record_type").isin(*record_types, PENDING_MARKER))
             .write.mode("overwrite")
             .parquet(incoming)
         )
-        new = spark.read.parquet(incoming)
+        read = spark.read.parquet(incoming)
+        pending: dict[int, set[tuple[int, int]]] = {}
+        for r in read.where(F.col("record_type") == PENDING_MARKER).collect():
+            pending.setdefault(r["log_partition"], set()).add((r["offset"], r["committed_offset"]))
+        new = read.where(F.col("record_type") != PENDING_MARKER)
         late = {
             r["log_partition"]: r["first"]
             for r in new.where(F.col("timestamp") > self.at)
@@ -185,9 +193,6 @@ class Incremental:
         kept = new.where((F.col("timestamp") <= self.at) & ~self._kept_before())
         kept.write.mode("overwrite").parquet(str(self.folder / RECORDS / f"run={self.run}"))
         shutil.rmtree(incoming, ignore_errors=True)
-        pending: dict[int, set[tuple[int, int]]] = {}
-        for t in txns:
-            pending.setdefault(t["log_partition"], set()).add((t["batch_base"], t["batch_last"]))
         logs = {}
         for p, end in ends.items():
             firsts = [end, late.get(p, end)] + [lo for lo, _ in pending.get(p, ())]

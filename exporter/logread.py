@@ -486,9 +486,11 @@ def decode_segment(
     filters: Filters | None = None,
     chunk_records: int = CHUNK_RECORDS,
     columns: list[str] | None = None,
+    pending: list[tuple[int, int]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches (:data:`RECORD_SCHEMA`, or only ``columns`` in that order) of the
-    coordinator records of a scanned segment."""
+    coordinator records of a scanned segment. ``pending`` receives the offset ranges left out
+    because their transaction has not ended yet."""
     filters = filters or Filters()
     starts = scan.starts
     if starts.size == 0:
@@ -515,7 +517,7 @@ def decode_segment(
     if idx.size == 0:
         return
     # Offsets of transactions that did not commit: left out, as the coordinator leaves them.
-    uncommitted = excluded_ranges(scan.path, data, starts, scan.decided_later)
+    uncommitted = excluded_ranges(scan.path, data, starts, scan.decided_later, pending)
     # Chunks of about chunk_records records.
     cum = np.cumsum(counts[idx])
     bounds = np.searchsorted(cum, np.arange(chunk_records, cum[-1], chunk_records), "left")

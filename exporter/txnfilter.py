@@ -36,10 +36,12 @@ def excluded_ranges(
     data: bytes,
     starts: np.ndarray,
     decided_later: Callable[[set[int]], dict[int, bool]] | None = None,
+    pending: list[tuple[int, int]] | None = None,
 ) -> list[tuple[int, int]]:
     """(first, last) offsets of the transactional batches in ``data`` (batch ``starts``) whose
     transaction did not commit, or did not end yet (``decided_later`` looks past ``data`` for
-    the markers; by default in the later segment files)."""
+    the markers; by default in the later segment files). ``pending`` receives the ranges of
+    the transactions not decided yet (no marker anywhere)."""
     u8 = np.frombuffer(data, np.uint8)
     if not starts.size:
         return []
@@ -65,6 +67,8 @@ def excluded_ranges(
         for pid, ranges in open_.items():
             if not committed.get(pid, False):
                 dropped += ranges
+            if pid not in committed and pending is not None:
+                pending += ranges
     return dropped
 
 
