@@ -97,6 +97,11 @@ class TopicLog(PartitionLog, Protocol):
         ...
 
     @property
+    def failed(self) -> bool:
+        """A write failed: the log takes no more appends until it is opened again."""
+        ...
+
+    @property
     def size_bytes(self) -> int: ...
 
     def read(self, offset: int, max_bytes: int) -> ReadResult:

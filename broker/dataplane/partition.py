@@ -132,6 +132,14 @@ class Partition:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, -1, None
         if not self.leading:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, None
+        if self._failed or self.log.failed:
+            # As Kafka's offline partition: refused before the producer state is consulted.
+            # That state holds the batches appended before the failure, stored or not, and
+            # misses the ones refused since: a sequence check now could answer a batch
+            # OUT_OF_ORDER_SEQUENCE_NUMBER, on which librdkafka renumbers every batch it
+            # holds under a new epoch, batches perhaps stored on other partitions included
+            # (a fault run stored those twice).
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
         pid = h.producer_id
         if pid >= 0:
             last_seq = last_sequence(h.base_sequence, h.last_offset_delta)

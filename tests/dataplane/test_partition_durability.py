@@ -64,3 +64,48 @@ def test_a_write_of_unknown_outcome_is_answered_as_perhaps_stored() -> None:
     assert write_error(FencedError("moved")) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert write_error(LogFailedError("disk full")) == ErrorCode.KAFKA_STORAGE_ERROR
     assert write_error(ValueError("bug")) == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _seq_batch(base_sequence: int, epoch: int = 0) -> bytes:
+    return build_kv_batch(
+        [(b"k", b"v%d" % i) for i in range(3)],
+        producer_id=7,
+        producer_epoch=epoch,
+        base_sequence=base_sequence,
+    )
+
+
+async def test_a_partition_whose_log_failed_answers_storage_error_whatever_the_sequence(
+    tmp_path: Path,
+) -> None:
+    """Once the log failed, every batch is refused KAFKA_STORAGE_ERROR, as Kafka's offline
+    partition refuses it, before its sequence is looked at. Found by the fault harness: after
+    a PostgreSQL failover a partition's log had failed; the producer's next batch was refused
+    KAFKA_STORAGE_ERROR (not stored, so not in the producer state) and the one after it
+    OUT_OF_ORDER_SEQUENCE_NUMBER, on which librdkafka bumps its epoch and numbers every batch
+    it still holds afresh, on every partition, batches perhaps stored included: these were
+    then stored twice."""
+    cfg = load_config(env={}, overrides={})
+    settings = TopicSettings.resolve(cfg, {})
+    part = Partition.open(tmp_path / "t-0", "t", 0, settings, cfg.durability)
+    try:
+        first = _seq_batch(0)
+        code, _, write = part.append(first, parse_batch_header(first))
+        assert code == ErrorCode.NONE and write is not None
+        await write  # stored
+        segment = part.log.segments[-1]
+
+        def disk_full(*_: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        segment.write = disk_full  # type: ignore[method-assign]
+        second = _seq_batch(3)
+        code, _, write = part.append(second, parse_batch_header(second))
+        assert code == ErrorCode.NONE and write is not None
+        with pytest.raises(LogFailedError):
+            await write
+        for batch in (_seq_batch(6), _seq_batch(0, epoch=1), _seq_batch(1, 1), _seq_batch(3)):
+            code, _, _ = part.append(batch, parse_batch_header(batch))
+            assert code == ErrorCode.KAFKA_STORAGE_ERROR
+    finally:
+        await part.close()
