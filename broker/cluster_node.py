@@ -89,6 +89,9 @@ class ClusterNode:
         groups.on_fenced = self._fenced_offsets
         groups.lease_valid = lambda p: self.keeper.valid(OFFSETS_TOPIC, p)
         data.lease_valid = self.keeper.valid
+        data.on_log_failed = self._log_failed
+        if share is not None:
+            share.on_failed = self._share_log_failed
         if txns is not None:
             txns.on_fenced = lambda p: self._fenced(TXN_TOPIC, p)
             txns.lease_valid = lambda p: self.keeper.valid(TXN_TOPIC, p)
@@ -349,6 +352,53 @@ class ClusterNode:
     def _unloaded(self, task: asyncio.Task[None]) -> None:
         for key in [k for k, t in self._unloads.items() if t is task]:
             del self._unloads[key]
+
+    def _log_failed(self, topic: str, partition: int, exc: BaseException) -> None:
+        """A write of a topic partition led here failed (its log, or its share state log):
+        that log takes no more appends, and the producer state or share state in memory may
+        hold what it did not store. The partition stops being served now and is given up
+        (the lease released, or forgotten if the write was fenced); the next round takes it
+        again, reading the producer state and the share state back from what the database
+        committed. Found by the fault harness: after a PostgreSQL failover a partition kept
+        its lease but not its log, refusing every write until the lease happened to lapse."""
+        key = (topic, partition)
+        part = self.data.partition(topic, partition)
+        if part is not None:
+            part.leading = False
+        if key in self._unloads:
+            return  # already being given up
+        held = [h for h in self.keeper.held if h[:2] == key]
+        if not held:
+            return  # lost meanwhile: its unload runs
+        fenced = isinstance(exc, FencedError)
+        log.warning(
+            "%s-%d: a write failed (%s); giving the partition up to take it again",
+            topic,
+            partition,
+            exc,
+        )
+        task = asyncio.get_running_loop().create_task(self._give_up_failed(held[0], fenced))
+        self._loading.add(task)
+        task.add_done_callback(self._loading.discard)
+        self._unloads[key] = task
+        task.add_done_callback(self._unloaded)
+
+    def _share_log_failed(self, topic_id: uuid.UUID, partition: int, exc: BaseException) -> None:
+        topic = self.data.registry.by_id(topic_id)
+        if topic is not None:
+            self._log_failed(topic.name, partition, exc)
+
+    async def _give_up_failed(self, h: Held, fenced: bool) -> None:
+        topic, partition, epoch = h
+        self.view.own.pop((topic, partition), None)
+        self.keeper.discard(h)  # no longer renewed, whatever the release does
+        await self._resign(topic, partition)
+        if fenced:
+            return
+        try:
+            await L.release(self.db, topic, partition, self.node_id, epoch)
+        except Exception as e:  # noqa: BLE001 - the lease then expires by itself
+            log.debug("releasing %s-%d after a failed write: %r", topic, partition, e)
 
     def _fenced_offsets(self, partition: int) -> None:
         """A write of an offsets partition was refused as fenced: forget its lease."""

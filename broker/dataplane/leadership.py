@@ -33,6 +33,9 @@ async def lead(store: TopicStore, topic: str, index: int, epoch: int) -> bool:
         return False
     new = await Partition.open_on(store.engine, topic, index, store.settings[topic], epoch=epoch)
     new.on_grown = store.maintenance.schedule_check
+    if store.on_log_failed is not None:
+        failed = store.on_log_failed
+        new.on_failed = lambda part, exc: failed(part.topic, part.index, exc)
     old, parts[index] = parts[index], new
     await _retire(old)
     return True

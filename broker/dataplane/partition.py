@@ -64,6 +64,9 @@ class Partition:
         # reaches a segment's size (a roll may have made a segment deletable).
         self.bytes_since_check = 0
         self.on_grown: Callable[[Partition], None] | None = None
+        # Called once, with the error, when a write of this partition's log fails (cluster
+        # mode: the node gives the partition up and takes it again from what was stored).
+        self.on_failed: Callable[[Partition, BaseException], None] | None = None
         self._failed = False
         self._failure: BaseException | None = None
         self.retired = False  # its log closed (given up or replaced): nothing more is stored
@@ -219,10 +222,13 @@ class Partition:
         return self.producers.txns.last_stable_offset(self.log.high_watermark)
 
     def _appended(self, fut: asyncio.Future[AppendResult]) -> None:
-        if not fut.cancelled() and fut.exception() is not None and not self._failed:
+        exc = None if fut.cancelled() else fut.exception()
+        if exc is not None and not self._failed:
             self._failed = True
-            self._failure = fut.exception()
-            log.error("%s-%d: append failed: %s", self.topic, self.index, fut.exception())
+            self._failure = exc
+            log.error("%s-%d: append failed: %s", self.topic, self.index, exc)
+            if self.on_failed is not None and not (self.closed or self.retired):
+                self.on_failed(self, exc)
         self.wake()
         if self.bytes_since_check >= self.settings.segment_bytes and self.on_grown is not None:
             self.bytes_since_check = 0

@@ -104,6 +104,9 @@ class TopicStore:
         # Cluster mode: LeaseKeeper.valid; while it is false (this node's leases may have
         # expired, as after a long pause) no partition is served as its leader.
         self.lease_valid: Callable[[str, int], bool] | None = None
+        # Cluster mode: called with (topic, partition, error) when a write of a partition
+        # led here fails; its log takes no more appends (ClusterNode gives it up).
+        self.on_log_failed: Callable[[str, int, BaseException], None] | None = None
         self.config = config
         self.catalog = catalog
         self.registry = TopicRegistry()

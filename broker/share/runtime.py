@@ -50,6 +50,9 @@ class ShareRuntime:
         # The admin paths' way to share-partition state, wherever it is; set by the broker
         # (in cluster mode, with the view and the clients of the other nodes).
         self.persister: SharePersister = SharePersister(self.partitions, TopicRegistry())
+        # Cluster mode: called with (topic id, partition, error) when a write of the share
+        # state of a topic partition led here fails (ClusterNode gives the partition up).
+        self.on_failed: Callable[[uuid.UUID, int, BaseException], None] | None = None
 
     @classmethod
     def from_config(cls, cfg) -> ShareRuntime:
@@ -120,10 +123,17 @@ class ShareRuntime:
         """Cluster mode: each topic partition's share state is a log of its own in the shared
         storage engine, written only by the node leading the topic partition (see lead)."""
         self.engine = engine
-        self.partitions.state_log = ShareStateLog(
+        state_log = ShareStateLog(
             Path("."), 0, LogConfig(segment_bytes=100 * 1024 * 1024), place=lambda k: k[1:]
         )
+        state_log.on_failed = self._slot_failed
+        self.partitions.state_log = state_log
         self._start_maintenance()
+
+    def _slot_failed(self, slot: Any, exc: BaseException) -> None:
+        topic_id, partition = slot
+        if self.on_failed is not None:
+            self.on_failed(topic_id, partition, exc)
 
     async def lead(self, topic_id: uuid.UUID, partition: int, epoch: int) -> None:
         """This node now leads topic_id-partition under `epoch`: read its share state back.

@@ -27,6 +27,7 @@ import base64
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Hashable
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,6 +54,12 @@ async def _close_quietly(plog: PartitionLog) -> None:
 
 def now_ms() -> int:
     return int(asyncio.get_running_loop().time() * 1000)
+
+
+def _failed(exc: BaseException) -> asyncio.Future[Any]:
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    fut.set_exception(exc)
+    return fut
 
 
 Opener = Callable[[Path, LogConfig], PartitionLog]
@@ -150,6 +157,11 @@ class ShareStateLog:
         # a snapshot is durable, so pruning below it never loses a state.
         self.snapshots: dict[Slot, dict[Key, tuple[int, int]]] = {}
         self.health: dict[Slot, PartitionHealth] = {}  # one node: each partition's load
+        # Cluster mode: called with (slot, error) when a write of a slot fails. The slot's log
+        # takes no more appends and what its share-partitions hold in memory may be ahead of
+        # it: the node gives the topic partition up and reads the state back when it takes
+        # it again.
+        self.on_failed: Callable[[Slot, BaseException], None] | None = None
 
     async def load(self) -> None:
         """One node: open and replay every partition of `__share_group_state`, each on its
@@ -237,14 +249,29 @@ class ShareStateLog:
         cluster mode a closed slot fails the write, since this node no longer leads it."""
         if not tails:
             return None
-        plog = self.logs.get(self.place(key))
+        slot = self.place(key)
+        plog = self.logs.get(slot)
         if plog is None:
             if not self.leased:
                 return None
-            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            failed.set_exception(LogFailedError(f"share state of {key} is not led here"))
-            return failed
-        return plog.append(build_tail_batch(tails), built_here=True)
+            fut = _failed(LogFailedError(f"share state of {key} is not led here"))
+            fut.add_done_callback(asyncio.Future.exception)  # perhaps awaited by nobody
+            return fut
+        try:
+            fut = plog.append(build_tail_batch(tails), built_here=True)
+        except LogFailedError as e:  # failed before: never raised at the caller
+            fut = _failed(e)
+        fut.add_done_callback(partial(self._written, slot, plog))
+        return fut
+
+    def _written(self, slot: Slot, plog: PartitionLog, fut: asyncio.Future[Any]) -> None:
+        # Retrieved here, so that a write nobody awaits (an acquisition's) is not reported
+        # as an exception never retrieved.
+        exc = None if fut.cancelled() else fut.exception()
+        if exc is None or self.logs.get(slot) is not plog:
+            return
+        if self.on_failed is not None:
+            self.on_failed(slot, exc)
 
     def write_snapshot(
         self, key: Key, state: PersistedState, snapshot_epoch: int

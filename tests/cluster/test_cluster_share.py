@@ -65,7 +65,13 @@ def _acquire(
 
 
 def _accept(
-    c: WireClient, topic_id: uuid.UUID, member: str, first: int, last: int, group: str = "sg"
+    c: WireClient,
+    topic_id: uuid.UUID,
+    member: str,
+    first: int,
+    last: int,
+    group: str = "sg",
+    epoch: int = 1,
 ) -> Any:
     batch = ShareAcknowledgeRequest.AcknowledgementBatch(
         first_offset=first, last_offset=last, acknowledge_types=[1]
@@ -76,7 +82,7 @@ def _accept(
     req = ShareAcknowledgeRequest(
         group_id=group,
         member_id=member,
-        share_session_epoch=1,
+        share_session_epoch=epoch,
         topics=[ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=topic_id, partitions=[part])],
     )
     resp = c.request(ApiKey.SHARE_ACKNOWLEDGE, 1, req)
@@ -290,5 +296,35 @@ def test_a_fetch_parked_while_the_partition_is_handed_off_acquires_nothing(
                 assert _acquire(c, topic_id, "m4", wait_ms=500) == []
         finally:
             k.proc.send_signal(signal.SIGCONT)
+    finally:
+        cluster.stop_all()
+
+
+def test_acknowledgements_refused_by_a_failed_state_write_are_not_kept(
+    tmp_path: Path,
+    pg_url: str,  # noqa: F811
+) -> None:
+    """A share state write that fails leaves the state log failed and the share-partition in
+    memory ahead of it: acknowledgements answered with an error but applied. The node gives
+    the topic partition up and reads the state back, so those records come again."""
+    from tests.cluster.test_cluster import _fail_inserts_of
+
+    cluster, topic_id, leader = _two_nodes(tmp_path, pg_url)
+    try:
+        k = cluster.nodes[leader]
+        with WireClient(k.host, k.port) as c:
+            assert _acquire(c, topic_id, "m1") == [(o, 1) for o in range(10)]
+            assert _accept(c, topic_id, "m1", 0, 4) == 0
+            _fail_inserts_of(pg_url, "__share_group_state:%")
+            try:
+                assert _accept(c, topic_id, "m1", 5, 9, epoch=2) != 0
+            finally:
+                _fail_inserts_of(pg_url, None)
+
+        def again() -> list[int]:
+            with WireClient(k.host, k.port) as c:
+                return [o for o, _ in _acquire(c, topic_id, "m2")]
+
+        assert wait_for(again, 30, "records") == list(range(5, 10))
     finally:
         cluster.stop_all()
