@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from broker.dataplane.catalog_eras import CatalogEras
 from broker.loading import PartitionHealth, load_until_served
 from broker.tasks import BackgroundTasks
 from coordinator.config import GroupConfig
@@ -209,6 +210,7 @@ class GroupRuntime:
         self._load_slots = asyncio.Semaphore(LOAD_CONCURRENCY)
         # Per partition, topics deleted while its shard was not loaded (see on_topic_deleted).
         self._deleted_while_unloaded: list[set[str]] = [set() for _ in range(self.partitions)]
+        self._eras: CatalogEras | None = None  # cluster mode: see track_commits
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
         self.on_event: Callable[[Any], None] | None = None
@@ -375,6 +377,8 @@ class GroupRuntime:
             raise PartitionGivenUp(p)
         self.logs[p] = plog
         self._tail[p] = None  # a failed write of the previous shard is not this one's
+        if self._eras is not None:
+            shard.state.offsets.track(self._eras.current)
         self.shards[p] = shard
         if self.owned is not None and self.on_reload is not None:
             self.on_reload(p)  # cluster mode: now served here
@@ -428,16 +432,42 @@ class GroupRuntime:
             _replay_open_txn(path, shard, pid, records, latest)
         return shard, count
 
-    def on_topic_deleted(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
+    def track_commits(self, eras: CatalogEras) -> None:
+        """Cluster mode: note which offsets each shard sets in which era of this node's
+        catalog reads, so that a deletion seen late keeps the commits made since the latest
+        read that still showed the topic (broker/dataplane/catalog_eras.py)."""
+        self._eras = eras
+        eras.on_begin.append(self._begin_era)
+        eras.on_seen.append(self._saw_era)
+
+    def _begin_era(self, era: int) -> None:
+        for shard in self.shards:
+            if shard is not None:
+                shard.state.offsets.begin_era(era)
+
+    def _saw_era(self, era: int) -> None:
+        for shard in self.shards:
+            if shard is not None:
+                shard.state.offsets.forget_before(era)
+
+    def on_topic_deleted(
+        self, name: str, partitions: int, topic_id: uuid.UUID, since: int | None = None
+    ) -> None:
         """Tombstones for every group's offsets of a deleted topic, as Kafka's coordinator
         writes on a topic deletion. Written now on the loaded shards, so a commit to a topic
         of that name created again afterwards comes later in the log; a shard still loading
-        gets them once loaded (or reloaded)."""
+        here gets them once loaded (or reloaded). ``since``: offsets set in that era or later
+        are kept (a deletion on another node, seen late: catalog_eras.py).
+
+        A partition coordinated by another node is not this node's to change, now or when it
+        takes it later: its coordinator writes the tombstones, and what its log holds by the
+        time this node takes it may be commits to the topic created again."""
         for p, shard in enumerate(self.shards):
             if shard is None:
-                self._deleted_while_unloaded[p].add(name)
+                if self.owned is None or p in self.owned:
+                    self._deleted_while_unloaded[p].add(name)
             else:
-                self._apply(p, shard.delete_topic_offsets({name}, now_ms()))
+                self._apply(p, shard.delete_topic_offsets({name}, now_ms(), since))
 
     async def close(self) -> None:
         self._tasks.cancel()

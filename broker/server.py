@@ -177,6 +177,8 @@ class Broker:
                 state.groups.open_log,
             )
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
+        if clustered:
+            state.groups.track_commits(state.data.eras)
         state.data.on_topic_deleted.append(state.share.on_topic_deleted)
         state.data.on_topic_deleted.append(state.lag.on_topic_deleted)
         state.groups.start()
