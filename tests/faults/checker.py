@@ -456,6 +456,13 @@ def check(
     owners, zombies = ownership_overlap(ops)
     rep.add("two-owners", owners)
     rep.stats["zombie-member.overlaps"] = zombies  # not anomalies: see ownership_overlap
+    # Why aiokafka members started partitions from auto_offset_reset (the worker's
+    # position_reset): no committed offset (a new group), or a Fetch answered
+    # OFFSET_OUT_OF_RANGE, which a broker that lost no data answers a committed position never.
+    resets = [o for o in ops if o["op"] == "position_reset"]
+    rep.stats["position-reset.out-of-range"] = sum(
+        1 for o in resets if o["why"].startswith("Fetch offset")
+    )
     prod = produced(ops, final["records"])
     rep.add("produce-lost", [a for a in prod if " acknowledged " in a])
     rep.add("produce-duplicate", [a for a in prod if " acknowledged " not in a])

@@ -112,3 +112,15 @@ def test_share_checks_report_what_the_broker_promises_only() -> None:
     stale = [acq("a", 1, dc=2), *ack("a", 2), acq("b", 3, dc=1)]
     found, stats = C.share_records(stale, one)
     assert found == [] and stats["share.stale_deliveries"] == 1
+
+
+def test_aiokafka_resets_by_out_of_range_fetches_are_counted() -> None:
+    def reset(why: str) -> dict:
+        return {"op": "position_reset", "t": 1.0, "group": "cg-aio", "why": why}
+
+    ops = [
+        reset("No committed offset found for TopicPartition(topic='data', partition=0)"),
+        reset("Fetch offset 5879 is out of range for partition TopicPartition(...), resetting"),
+    ]
+    rep = C.check(ops, {"committed": {}, "records": {}}, [], 3.0)
+    assert rep.stats["position-reset.out-of-range"] == 1 and rep.anomalies == []
