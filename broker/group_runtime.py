@@ -269,6 +269,9 @@ class GroupRuntime:
         self.owned[p] = epoch
         self.health[p] = PartitionHealth()
         self._gen[p] += 1
+        # Deletions seen during an earlier tenure's load are not this one's: its previous
+        # owner applied them (on_topic_deleted).
+        self._deleted_while_unloaded[p] = set()
         try:
             await self._load_partition(p)
         except FencedError:
