@@ -109,3 +109,50 @@ async def test_a_partition_whose_log_failed_answers_storage_error_whatever_the_s
             assert code == ErrorCode.KAFKA_STORAGE_ERROR
     finally:
         await part.close()
+
+
+async def test_a_gap_early_in_a_tenure_is_answered_not_stored_not_out_of_order(
+    tmp_path: Path,
+) -> None:
+    """Cluster mode: a producer's batch was refused NOT_LEADER_OR_FOLLOWER at the end of a
+    tenure (a lease lost, or flapping under load) and the next batch it had pipelined reaches
+    the partition once led again: a gap. OUT_OF_ORDER_SEQUENCE_NUMBER made librdkafka bump
+    its epoch and number afresh batches perhaps stored on other partitions (a fault run stored
+    8 records twice); early in the tenure the gap is answered NOT_LEADER_OR_FOLLOWER (not
+    stored: sent again, in order). Once the producer appended in the tenure, or after the
+    settling time, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER as Kafka answers it."""
+    from broker.dataplane.partition import load_producer_state
+    from storage.log import Log
+
+    OUT_OF_ORDER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    cfg = load_config(env={}, overrides={})
+    settings = TopicSettings.resolve(cfg, {})
+    first = Partition.open(tmp_path / "t-0", "t", 0, settings, cfg.durability)
+    stored = _seq_batch(0)  # seq 0..2, stored at the previous tenure
+    _, _, write = first.append(stored, parse_batch_header(stored))
+    await write
+    await first.close()
+
+    def tenure(settling_s: float) -> Partition:
+        log_ = Log.open(tmp_path / "t-0", settings.log_config(), cfg.durability)
+        producers = load_producer_state(log_)
+        return Partition("t", 0, log_, settings, producers, leader_epoch=2, settling_s=settling_s)
+
+    part = tenure(10.0)
+    try:
+        ahead = _seq_batch(6)  # seq 3..5 was refused at the previous tenure
+        assert part.append(ahead, parse_batch_header(ahead))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        for b in (_seq_batch(3), ahead):  # sent again in order: both stored
+            code, _, write = part.append(b, parse_batch_header(b))
+            assert code == ErrorCode.NONE
+            await write
+        gap = _seq_batch(12)  # the producer appended in this tenure: a real gap
+        assert part.append(gap, parse_batch_header(gap))[0] == OUT_OF_ORDER
+    finally:
+        await part.close()
+    part = tenure(0.0)  # settled (or one node): as Kafka
+    try:
+        gap = _seq_batch(12)
+        assert part.append(gap, parse_batch_header(gap))[0] == OUT_OF_ORDER
+    finally:
+        await part.close()
