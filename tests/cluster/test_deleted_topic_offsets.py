@@ -16,7 +16,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 from tests.cluster.harness import SETTINGS, Cluster, wait_for
 from tests.dataplane.races import create_request, delete_request, pipeline
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.wire import WireClient
 
 GROUP = "readers"
@@ -71,7 +70,7 @@ def _commit_soon(c: WireClient, offset: int) -> None:
 
 def test_commits_to_a_topic_created_again_survive_the_deletion_of_the_old_one(
     tmp_path: Path,
-    pg_url: str,  # noqa: F811
+    pg_url: str,
 ) -> None:
     cluster = Cluster(tmp_path, pg_url, SETTINGS)
     try:
