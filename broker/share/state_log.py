@@ -127,6 +127,10 @@ def update_record(key: Key, update: StateUpdate, snapshot_epoch: int) -> bytes:
 Slot = Hashable  # where a key's records go: a partition number, or (topic id, partition)
 
 
+class SlotClosedError(Exception):
+    """The slot was closed (its topic partition given up) while it was being opened."""
+
+
 class ShareStateLog:
     """The logs that hold share-partition state, each a `slot`. On one node the slots are the
     partitions of `__share_group_state`, all opened at start (`load`). In cluster mode
@@ -157,6 +161,8 @@ class ShareStateLog:
         # a snapshot is durable, so pruning below it never loses a state.
         self.snapshots: dict[Slot, dict[Key, tuple[int, int]]] = {}
         self.health: dict[Slot, PartitionHealth] = {}  # one node: each partition's load
+        # Per slot being opened: the token of that open (a close, or a newer open, ends it).
+        self._opening: dict[Slot, object] = {}
         # Cluster mode: called with (slot, error) when a write of a slot fails. The slot's log
         # takes no more appends and what its share-partitions hold in memory may be ahead of
         # it: the node gives the topic partition up and reads the state back when it takes
@@ -208,21 +214,37 @@ class ShareStateLog:
         self.snapshots.pop(slot, None)
 
     async def open_slot(self, slot: Slot, plog: PartitionLog) -> None:
-        """Replay the slot's log; from now on its keys' changes are written to it."""
+        """Replay the slot's log; from now on its keys' changes are written to it. Raises
+        SlotClosedError if the slot is closed meanwhile: found by the fault harness, a close
+        that ran between two chunks of the replay dropped the states folded so far, the
+        replay went on folding updates with no snapshot under them (ignored), and the slot
+        opened without its share-partitions' states, which then restarted from
+        share.auto.offset.reset (1,000 accepted records delivered again)."""
+        token = object()
+        self._opening[slot] = token
         self.snapshots[slot] = {}
-        await self._replay(slot, plog)
+        try:
+            await self._replay(slot, plog, token)
+        finally:
+            if self._opening.get(slot) is token:
+                del self._opening[slot]
         self.logs[slot] = plog
 
     async def close_slot(self, slot: Slot) -> None:
-        """Stop writing the slot (another node leads it now): its loaded states go."""
+        """Stop writing the slot (another node leads it now): its loaded states go, and an
+        open of it under way fails."""
+        self._opening.pop(slot, None)
         plog = self.logs.pop(slot, None)
         self._drop_slot_states(slot)
         if plog is not None:
             await _close_quietly(plog)
 
-    async def _replay(self, p: Slot, plog: PartitionLog) -> None:
+    async def _replay(self, p: Slot, plog: PartitionLog, token: object | None = None) -> None:
         loaded_at = now_ms()
+        snapshots = self.snapshots[p]
         async for chunk in replay_batches(plog):
+            if token is not None and self._opening.get(p) is not token:
+                raise SlotClosedError(f"{sr.SHARE_STATE_TOPIC} {p}: closed while it was opened")
             for header, records in chunk:
                 if header.is_control:
                     continue
@@ -237,11 +259,11 @@ class ShareStateLog:
                     self._fold.apply(rec)
                     key = (rec.key.group_id, rec.key.topic_id, rec.key.partition)
                     if rec.value is None:
-                        self.snapshots[p].pop(key, None)
+                        snapshots.pop(key, None)
                     elif rec.type == sr.SHARE_SNAPSHOT:
                         # Its age is unknown: counted from the load, so it is rewritten one
                         # cold-snapshot interval on.
-                        self.snapshots[p][key] = (record[0], loaded_at)
+                        snapshots[key] = (record[0], loaded_at)
 
     def write(self, key: Key, tails: list[bytes]) -> Awaitable[Any] | None:
         """Append the records of one share-partition as one batch; the awaitable completes
