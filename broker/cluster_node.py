@@ -343,10 +343,26 @@ class ClusterNode:
                 if part is not None:
                     part.leading = False  # now, not when the task runs
                 task = loop.create_task(self._resign_lost(topic, partition))
-            # The loop keeps only weak references to tasks: hold each until it is done.
-            self._loading.add(task)
-            task.add_done_callback(self._loading.discard)
-            self._unloads[topic, partition] = task
+            self._track_unload((topic, partition), task)
+
+    def _track_unload(self, key: tuple[str, int], task: asyncio.Task[None]) -> None:
+        """Register an unload for a take of the partition to wait for. One still running for
+        the same partition (a failed write's give-up, then the lease lost) stays awaited: the
+        entry becomes a task that ends when both have (a take that waited only for the later
+        one overlapped the earlier one's resignation, which closed the new tenure's share
+        state while it was read back)."""
+        # The loop keeps only weak references to tasks: hold each until it is done.
+        self._loading.add(task)
+        task.add_done_callback(self._loading.discard)
+        earlier = self._unloads.get(key)
+        if earlier is not None and not earlier.done():
+            both = asyncio.get_running_loop().create_task(_both(earlier, task))
+            self._loading.add(both)
+            both.add_done_callback(self._loading.discard)
+            self._unloads[key] = both
+            both.add_done_callback(self._unloaded)
+        else:
+            self._unloads[key] = task
             task.add_done_callback(self._unloaded)
 
     def _unloaded(self, task: asyncio.Task[None]) -> None:
@@ -378,10 +394,7 @@ class ClusterNode:
             exc,
         )
         task = asyncio.get_running_loop().create_task(self._give_up_failed(held[0], fenced))
-        self._loading.add(task)
-        task.add_done_callback(self._loading.discard)
-        self._unloads[key] = task
-        task.add_done_callback(self._unloaded)
+        self._track_unload(key, task)
 
     def _share_log_failed(self, topic_id: uuid.UUID, partition: int, exc: BaseException) -> None:
         topic = self.data.registry.by_id(topic_id)
@@ -412,3 +425,7 @@ class ClusterNode:
     def _txns(self) -> TxnRuntime:
         assert self.txns is not None
         return self.txns
+
+
+async def _both(a: asyncio.Task[None], b: asyncio.Task[None]) -> None:
+    await asyncio.gather(a, b, return_exceptions=True)
