@@ -156,3 +156,36 @@ async def test_a_gap_early_in_a_tenure_is_answered_not_stored_not_out_of_order(
         assert part.append(gap, parse_batch_header(gap))[0] == OUT_OF_ORDER
     finally:
         await part.close()
+
+
+async def test_a_fetch_is_not_answered_from_a_retired_tenure(tmp_path: Path) -> None:
+    """Cluster mode: a long poll woken by its partition's handoff (or a lost lease) is
+    answered NOT_LEADER_OR_FOLLOWER, not from the retired tenure's log, whose offsets stopped
+    there (a fault run saw an aiokafka member reset to earliest by OFFSET_OUT_OF_RANGE while a
+    partition changed hands). A deleted partition still answers as gone."""
+    import uuid
+
+    from broker.apis.fetch import _build, _Topic, _Wanted
+
+    cfg = load_config(env={}, overrides={})
+    settings = TopicSettings.resolve(cfg, {})
+    part = Partition.open(tmp_path / "t-0", "t", 0, settings, cfg.durability)
+    try:
+        data = _seq_batch(0)
+        _, _, write = part.append(data, parse_batch_header(data))
+        await write
+
+        def answer() -> int:
+            wanted = _Wanted(0, part, ErrorCode.NONE, 0, 1 << 20)
+            resp, _, _ = _build([_Topic("t", uuid.uuid4(), [wanted])], 1 << 20, False)
+            return resp.responses[0].partitions[0].error_code
+
+        assert answer() == ErrorCode.NONE
+        part.leading = False  # resigned (a handoff, or the lease lost)
+        part.retired = True
+        assert answer() == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        part.closed = True  # deleted meanwhile
+        assert answer() == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        part.closed = False
+        await part.close()
