@@ -264,9 +264,7 @@ class _StateCollector:
 def _group_families(runtime: Any) -> Iterator[Any]:
     groups: Tally[tuple[str, str]] = Tally()
     members: Tally[str] = Tally()
-    for shard in runtime.shards:
-        if shard is None:
-            continue
+    for shard in runtime.shards.values():
         for g in shard.groups.values():
             groups[(g.type, str(g.state))] += 1
             members[g.type] += len(g.members)
@@ -292,7 +290,7 @@ def _group_families(runtime: Any) -> Iterator[Any]:
     loaded = GaugeMetricFamily(
         "kcoord_offsets_partitions_loaded", "__consumer_offsets partitions loaded and served."
     )
-    loaded.add_metric([], sum(1 for s in runtime.shards if s is not None))
+    loaded.add_metric([], len(runtime.shards))
     yield loaded
     unhealthy: dict[int, Any] = getattr(runtime, "unhealthy_partitions", dict)()
     fam = GaugeMetricFamily(
@@ -331,7 +329,7 @@ def _log_families(state: Any) -> Iterator[Any]:
                 add(topic, getattr(p, "log", None))
     runtime = state.groups
     if runtime is not None:
-        for plog in runtime.logs:
+        for plog in runtime.logs.values():
             add(OFFSETS_TOPIC, plog)
     fam = GaugeMetricFamily(
         "kcoord_log_size_bytes", "Bytes in the log segments of each topic.", labels=["topic"]

@@ -9,7 +9,7 @@ import logging
 import socket
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import broker.apis  # noqa: F401  (registers every API handler)
 from broker.cluster import cluster_identity, load_identity
@@ -18,10 +18,11 @@ from broker.cluster_view import ClusterView, format_endpoints
 from broker.config import Config, ConfigView, listener_setting, listener_view
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
-from broker.group_runtime import GroupRuntime, LogOpener
+from broker.group_runtime import GroupRuntime
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
+from broker.ownership import LogOpener
 from broker.peers import PeerClients, PeerSecurity
 from broker.security.acls import Authorizer, parse_super_users
 from broker.security.client import jaas_credentials
@@ -36,6 +37,9 @@ from broker.txn_runtime import TxnRuntime
 from protocol.coordinator_records import OFFSETS_TOPIC
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError, TopicLog
+
+if TYPE_CHECKING:
+    from broker.partition_runtime import Slots
 
 log = logging.getLogger("kcoord.server")
 
@@ -74,7 +78,6 @@ class Broker:
         self._group_store: Any = None  # storage.postgres.store.PgStore when configured
         self.cluster_node: ClusterNode | None = None  # cluster mode (the PostgreSQL engine)
         self._peers: PeerClients | None = None  # requests to other nodes (txn markers)
-        self._first_round: asyncio.Future | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -178,7 +181,7 @@ class Broker:
             state.groups,
             state.data,
             open_leased=self._group_store.open_leased if clustered else None,
-            view=state.cluster if clustered else None,
+            view=state.cluster,
             peers=self._peers,
         )
         state.txns.start()
@@ -201,9 +204,8 @@ class Broker:
             self.cluster_node = ClusterNode(
                 self._group_store.pool,
                 state.cluster,
-                state.groups,
+                [state.groups.runtime, state.txns.runtime],
                 state.data,
-                state.txns,
                 (inter_broker.advertised_host, inter_broker.advertised_port),
                 cfg.get("kcoord.cluster.lease.ms"),
                 cfg.get("kcoord.cluster.renew.interval.ms"),
@@ -218,9 +220,6 @@ class Broker:
             # Serve once the first round has taken this node's partitions: a client that
             # connects at "ready" finds the leaders (the offsets partitions may still load).
             await self.cluster_node.first_round.wait()
-            self._first_round = asyncio.ensure_future(
-                _loaded_after_first_round(state, self.cluster_node)
-            )
 
         def connect(listener: Listener) -> Connection:
             conn = Connection(state, max_frame, listener=listener)
@@ -277,8 +276,6 @@ class Broker:
             # Hand every partition off while still answering (NOT_COORDINATOR sends clients
             # to the new owners), as Kafka's controlled shutdown moves leadership first.
             await self.cluster_node.stop()
-        if self._first_round is not None:
-            self._first_round.cancel()
         if self._idle_sweeper is not None:
             self._idle_sweeper.cancel()
         if self._publisher is not None:
@@ -357,56 +354,26 @@ class Broker:
 
 
 async def _publish_offsets_topic(state: BrokerState) -> None:
-    """Once the group runtime has opened `__consumer_offsets`, list it in Metadata as an
-    internal topic and serve Fetch/ListOffsets of it, as Kafka does (its tools read it)."""
-    groups, data = state.groups, state.data
+    """List `__consumer_offsets` in Metadata as an internal topic and serve Fetch/ListOffsets
+    of the partitions this node coordinates, as Kafka does (its tools read it): republished
+    whenever one starts or stops being served here, woken after each durable write."""
+    runtime, data = state.groups.runtime, state.data
     assert data is not None  # the server builds the data plane before it starts this task
-    if groups.owned is not None:
-        # Cluster mode: the partitions this node coordinates, republished as they come and go.
-        await data.register_internal(OFFSETS_TOPIC, groups.partitions)
-        # The group runtime's logs are the engine's (PgLog): topic logs as well.
-        logs = cast(list[TopicLog | None], groups.logs)
+    await data.register_internal(OFFSETS_TOPIC, runtime.partitions)
+    # The runtime's logs are topic logs on every engine (the file Log, PgLog).
+    logs = cast("Slots[int, TopicLog]", runtime.logs)
 
-        def publish(_: int = -1) -> None:
-            data.attach(OFFSETS_TOPIC, logs, groups.owned)
-
-        groups.on_durable = functools.partial(_wake, data)
-        groups.on_reload = publish
-        publish()
-        return
-    await groups.loaded.wait()
-    await data.register_internal(OFFSETS_TOPIC, groups.partitions)
-    data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
+    def publish(_: int = -1) -> None:
+        data.attach(OFFSETS_TOPIC, [logs[p] for p in range(runtime.partitions)], runtime.owned)
 
     def wake(p: int) -> None:
         partition = data.partition(OFFSETS_TOPIC, p)
         if partition is not None:
             partition.wake()
 
-    groups.on_durable = wake
-
-    def reattach(p: int) -> None:
-        # A partition's log was reopened after a failed write: serve Fetch from the new one.
-        if all(plog is not None for plog in groups.logs):
-            data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
-
-    groups.on_reload = reattach
-
-
-def _wake(data: TopicStore, p: int) -> None:
-    partition = data.partition(OFFSETS_TOPIC, p)
-    if partition is not None:
-        partition.wake()
-
-
-async def _loaded_after_first_round(state: BrokerState, node: ClusterNode) -> None:
-    """Cluster mode: the runtime counts as loaded once the first balance round took this
-    node's partitions and they loaded."""
-    await node.first_round.wait()
-    groups = state.groups
-    while groups.owned is not None and any(groups.shards[p] is None for p in groups.owned):
-        await asyncio.sleep(0.05)
-    groups.loaded.set()
+    runtime.on_durable = wake
+    runtime.on_change = publish
+    publish()
 
 
 async def _reload_tls(contexts: list[TlsContext], every_ms: int) -> None:

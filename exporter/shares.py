@@ -99,7 +99,7 @@ def _scans(source: str, topic: str) -> Iterator[tuple[int, SegmentScan]]:
         from exporter import pgread
 
         # Cluster mode keeps each topic's share state in logs of its own, named
-        # "<topic>:<topic id>" (broker.share.runtime.leased_state_log_name).
+        # "<topic>:<topic id>" (broker.share.state_log.leased_state_log_name).
         logs = pgread.partitions_of_logs(
             source, lambda name: name == topic or name.startswith(topic + ":")
         )

@@ -105,7 +105,7 @@ class SharePartitions:
         share-partition for key (the caller then looks up the offset by time), else None."""
         if key in self.partitions:
             return None
-        if self.state_log is not None and key in self.state_log.states:
+        if self.state_log is not None and self.state_log.stored(key) is not None:
             return None
         from broker.share.group_configs import reset_duration_ms
 
@@ -122,7 +122,7 @@ class SharePartitions:
             sp.config = self.config_for(key[0])  # a group config may have changed
             return sp
         config = self.config_for(key[0])
-        stored = self.state_log.states.pop(key, None) if self.state_log is not None else None
+        stored = self.state_log.take_stored(key) if self.state_log is not None else None
         if stored is not None:
             sp = SharePartition.restore(stored, config)
             sp.advance_start(log_start)
@@ -147,7 +147,7 @@ class SharePartitions:
         the share-partition was never initialised."""
         sp = self.partitions.get(key)
         if sp is None:
-            stored = self.state_log.states.get(key) if self.state_log is not None else None
+            stored = self.state_log.stored(key) if self.state_log is not None else None
             if stored is None:
                 return None
             sp = SharePartition.restore(stored, self.settings.partition)  # a look, not kept
@@ -163,7 +163,7 @@ class SharePartitions:
         """Start the share-partition afresh at start_offset: nothing in flight, the delivery
         counts forgotten (Kafka's InitializeShareGroupState), persisted as a new snapshot."""
         if self.state_log is not None:
-            self.state_log.states.pop(key, None)
+            self.state_log.take_stored(key)
         sp = self.partitions[key] = SharePartition(
             start_offset, self.config_for(key[0]), state_epoch=state_epoch
         )
@@ -179,7 +179,7 @@ class SharePartitions:
         self._updates.pop(key, None)
         if self.state_log is None:
             return None
-        if not known and key not in self.state_log.states:
+        if not known and self.state_log.stored(key) is None:
             return None
         return self.state_log.delete(key)
 
@@ -199,17 +199,16 @@ class SharePartitions:
         from broker.share.state_log import update_record
 
         self._updates[key] = self._updates.get(key, 0) + 1
-        epoch = self.state_log.snapshot_epochs.get(key, 0)
+        epoch = self.state_log.snapshot_epoch(key)
         return self.state_log.write(key, [update_record(key, update, epoch)])
 
     def _snapshot(self, key: Key, sp: SharePartition) -> Awaitable[Any] | None:
         sp.take_update()
         if self.state_log is None:
             return None
-        epochs = self.state_log.snapshot_epochs
-        epochs[key] = epochs.get(key, -1) + 1
+        epoch = self.state_log.next_snapshot_epoch(key)
         self._updates[key] = 0
-        return self.state_log.write_snapshot(key, sp.snapshot(), epochs[key])
+        return self.state_log.write_snapshot(key, sp.snapshot(), epoch)
 
     def persist_all(self) -> list[Awaitable[Any]]:
         writes = [self.persist(k, sp) for k, sp in self.partitions.items()]
@@ -244,7 +243,7 @@ class SharePartitions:
         """Every share-partition with a state: in use, or stored and not yet read."""
         keys = set(self.partitions)
         if self.state_log is not None:
-            keys.update(self.state_log.states)
+            keys.update(self.state_log.stored_keys())
         return keys
 
     # ---- keeping __share_group_state short
@@ -262,12 +261,12 @@ class SharePartitions:
             if age is None or age < older_than_ms:
                 continue  # fresh, or its first snapshot is still being written
             sp = self.partitions.get(key)
+            stored = state_log.stored(key)
             if sp is not None:
                 writes.append(self._snapshot(key, sp))
-            else:
-                epochs = state_log.snapshot_epochs
-                epochs[key] = epochs.get(key, -1) + 1
-                writes.append(state_log.write_snapshot(key, state_log.states[key], epochs[key]))
+            elif stored is not None:
+                epoch = state_log.next_snapshot_epoch(key)
+                writes.append(state_log.write_snapshot(key, stored, epoch))
         return [w for w in writes if w is not None]
 
     async def prune_state_log(self) -> int:

@@ -10,24 +10,19 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from broker.ownership import LogOpener
 from broker.share.partitions import SharePartitions, ShareSettings, now_ms
 from broker.share.persister import SharePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
-from broker.share.state_log import Opener, ShareStateLog, topic_id_string
+from broker.share.state_log import ShareStateLog, leased_state_log_name
 from broker.topics import TopicRegistry
 from coordinator.share.events import ShareMemberGone
-from storage.log import FencedError
 from storage.logconfig import LogConfig
 
 log = logging.getLogger("kcoord.share")
 
 
-def leased_state_log_name(topic_id: uuid.UUID) -> str:
-    """Cluster mode: the engine's name for a topic's share state logs, one per partition. The
-    colon keeps it out of the topic namespace."""
-    return f"__share_group_state:{topic_id_string(topic_id)}"
-
-
+STATE_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024)
 # How long a member that left its share group keeps its share session (see member_gone).
 MEMBER_GONE_GRACE_S = 5.0
 
@@ -103,23 +98,24 @@ class ShareRuntime:
             self.sessions.remove(group_id, member_id)
             self.partitions.release_member(group_id, member_id)
 
-    async def open_state_log(self, data_dir: Path, partitions: int, open_log: Opener) -> None:
+    async def open_state_log(self, data_dir: Path, partitions: int, open_log: LogOpener) -> None:
         """Replay `__share_group_state` (broker/share/state_log.py); from now on every
         share-partition's changes are written there."""
-        state_log = ShareStateLog(
-            data_dir, partitions, LogConfig(segment_bytes=100 * 1024 * 1024), open_log
-        )
+        state_log = ShareStateLog(data_dir, partitions, STATE_LOG_CONFIG, open_log)
+        self._use(state_log)
         await state_log.load()
-        self.partitions.state_log = state_log
-        self._start_maintenance()
 
     def use_engine(self, engine: Any) -> None:
         """Cluster mode: each topic partition's share state is a log of its own in the shared
         storage engine, written only by the node leading the topic partition (see lead)."""
         self.engine = engine
-        self.partitions.state_log = ShareStateLog(
-            Path("."), 0, LogConfig(segment_bytes=100 * 1024 * 1024), place=lambda k: k[1:]
-        )
+        self._use(ShareStateLog(Path("."), 0, STATE_LOG_CONFIG, engine=engine))
+
+    def _use(self, state_log: ShareStateLog) -> None:
+        self.partitions.state_log = state_log
+        # A slot unloaded (a failed write, a handoff): its share-partitions leave memory and
+        # are restored from what its log kept.
+        state_log.on_unload = self.partitions.unload
         self._start_maintenance()
 
     async def lead(self, topic_id: uuid.UUID, partition: int, epoch: int) -> None:
@@ -129,18 +125,13 @@ class ShareRuntime:
         state_log = self.partitions.state_log
         if state_log is None or self.engine is None:
             return
-        name = leased_state_log_name(topic_id)
-        if not await self.engine.take_epoch(name, partition, epoch):
-            raise FencedError(f"{name}-{partition}: a newer leader than epoch {epoch} took it")
-        plog = await self.engine.open_leased(name, partition, state_log.log_config, epoch)
-        await state_log.open_slot((topic_id, partition), plog)
+        await state_log.lead(topic_id, partition, epoch)
 
     async def resign(self, topic_id: uuid.UUID, partition: int) -> None:
         state_log = self.partitions.state_log
         if state_log is None or self.engine is None:
             return
-        self.partitions.unload((topic_id, partition))
-        await state_log.close_slot((topic_id, partition))
+        await state_log.resign(topic_id, partition)
 
     def _start_maintenance(self) -> None:
         self._maintenance = [

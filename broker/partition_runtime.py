@@ -1,0 +1,479 @@
+"""kcoord's coordinator runtime (Kafka's `CoordinatorRuntime`): the partitions of one
+coordinator topic that this node serves, each a log and the state replayed from it.
+
+The group coordinator (`__consumer_offsets`), the transaction coordinator
+(`__transaction_state`) and the share-partition state (`__share_group_state`) each run on one
+`PartitionRuntime`. What differs between them is their `Coordinator`: how a log is folded into
+a state (`fold`), and what happens when a partition starts or stops being served. What differs
+between one node and a cluster is only who calls `take` and `give_up`, the ownership source
+(`broker/ownership.py`): the file engine's node takes every partition at epoch 0 when it
+starts, a cluster node takes a partition when it acquires its lease.
+
+A partition's life:
+
+* ``take(p, epoch)``: p is this node's under ``epoch``. Its log is opened under that epoch (a
+  write of a stale owner is fenced), every batch replayed into a fresh state, and the state
+  served. Requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS (`unavailable`). A failed load
+  is retried until it serves (`broker/loading.py`: damage quarantined, other errors retried
+  with backoff), one partition apart from the others.
+* ``write(p, batch, replies)`` / ``append(p, batch)``: the write model. The state took the
+  change already (it is a fold over the same records); the batch is appended, and its replies
+  are released only once it is durable, with those of every other write of the same flush.
+  A failed write leaves a state ahead of its log: the partition is unloaded (parked requests
+  answered) and loaded again from what the log kept, which rolls back everything not durable,
+  as Kafka's coordinator reverts to its last committed snapshot. A write refused as fenced
+  means another node owns the partition now: it is given up, not reloaded.
+* ``give_up(p, flush)``: a handoff (writes in flight finish first) or a lost lease.
+
+The runtime also owns the clock: keyed timers per partition (`arm`, cancelled when the
+partition unloads) and the coordinator's background jobs (`spawn`: retention, expiry,
+compaction), cancelled on `close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from broker.loading import PartitionHealth, load_until_served
+from broker.tasks import BackgroundTasks
+from protocol.errors import ErrorCode
+from protocol.records import BatchHeader, RecordTuple
+from storage.log import AppendResult, FencedError, LogFailedError
+from storage.partitionlog import PartitionLog, replay_batches
+
+P = TypeVar("P", bound=Hashable)  # a partition: its number, or (topic id, partition) for slots
+S = TypeVar("S")  # a partition's state
+V = TypeVar("V")
+S_co = TypeVar("S_co", covariant=True)
+P_contra = TypeVar("P_contra", bound=Hashable, contravariant=True)
+
+REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
+LOAD_CONCURRENCY = 4  # partitions loading at once: one opens its log while another replays
+
+
+def now_ms() -> int:
+    """The wall clock in ms, as coordinators are given it."""
+    return time.time_ns() // 1_000_000
+
+
+class Fold(Protocol[S_co]):
+    """The replay of one partition's log into its state (principle 1: a state is a fold over
+    records; live writes apply the same records)."""
+
+    @property
+    def state(self) -> S_co: ...
+
+    def replay(self, header: BatchHeader, records: list[RecordTuple]) -> None:
+        """One durable batch, in log order."""
+        ...
+
+    def finish(self) -> Iterator[None]:
+        """The end of the log: complete the state, yielding now and then (the runtime hands
+        the event loop to others at each yield)."""
+        ...
+
+
+class Coordinator(Protocol[P_contra, S]):
+    """What one kind of coordinator gives its runtime."""
+
+    def fold(self, p: P_contra) -> Fold[S]:
+        """A fresh fold for partition p's log."""
+        ...
+
+    def on_loaded(self, p: P_contra, state: S) -> None:
+        """p is served from ``state`` now (its timers, the work its log says is owed)."""
+        ...
+
+    def on_unloaded(self, p: P_contra, state: S) -> None:
+        """p is no longer served from ``state`` (a failed write, a handoff, a lost lease):
+        answer what waits in it."""
+        ...
+
+    def release(self, p: P_contra, waiting: list[Any], error: BaseException | None) -> None:
+        """The flush that ``waiting`` (the ``replies`` of `PartitionRuntime.write`) joined is
+        durable, or failed with ``error``."""
+        ...
+
+    def timer(self, p: P_contra, state: S, key: Hashable) -> None:
+        """A timer p's state asked for (`PartitionRuntime.arm`) is due."""
+        ...
+
+
+# Opens partition p's log under a fencing epoch (a file log ignores it).
+Opener = Callable[[P, int], Awaitable[PartitionLog]]
+
+
+class PartitionGivenUp(Exception):
+    """The partition stopped being this node's while it loaded."""
+
+
+class Slots(dict[P, V]):
+    """Per partition, what this node has of it: ``slots[p]`` is None where it has nothing."""
+
+    def __missing__(self, key: P) -> None:
+        return None
+
+
+class PartitionRuntime(Generic[P, S]):
+    def __init__(
+        self,
+        topic: str,
+        partitions: int,
+        coordinator: Coordinator[P, S],
+        open_log: Opener[P],
+        *,
+        data_dir: Path,
+        log: logging.Logger,
+        label: Callable[[P], str] | None = None,
+        before_compaction: Callable[[P, PartitionLog], None] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partitions = partitions  # how many the topic has (slots may be keyed otherwise)
+        self.coordinator = coordinator
+        self.open_log = open_log
+        self.data_dir = Path(data_dir)
+        self.log = log
+        self.label: Callable[[P], str] = label or (lambda p: f"{topic}-{p}")
+        self.owned: dict[P, int] = {}  # partition -> the epoch it is this node's under
+        self.states: Slots[P, S] = Slots()  # served partitions
+        self.logs: Slots[P, PartitionLog] = Slots()
+        self.health: dict[P, PartitionHealth] = {}
+        self.tails: Slots[P, asyncio.Future[Any]] = Slots()  # each partition's latest write
+        # Per partition: the flush being written and the replies waiting for it.
+        self._flushing: Slots[P, tuple[asyncio.Future[Any], list[Any]]] = Slots()
+        self._timers: dict[tuple[P, Hashable], asyncio.TimerHandle] = {}
+        self._load_slots = asyncio.Semaphore(LOAD_CONCURRENCY)
+        self._tasks = BackgroundTasks(log, f"{topic} runtime")
+        self._closed = False
+        self.before_compaction = before_compaction
+        # Set by the ownership source once what it gave this node at start is served.
+        self.loaded = asyncio.Event()
+        # Listeners: p started or stopped being served here; p's writes are durable; p's write
+        # was refused as fenced (the ownership source forgets the lease).
+        self.on_change: Callable[[P], None] | None = None
+        self.on_durable: Callable[[P], None] | None = None
+        self.on_fenced: Callable[[P], None] | None = None
+
+    # -- ownership ----------------------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` until `close` (the coordinator's periodic jobs: retention, expiry,
+        compaction)."""
+        self._tasks.spawn(coro)
+
+    def claim(self, p: P, epoch: int) -> None:
+        """p is this node's under ``epoch`` from now on (loaded by `take`): requests for it
+        get COORDINATOR_LOAD_IN_PROGRESS until it serves, not NOT_COORDINATOR."""
+        self.owned[p] = epoch
+        self.health[p] = PartitionHealth()
+
+    async def take(self, p: P, epoch: int) -> None:
+        """p is this node's under ``epoch``: load it and serve it (retrying until it serves,
+        it is given up, or the log says another node owns it)."""
+        if self.owned.get(p) != epoch or p not in self.health:
+            self.claim(p, epoch)
+        try:
+            await self._load_partition(p, epoch)
+        except FencedError:
+            self.log.warning("%s: fenced while loading; giving it up", self.label(p))
+            if self.owned.get(p) == epoch:
+                del self.owned[p]
+                self._fenced(p)
+        except PartitionGivenUp:
+            pass
+
+    async def give_up(self, p: P, *, flush: bool) -> None:
+        """Stop serving p. A handoff (``flush``) lets the writes in flight become durable
+        first, so their replies go out; a lost lease does not wait (they fail, fenced)."""
+        self.owned.pop(p, None)
+        if flush:
+            tail = self.tails[p]
+            if tail is not None and not tail.done():
+                await asyncio.gather(tail, return_exceptions=True)
+        self._unload(p)
+        plog = self.logs.pop(p, None)
+        self.tails.pop(p, None)
+        if plog is not None:
+            await self._close_quietly(p, plog, "on give-up")
+
+    def unavailable(self, p: P) -> ErrorCode:
+        """The error for a request to a partition not served: loading here, or another
+        node's."""
+        if p in self.owned:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    def all_loaded(self) -> bool:
+        """Whether every partition this node owns is served."""
+        return all(p in self.states for p in self.owned)
+
+    def unhealthy_partitions(self) -> dict[P, PartitionHealth]:
+        """Partitions failing to load or serving with quarantined data."""
+        return {p: h for p, h in self.health.items() if not h.healthy}
+
+    async def close(self) -> None:
+        self._closed = True
+        await asyncio.gather(*self._tasks.cancel(), return_exceptions=True)
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        pending = [f for f in self.tails.values() if not f.done()]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for p, plog in list(self.logs.items()):
+            del self.logs[p]
+            await plog.close()
+        self.states.clear()
+
+    # -- loading ------------------------------------------------------------------------------
+
+    async def _load_partition(self, p: P, epoch: int) -> int:
+        name = self.label(p)
+        return await load_until_served(
+            name,
+            self.data_dir / name,
+            lambda: self._load(p, epoch),
+            self.health[p],
+            stop_on=(PartitionGivenUp, FencedError),
+        )
+
+    async def _load(self, p: P, epoch: int) -> int:
+        if self.owned.get(p) != epoch or self._closed:
+            raise PartitionGivenUp(p)
+        async with self._load_slots:
+            plog = await self.open_log(p, epoch)
+            try:
+                fold = self.coordinator.fold(p)
+                count = await self._replay(fold, plog)
+            except BaseException:
+                # A retry opens it again: hold no descriptors meanwhile.
+                await self._close_quietly(p, plog, "after a failed load")
+                raise
+        if self.owned.get(p) != epoch or self._closed:
+            await self._close_quietly(p, plog, "given up while it loaded")
+            raise PartitionGivenUp(p)
+        state = fold.state
+        self.logs[p] = plog
+        self.states[p] = state
+        self.coordinator.on_loaded(p, state)
+        self._changed(p)
+        return count
+
+    @staticmethod
+    async def _replay(fold: Fold[S], plog: PartitionLog) -> int:
+        count = since_yield = 0
+        async for chunk in replay_batches(plog):
+            for header, records in chunk:
+                fold.replay(header, records)
+                count += len(records)
+                since_yield += len(records)
+                if since_yield >= REPLAY_YIELD_EVERY:
+                    since_yield = 0
+                    await asyncio.sleep(0)
+        for _ in fold.finish():
+            await asyncio.sleep(0)
+        return count
+
+    def _unload(self, p: P) -> None:
+        state = self.states.pop(p, None)
+        for key in [k for k in self._timers if k[0] == p]:
+            self._timers.pop(key).cancel()
+        if state is not None:
+            self.coordinator.on_unloaded(p, state)
+        self._changed(p)
+
+    async def _reload(self, p: P, failed: PartitionLog) -> None:
+        if self.logs[p] is failed:
+            del self.logs[p]
+        await self._close_quietly(p, failed, "after a failed write")
+        epoch = self.owned.get(p)
+        if epoch is None:
+            return
+        try:
+            await self._load_partition(p, epoch)
+        except FencedError:
+            if self.owned.get(p) == epoch:
+                del self.owned[p]
+                self._fenced(p)
+            return
+        except PartitionGivenUp:
+            return
+        self.log.warning("reloaded %s after a failed write", self.label(p))
+
+    async def _close_quietly(self, p: P, plog: PartitionLog, why: str) -> None:
+        try:
+            await plog.close()
+        except Exception as e:  # it failed (or was fenced) already: nothing more to do with it
+            self.log.debug("closing %s %s: %s", self.label(p), why, e)
+
+    def _changed(self, p: P) -> None:
+        if self.on_change is not None:
+            self.on_change(p)
+
+    def _fenced(self, p: P) -> None:
+        if self.on_fenced is not None:
+            self.on_fenced(p)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(self, p: P, batch: bytes, replies: Any = None) -> asyncio.Future[Any]:
+        """Append one batch the coordinator built (its change is in p's state already); the
+        future completes once it is durable. It is the future of the whole flush the batch
+        joined, so ``replies`` (anything but None) wait in one list per flush, handed to
+        `Coordinator.release` when it completes: one callback per flush, not per write."""
+        plog = self.logs[p]
+        if plog is None:
+            return _failed(LogFailedError(f"{self.label(p)} is not served here"))
+        try:
+            fut = plog.append_to_flush(batch)
+        except Exception as e:  # an earlier write failed (the log takes no more), or worse
+            fut = _failed(e)
+        self.tails[p] = fut
+        flushing = self._flushing[p]
+        if flushing is not None and flushing[0] is fut:
+            if replies is not None:
+                flushing[1].append(replies)
+            return fut
+        waiting = [] if replies is None else [replies]
+        self._flushing[p] = (fut, waiting)
+        fut.add_done_callback(lambda f: self._flushed(p, plog, waiting, f))
+        return fut
+
+    def append(self, p: P, batch: bytes) -> asyncio.Future[AppendResult]:
+        """`write` for a caller that needs where its batch went (its own future, with the
+        offsets); the same model."""
+        plog = self.logs[p]
+        if plog is None:
+            return _failed(LogFailedError(f"{self.label(p)} is not served here"))
+        try:
+            fut = plog.append(batch, built_here=True)
+        except Exception as e:  # as in write: the state is ahead of the log either way
+            fut = _failed(e)
+        self.tails[p] = fut
+        fut.add_done_callback(lambda f: self._flushed(p, plog, None, f))
+        return fut
+
+    def _flushed(
+        self, p: P, plog: PartitionLog, waiting: list[Any] | None, fut: asyncio.Future[Any]
+    ) -> None:
+        if waiting is not None:
+            flushing = self._flushing[p]
+            if flushing is not None and flushing[1] is waiting:
+                del self._flushing[p]
+        error = asyncio.CancelledError("write cancelled") if fut.cancelled() else fut.exception()
+        if waiting:
+            if error is not None:
+                self.log.error("write to %s failed: %s", self.label(p), error)
+            self.coordinator.release(p, waiting, error)
+        if error is not None:
+            self._write_failed(p, plog, error)
+        elif self.on_durable is not None:
+            self.on_durable(p)
+
+    def _write_failed(self, p: P, plog: PartitionLog, error: BaseException) -> None:
+        """p's log took no more writes, and its state has changes the log may not have."""
+        if self.logs[p] is not plog or p not in self.states:
+            return  # already unloaded: reloading, or given up
+        fenced = isinstance(error, FencedError) or isinstance(
+            getattr(plog, "failure", None), FencedError
+        )
+        if fenced:
+            # Another node holds the partition now: unload (replies get NOT_COORDINATOR),
+            # never reopen; the ownership source forgets the lease.
+            self.log.warning("%s: fenced by a newer owner; unloading", self.label(p))
+            self._tasks.spawn(self.give_up(p, flush=False))
+            self._fenced(p)
+            return
+        # Requests get COORDINATOR_LOAD_IN_PROGRESS until the reopened log (whose recovery
+        # keeps only whole batches) is replayed.
+        self._unload(p)
+        self._tasks.spawn(self._reload(p, plog))
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def settled(self, p: P) -> bool:
+        """Whether every write of p is done (a read now sees only durable state)."""
+        tail = self.tails[p]
+        return tail is None or tail.done()
+
+    def after_tail(self, p: P, fn: Callable[[], V]) -> asyncio.Future[V]:
+        """``fn()`` once p's writes so far are durable (their failure, raised, if they
+        fail)."""
+        fut: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        tail = self.tails[p]
+
+        def done(_: Any = None) -> None:
+            if fut.done():
+                return
+            if tail is not None and not tail.cancelled() and tail.exception() is not None:
+                fut.set_exception(tail.exception())  # type: ignore[arg-type]
+            else:
+                fut.set_result(fn())
+
+        if tail is None or tail.done():
+            done()
+        else:
+            tail.add_done_callback(done)
+        return fut
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def arm(self, p: P, key: Hashable, deadline_ms: int, now: int) -> None:
+        """A timer of p's state at ``deadline_ms`` (wall clock; ``now`` is the reading the
+        state was given): `fire` is called with its key then. A later deadline for an armed
+        key keeps the armed timer, which fires early and is asked for again."""
+        loop = asyncio.get_running_loop()
+        k = (p, key)
+        when = loop.time() + max(0.0, (deadline_ms - now) / 1000)
+        old = self._timers.get(k)
+        if old is not None:
+            if old.when() <= when:
+                return
+            old.cancel()
+        self._timers[k] = loop.call_at(when, self._fire, p, key)
+
+    def disarm(self, p: P, key: Hashable) -> None:
+        handle = self._timers.pop((p, key), None)
+        if handle is not None:
+            handle.cancel()
+
+    def _fire(self, p: P, key: Hashable) -> None:
+        self._timers.pop((p, key), None)
+        state = self.states[p]
+        if state is not None:
+            self.coordinator.timer(p, state, key)
+
+    async def compact(self) -> None:
+        """Compact each served partition's rolled segments (appends go on meanwhile: the
+        active segment is never touched)."""
+        for p, plog in list(self.logs.items()):
+            if p not in self.states:
+                continue  # reloading after a failed write
+            if self.before_compaction is not None:
+                try:
+                    self.before_compaction(p, plog)
+                except Exception:
+                    self.log.exception("preparing %s for the cleaner failed", self.label(p))
+                    continue
+            try:
+                stats = await plog.compact(now_ms())
+            except Exception:
+                self.log.exception("compaction of %s failed", self.label(p))
+                continue
+            if stats is not None:
+                self.log.info("compacted %s: %s", self.label(p), stats)
+
+    def served(self) -> Iterable[tuple[P, S]]:
+        """(partition, state) of every partition served here."""
+        return list(self.states.items())
+
+
+def _failed(error: BaseException) -> asyncio.Future[Any]:
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    fut.set_exception(error)
+    return fut
