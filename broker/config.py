@@ -224,9 +224,38 @@ _SETTINGS: tuple[Setting, ...] = (
             _one_of("disabled", "downgrade", "upgrade", "bidirectional"),
             "Which online migrations between classic and consumer groups are allowed."),
     Setting("group.coordinator.rebalance.protocols", "list", ("classic", "consumer"),
-            _list("classic", "consumer", "share"),
+            _list("classic", "consumer", "share", "streams"),
             "Group protocols served; classic cannot be disabled. `share` (KIP-932 share groups) "
-            "is off by default while it is being built."),
+            "is off by default while it is being built; `streams` (KIP-1071 streams groups; "
+            "Kafka 4.3 lists it by default) is off unless asked for."),
+    # streams groups (KIP-1071)
+    Setting("group.streams.heartbeat.interval.ms", "int", 5000, _int(1),
+            "Heartbeat interval given to streams group members."),
+    Setting("group.streams.min.heartbeat.interval.ms", "int", 5000, _int(1),
+            "Lower bound of a streams group's streams.heartbeat.interval.ms."),
+    Setting("group.streams.max.heartbeat.interval.ms", "int", 15000, _int(1),
+            "Upper bound of a streams group's streams.heartbeat.interval.ms."),
+    Setting("group.streams.session.timeout.ms", "int", 45000, _int(1),
+            "Session timeout of streams group members."),
+    Setting("group.streams.min.session.timeout.ms", "int", 45000, _int(1),
+            "Lower bound of a streams group's streams.session.timeout.ms."),
+    Setting("group.streams.max.session.timeout.ms", "int", 60000, _int(1),
+            "Upper bound of a streams group's streams.session.timeout.ms."),
+    Setting("group.streams.max.size", "int", INT_MAX, _int(1),
+            "Most members in one streams group."),
+    Setting("group.streams.num.standby.replicas", "int", 0, _int(0),
+            "Standby replicas of each stateful task."),
+    Setting("group.streams.max.standby.replicas", "int", 2, _int(0),
+            "Upper bound of a streams group's streams.num.standby.replicas."),
+    Setting("group.streams.initial.rebalance.delay.ms", "int", 3000, _int(0),
+            "Wait for more members before the first assignment of a streams group that had "
+            "none."),
+    Setting("group.streams.assignment.interval.ms", "int", 1000, _int(0),
+            "Least time between two task assignments of a streams group (KIP-1263)."),
+    Setting("group.streams.min.assignment.interval.ms", "int", 0, _int(0),
+            "Lower bound of a streams group's streams.assignment.interval.ms."),
+    Setting("group.streams.max.assignment.interval.ms", "int", 15000, _int(0),
+            "Upper bound of a streams group's streams.assignment.interval.ms."),
     # share groups (KIP-932)
     Setting("group.share.heartbeat.interval.ms", "int", 5000, _int(1),
             "Heartbeat interval given to share group members."),
@@ -741,19 +770,24 @@ def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
     if "classic" not in values["group.coordinator.rebalance.protocols"]:
         raise ConfigError("group.coordinator.rebalance.protocols must include classic")
 
-    def require(low: str, high: str, strict: bool = False) -> None:
-        low, high = "group.consumer." + low, "group.consumer." + high
+    def require(kind: str, low: str, high: str, strict: bool = False) -> None:
+        low, high = f"group.{kind}.{low}", f"group.{kind}.{high}"
         if values[low] > values[high] or (strict and values[low] == values[high]):
             relation = "less than" if strict else "at most"
             raise ConfigError(f"{low} ({values[low]}) must be {relation} {high} ({values[high]})")
 
-    require("min.heartbeat.interval.ms", "max.heartbeat.interval.ms")
-    require("min.heartbeat.interval.ms", "heartbeat.interval.ms")
-    require("heartbeat.interval.ms", "max.heartbeat.interval.ms")
-    require("min.session.timeout.ms", "max.session.timeout.ms")
-    require("min.session.timeout.ms", "session.timeout.ms")
-    require("session.timeout.ms", "max.session.timeout.ms")
-    require("heartbeat.interval.ms", "session.timeout.ms", strict=True)
+    for kind in ("consumer", "streams"):
+        require(kind, "min.heartbeat.interval.ms", "max.heartbeat.interval.ms")
+        require(kind, "min.heartbeat.interval.ms", "heartbeat.interval.ms")
+        require(kind, "heartbeat.interval.ms", "max.heartbeat.interval.ms")
+        require(kind, "min.session.timeout.ms", "max.session.timeout.ms")
+        require(kind, "min.session.timeout.ms", "session.timeout.ms")
+        require(kind, "session.timeout.ms", "max.session.timeout.ms")
+        require(kind, "heartbeat.interval.ms", "session.timeout.ms", strict=True)
+    require("streams", "num.standby.replicas", "max.standby.replicas")
+    require("streams", "min.assignment.interval.ms", "max.assignment.interval.ms")
+    require("streams", "min.assignment.interval.ms", "assignment.interval.ms")
+    require("streams", "assignment.interval.ms", "max.assignment.interval.ms")
     lease, renew = values["kcoord.cluster.lease.ms"], values["kcoord.cluster.renew.interval.ms"]
     if renew * 2 >= lease:
         raise ConfigError(

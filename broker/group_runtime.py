@@ -87,6 +87,12 @@ def group_config(cfg: Any, per_group: Mapping[str, Mapping[str, str]] | None = N
         share_heartbeat_interval_ms=cfg.get("group.share.heartbeat.interval.ms"),
         share_session_timeout_ms=cfg.get("group.share.session.timeout.ms"),
         share_max_size=cfg.get("group.share.max.size"),
+        streams_heartbeat_interval_ms=cfg.get("group.streams.heartbeat.interval.ms"),
+        streams_session_timeout_ms=cfg.get("group.streams.session.timeout.ms"),
+        streams_max_size=cfg.get("group.streams.max.size"),
+        streams_num_standby_replicas=cfg.get("group.streams.num.standby.replicas"),
+        streams_initial_rebalance_delay_ms=cfg.get("group.streams.initial.rebalance.delay.ms"),
+        streams_assignment_interval_ms=cfg.get("group.streams.assignment.interval.ms"),
     )
 
 

@@ -279,7 +279,7 @@ def _group_families(runtime: Any) -> Iterator[Any]:
     fam = GaugeMetricFamily(
         "kcoord_group_members", "Members of all groups, by group type.", labels=["type"]
     )
-    for kind in ("classic", "consumer"):
+    for kind in ("classic", "consumer", "streams"):
         fam.add_metric([kind], members.get(kind, 0))
     yield fam
     fam = CounterMetricFamily(

@@ -296,6 +296,9 @@ class Broker:
             self._peers.close()
         if self.state is not None and self.state._share is not None:
             await self.state.share.close()
+        if self.state is not None and self.state._streams_topics is not None:
+            for task in self.state._streams_topics.close():
+                await asyncio.gather(task, return_exceptions=True)
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:

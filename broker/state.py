@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from broker.security.oauth import OAuthValidator
     from broker.share.group_configs import GroupConfigs
     from broker.share.runtime import ShareRuntime
+    from broker.streams.internal_topics import InternalTopicCreator
     from broker.txn_runtime import TxnRuntime
 
 
@@ -38,6 +39,7 @@ class BrokerState:
     cluster: ClusterView = None  # type: ignore[assignment]  # set in __post_init__
     _share: ShareRuntime | None = None
     _group_configs: GroupConfigs | None = None
+    _streams_topics: InternalTopicCreator | None = None
 
     @property
     def share(self) -> ShareRuntime:
@@ -64,6 +66,17 @@ class BrokerState:
         self._group_configs = configs
         if self._share is not None:
             self._share.partitions.group_configs = configs
+
+    @property
+    def streams_topics(self) -> InternalTopicCreator:
+        """Creates streams groups' missing internal topics (broker.streams), made on first use."""
+        if self._streams_topics is None:
+            from broker.streams.internal_topics import InternalTopicCreator
+
+            self._streams_topics = InternalTopicCreator(
+                lambda: self.data, lambda: int(self.config.get("default.replication.factor"))
+            )
+        return self._streams_topics
 
     def __post_init__(self) -> None:
         if self.cluster is None:

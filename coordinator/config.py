@@ -37,6 +37,14 @@ class GroupConfig:
     share_heartbeat_interval_ms: int = 5000
     share_session_timeout_ms: int = 45000
     share_max_size: int = 200
+    # Streams groups (KIP-1071): group.streams.heartbeat.interval.ms, .session.timeout.ms,
+    # .max.size, .num.standby.replicas, .initial.rebalance.delay.ms, .assignment.interval.ms
+    streams_heartbeat_interval_ms: int = 5000
+    streams_session_timeout_ms: int = 45000
+    streams_max_size: int = 2**31 - 1
+    streams_num_standby_replicas: int = 0
+    streams_initial_rebalance_delay_ms: int = 3000
+    streams_assignment_interval_ms: int = 1000
     # Per-group overrides (Kafka's group configs: group -> name -> value), kept current by the
     # broker (broker/share/group_configs.py); read through the methods below.
     per_group: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
@@ -69,6 +77,31 @@ class GroupConfig:
     def share_heartbeat_interval(self, group_id: str) -> int:
         return self._override(
             group_id, "share.heartbeat.interval.ms", self.share_heartbeat_interval_ms
+        )
+
+    def streams_session_timeout(self, group_id: str) -> int:
+        return self._override(
+            group_id, "streams.session.timeout.ms", self.streams_session_timeout_ms
+        )
+
+    def streams_heartbeat_interval(self, group_id: str) -> int:
+        return self._override(
+            group_id, "streams.heartbeat.interval.ms", self.streams_heartbeat_interval_ms
+        )
+
+    def streams_standby_replicas(self, group_id: str) -> int:
+        return self._override(
+            group_id, "streams.num.standby.replicas", self.streams_num_standby_replicas
+        )
+
+    def streams_initial_rebalance_delay(self, group_id: str) -> int:
+        return self._override(
+            group_id, "streams.initial.rebalance.delay.ms", self.streams_initial_rebalance_delay_ms
+        )
+
+    def streams_assignment_interval(self, group_id: str) -> int:
+        return self._override(
+            group_id, "streams.assignment.interval.ms", self.streams_assignment_interval_ms
         )
 
     def allows_upgrade(self) -> bool:

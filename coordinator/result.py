@@ -19,8 +19,8 @@ class RebalanceEvent:
     """A rebalance that completed: the group has a new generation (classic) or epoch."""
 
     group_id: str
-    group_type: str  # "classic" or "consumer"
-    generation: int  # the new generation (classic) or group epoch (consumer)
+    group_type: str  # "classic", "consumer" or "streams"
+    generation: int  # the new generation (classic) or group epoch (consumer, streams)
     members: int
     reason: str  # why it started
     duration_ms: int  # from its start to the new generation

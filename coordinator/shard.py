@@ -27,7 +27,7 @@ from coordinator.group import Group, MemberChange
 from coordinator.modern import describe as _modern_describe
 from coordinator.modern import keys as _modern_keys
 from coordinator.modern import membership as _membership
-from coordinator.modern.group import ConsumerGroupState
+from coordinator.modern.group import ConsumerGroup, ConsumerGroupState
 from coordinator.modern.heartbeat import consumer_group_heartbeat
 from coordinator.modern.steady import steady_heartbeat
 from coordinator.modern.topics import TopicsImage
@@ -38,6 +38,11 @@ from coordinator.share import admin as _share_admin
 from coordinator.share import describe as _share_describe
 from coordinator.share import heartbeat as _share_heartbeat
 from coordinator.state import ShardState
+from coordinator.streams import describe as _streams_describe
+from coordinator.streams import heartbeat as _streams_heartbeat
+from coordinator.streams import keys as _streams_keys
+from coordinator.streams import membership as _streams_membership
+from coordinator.streams.group import StreamsGroup, StreamsGroupState
 from protocol.errors import ErrorCode
 from protocol.messages import (
     ConsumerGroupDescribeResponse,
@@ -51,6 +56,8 @@ from protocol.messages import (
     OffsetDeleteRequest,
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
+    StreamsGroupDescribeResponse,
+    StreamsGroupHeartbeatRequest,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
 )
@@ -60,7 +67,17 @@ _RESUME: dict[str, Callable[[Ctx, Any], None]] = {
     "classic": _classic.resume_after_load,
     "consumer": _membership.resume_after_load,
     "share": _share_heartbeat.resume_after_load,
+    "streams": _streams_membership.resume_after_load,
 }
+# The states in which a consumer or streams group's rebalance is over.
+_SETTLED = frozenset(
+    {
+        ConsumerGroupState.STABLE,
+        ConsumerGroupState.EMPTY,
+        StreamsGroupState.STABLE,
+        StreamsGroupState.EMPTY,
+    }
+)
 # Per group type: how its parked requests are answered when the partition goes away.
 _ABANDON: dict[str, Callable[[Ctx, Any, ErrorCode], None]] = {
     "classic": _classic.answer_parked,
@@ -152,6 +169,23 @@ class Shard:
         _share_heartbeat.share_group_heartbeat(ctx, req, meta, topics, req_id)
         return ctx.result()
 
+    def streams_group_heartbeat(
+        self,
+        req: StreamsGroupHeartbeatRequest,
+        meta: RequestMeta,
+        topics: TopicsImage,
+        req_id: int,
+        now: int,
+    ) -> Result:
+        """StreamsGroupHeartbeat (KIP-1071); `topics` is the current topic metadata snapshot.
+        The reply is a `coordinator.streams.heartbeat.Outcome`."""
+        self.state.topics = topics
+        ctx = Ctx(self.state, now)
+        before = self._epoch(req.group_id)
+        _streams_heartbeat.streams_group_heartbeat(ctx, req, meta, topics, req_id)
+        self._track_consumer_rebalance(ctx, req.group_id, before)
+        return ctx.result()
+
     def sync_group(self, req: SyncGroupRequest, meta: RequestMeta, req_id: int, now: int) -> Result:
         ctx = Ctx(self.state, now)
         before = self._epoch(req.group_id)
@@ -229,6 +263,19 @@ class Shard:
             _membership.on_rebalance_timeout(ctx, group_id, key[2])
             self._track_consumer_rebalance(ctx, group_id, before, "rebalance timeout")
             return ctx.result()
+        if kind in (_streams_keys.SESSION, _streams_keys.REBALANCE, _streams_keys.INITIAL):
+            before = self._epoch(group_id)
+            if kind == _streams_keys.SESSION:
+                _streams_membership.on_session_timeout(ctx, group_id, key[2])
+                why = "session timeout"
+            elif kind == _streams_keys.REBALANCE:
+                _streams_membership.on_rebalance_timeout(ctx, group_id, key[2])
+                why = "rebalance timeout"
+            else:
+                _streams_membership.on_initial_delay(ctx, group_id)
+                why = ""
+            self._track_consumer_rebalance(ctx, group_id, before, why)
+            return ctx.result()
         if kind == _share_heartbeat.SESSION:
             _share_heartbeat.on_session_timeout(ctx, group_id, key[2])
             return ctx.result()
@@ -261,19 +308,24 @@ class Shard:
 
     # -- KIP-848 rebalances, for the runtime's logs and metrics -------------------------------
 
+    def _epoch_group(self, group_id: str) -> ConsumerGroup | StreamsGroup | None:
+        """A group whose rebalances are epochs: a consumer or a streams group."""
+        group = self.state.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup | StreamsGroup) else None
+
     def _epoch(self, group_id: str) -> int | None:
         """The consumer group's epoch before a call, or None if there is no such group."""
-        group = self.state.consumer_group(group_id)
+        group = self._epoch_group(group_id)
         return None if group is None else group.group_epoch
 
     def _track_consumer_rebalance(
         self, ctx: Ctx, group_id: str, epoch_before: int | None, cause: str = ""
     ) -> None:
-        """A rebalance of a consumer group starts when its epoch moves and completes when every
-        member has reconciled to the new target (Stable) or none is left (Empty); it is
+        """A rebalance of a consumer or streams group starts when its epoch moves and completes
+        when every member has reconciled to the new target (Stable) or none is left (Empty); it is
         reported once, then, as a RebalanceEvent. Who joined or left comes from the member
         records the call replayed (`ctx.member_changes`)."""
-        group = self.state.consumer_group(group_id)
+        group = self._epoch_group(group_id)
         if group is None:
             self.consumer_rebalances.pop(group_id, None)
             return
@@ -294,7 +346,7 @@ class Shard:
         if pending is None:
             return
         state = group.state  # O(members): only while a rebalance is pending
-        if state in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY):
+        if state in _SETTLED:
             del self.consumer_rebalances[group_id]
             ctx.events.append(
                 RebalanceEvent(
@@ -354,6 +406,13 @@ class Shard:
             for g in group_ids
         ]
 
+    def streams_group_describe(
+        self, group_ids: list[str]
+    ) -> list[StreamsGroupDescribeResponse.DescribedGroup]:
+        return [
+            _streams_describe.streams_group_describe(g, self.state.groups.get(g)) for g in group_ids
+        ]
+
     def share_group_prepare_alter(self, group_id: str, req_id: int, now: int) -> Result:
         """AlterShareGroupOffsets' check (coordinator/share/admin.py); the reply is a Verdict
         with the share group's new epoch, once its record is written."""
@@ -375,7 +434,7 @@ class Shard:
             g.listed()
             for g in self.state.groups.values()
             if (type_filter is None or g.type in type_filter)
-            and (state_filter is None or str(g.state).lower() in state_filter)
+            and (state_filter is None or _state_name(g.state) in state_filter)
         ]
 
     # -- persistence ------------------------------------------------------------------------
@@ -398,6 +457,13 @@ class Shard:
         result = Result(cancel=list(self.state.deadlines), replies=ctx.replies)
         self.state.deadlines.clear()
         return result
+
+
+def _state_name(state: object) -> str:
+    """The name ListGroups' state filter matches: the state's, lower case (Kafka's streams
+    NotReady is "not_ready")."""
+    name = getattr(state, "filter_name", None)
+    return name() if name is not None else str(state).lower()
 
 
 def _members_before(

@@ -23,11 +23,17 @@ from coordinator.offset_store import OffsetStore
 from coordinator.share import group as _share_group
 from coordinator.share import records as _share_records
 from coordinator.share.group import ShareGroup
+from coordinator.streams import group as _streams_group
+from coordinator.streams import records as _streams_records
+from coordinator.streams.group import StreamsGroup
+from coordinator.streams.keys import initial_key as _streams_initial_key
 from protocol.coordinator_records import (
     ConsumerGroupMetadataKey,
     GroupMetadataKey,
     OffsetCommitKey,
     ShareGroupMetadataKey,
+    StreamsGroupMemberMetadataKey,
+    StreamsGroupMetadataKey,
 )
 
 
@@ -53,6 +59,10 @@ class ShardState:
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         group = self.groups.get(group_id)
         return group if type(group) is ClassicGroup else None
+
+    def streams_group(self, group_id: str) -> StreamsGroup | None:
+        group = self.groups.get(group_id)
+        return group if type(group) is StreamsGroup else None
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         group = self.groups.get(group_id)
@@ -90,6 +100,8 @@ class ShardState:
             return _modern_replay.apply(group, key, value)
         elif isinstance(key, _share_records.KEY_TYPES):
             return self._replay_share(key, value)
+        elif isinstance(key, _streams_records.KEY_TYPES):
+            return self._replay_streams(key, value)
         elif isinstance(key, GroupMetadataKey):
             gid = key.group
             group = groups.get(gid)
@@ -120,6 +132,29 @@ class ShardState:
                 self.groups[gid] = ClassicGroup(gid, None)
             return None
         _share_group.apply(group, key, value)
+        return None
+
+    def _replay_streams(self, key: Any, value: Any | None) -> MemberChange | None:
+        gid = key.group_id
+        group = self.groups.get(gid)
+        if type(group) is not StreamsGroup:
+            if value is None:
+                return None  # a tombstone for a group that is gone
+            if group is not None and not group.is_simple():
+                raise ValueError(f"group {gid} is a {group.type} group, not a streams group")
+            group = self.groups[gid] = StreamsGroup(gid)
+        if value is None and type(key) is StreamsGroupMetadataKey:
+            del self.groups[gid]
+            # Its pending first assignment goes with it (Kafka cancels the timer).
+            self.deadlines.pop(_streams_initial_key(gid), None)
+            if self.offsets.of_group(gid):
+                self.groups[gid] = ClassicGroup(gid, None)
+            return None
+        was_member = getattr(key, "member_id", None) in group.members
+        if _streams_group.apply(group, key, value):
+            return MemberChange(gid, True, key.member_id)
+        if value is None and type(key) is StreamsGroupMemberMetadataKey and was_member:
+            return MemberChange(gid, False, key.member_id)
         return None
 
     def replay_offset_commits(self, group: str, topic: str, records: list[tuple[Any, Any]]) -> None:

@@ -409,8 +409,8 @@ def group_status(code_col: Column) -> Column:
 
 def rebalances(records: DataFrame, s: Settings) -> DataFrame:
     """One row per generation (classic groups, GroupMetadata records) or group epoch (KIP-848
-    consumer groups, ConsumerGroupMetadata records), with the member count then; and one row
-    per group deletion (a GroupMetadata/ConsumerGroupMetadata tombstone)."""
+    consumer groups and KIP-1071 streams groups, their group-metadata records), with the member
+    count then; and one row per group deletion (a group-metadata tombstone)."""
     r = records.where(F.col("timestamp") <= s.at)
     classic = r.where(F.col("record_type") == 2).select(
         "group",
@@ -424,52 +424,9 @@ def rebalances(records: DataFrame, s: Settings) -> DataFrame:
         "protocol",
         "leader",
     )
-    # KIP-848: live member count from member metadata records (type 5) as of each epoch record.
-    wm = Window.partitionBy("group", "member_id").orderBy("timestamp", "offset")
-    prev_tomb = F.lag("tombstone").over(wm)
-    m = r.where(F.col("record_type") == 5).select(
-        "group",
-        "timestamp",
-        "log_partition",
-        "offset",
-        F.when(~F.col("tombstone") & (prev_tomb.isNull() | prev_tomb), 1)
-        .when(F.col("tombstone") & (prev_tomb == F.lit(False)), -1)
-        .otherwise(0)
-        .alias("_d"),
-        F.lit(0).alias("_kind"),
-    )
-    e = r.where(F.col("record_type") == 3).select(
-        "group",
-        "timestamp",
-        "log_partition",
-        "offset",
-        "tombstone",
-        "generation",
-        F.lit(1).alias("_kind"),
-    )
-    wg = (
-        Window.partitionBy("group")
-        .orderBy("timestamp", "offset", "_kind")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    consumer = (
-        e.unionByName(m, allowMissingColumns=True)
-        .withColumn("members", F.sum(F.coalesce("_d", F.lit(0))).over(wg))
-        .where(F.col("_kind") == 1)
-        .select(
-            "group",
-            "timestamp",
-            "log_partition",
-            F.col("offset").alias("log_offset"),
-            "tombstone",
-            F.lit("consumer").alias("group_protocol"),
-            "generation",
-            F.col("members").cast("int").alias("members"),
-            F.lit(None).cast("string").alias("protocol"),
-            F.lit(None).cast("string").alias("leader"),
-        )
-    )
-    both = classic.unionByName(consumer)
+    consumer = _epochs(r, epoch_type=3, member_type=5, protocol="consumer")
+    streams = _epochs(r, epoch_type=17, member_type=19, protocol="streams")
+    both = classic.unionByName(consumer).unionByName(streams)
     w = Window.partitionBy("group").orderBy("timestamp", "log_offset")
     prev_gen = F.lag("generation").over(w)
     prev_tomb2 = F.lag("tombstone").over(w)
@@ -486,6 +443,56 @@ def rebalances(records: DataFrame, s: Settings) -> DataFrame:
         )
         .withColumn("prev_generation", prev_gen)
         .withColumn("prev_members", F.lag("members").over(w))
+    )
+
+
+def _epochs(r: DataFrame, epoch_type: int, member_type: int, protocol: str) -> DataFrame:
+    """KIP-848 and KIP-1071 groups: one row per group-metadata record (its epoch), with the
+    live member count as of it, from the member-metadata records (a member's first record
+    adds one, its tombstone takes one away)."""
+    wm = Window.partitionBy("group", "member_id").orderBy("timestamp", "offset")
+    prev_tomb = F.lag("tombstone").over(wm)
+    m = r.where(F.col("record_type") == member_type).select(
+        "group",
+        "timestamp",
+        "log_partition",
+        "offset",
+        F.when(~F.col("tombstone") & (prev_tomb.isNull() | prev_tomb), 1)
+        .when(F.col("tombstone") & (prev_tomb == F.lit(False)), -1)
+        .otherwise(0)
+        .alias("_d"),
+        F.lit(0).alias("_kind"),
+    )
+    e = r.where(F.col("record_type") == epoch_type).select(
+        "group",
+        "timestamp",
+        "log_partition",
+        "offset",
+        "tombstone",
+        "generation",
+        F.lit(1).alias("_kind"),
+    )
+    wg = (
+        Window.partitionBy("group")
+        .orderBy("timestamp", "offset", "_kind")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    return (
+        e.unionByName(m, allowMissingColumns=True)
+        .withColumn("members", F.sum(F.coalesce("_d", F.lit(0))).over(wg))
+        .where(F.col("_kind") == 1)
+        .select(
+            "group",
+            "timestamp",
+            "log_partition",
+            F.col("offset").alias("log_offset"),
+            "tombstone",
+            F.lit(protocol).alias("group_protocol"),
+            "generation",
+            F.col("members").cast("int").alias("members"),
+            F.lit(None).cast("string").alias("protocol"),
+            F.lit(None).cast("string").alias("leader"),
+        )
     )
 
 

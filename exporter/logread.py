@@ -457,6 +457,25 @@ def record_row(key: bytes | None, value: bytes | None) -> dict[str, Any] | None:
         row["members"] = [
             {"member_id": k.member_id, "assignment": _topic_partitions(v.assigned_partitions)}
         ]
+    elif t == 17:  # StreamsGroupMetadata
+        row.update(generation=v.epoch, protocol_type="streams")
+    elif t == 19:  # StreamsGroupMemberMetadata
+        row["protocol_type"] = "streams"
+        row["members"] = [
+            {
+                "member_id": k.member_id,
+                "group_instance_id": v.instance_id,
+                "client_id": v.client_id,
+                "client_host": v.client_host,
+                "rebalance_timeout": v.rebalance_timeout_ms,
+                "session_timeout": None,
+                "assignment": None,
+            }
+        ]
+    elif t == 20:  # StreamsGroupTargetAssignmentMetadata
+        row.update(generation=v.assignment_epoch, protocol_type="streams")
+    elif t == 22:  # StreamsGroupCurrentMemberAssignment (tasks, not topic partitions)
+        row.update(generation=v.member_epoch, protocol_type="streams")
     return row
 
 

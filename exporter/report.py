@@ -166,7 +166,8 @@ def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
         spark.read.format("kcoord")
         .load(data_dir)
         .where(
-            F.col("record_type").isin(2, 3, 5, *MEMBER_RECORD_TYPES) & (F.col("timestamp") <= s.at)
+            F.col("record_type").isin(2, 3, 5, 17, 19, *MEMBER_RECORD_TYPES)
+            & (F.col("timestamp") <= s.at)
         )
         .coalesce(max(1, spark.sparkContext.defaultParallelism))
         .cache()  # scanned once; the analytics filter the cache by record type

@@ -3,7 +3,8 @@
 A record key is an int16 record type followed by the key struct (whose schema "version" is the
 record type); a value is an int16 version followed by the value struct; a null value is a
 tombstone. Types: 0/1 OffsetCommit, 2 GroupMetadata, 3-8 ConsumerGroup*, 9-15 ShareGroup*
-(KIP-932; the layout of Kafka's 4.0 development line), 16 ConsumerGroupRegularExpression.
+(KIP-932; the layout of Kafka's 4.0 development line), 16 ConsumerGroupRegularExpression,
+17 and 19-23 StreamsGroup* (KIP-1071, as Kafka 4.3 has them; 4.3 dropped type 18).
 Decoding accepts every version Kafka has written.
 """
 

@@ -7171,6 +7171,511 @@ class ReadShareGroupStateSummaryResponse(MessageBase):
             delivery_complete_count: int,
         ) -> ReadShareGroupStateSummaryResponse.PartitionResult: ...
 
+class StreamsGroupHeartbeatRequest(MessageBase):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topology: StreamsGroupHeartbeatRequest.Topology | None
+    active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    process_id: str | None
+    user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None
+    client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None
+    task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None
+    task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None
+    shutdown_application: bool
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        endpoint_information_epoch: int = ...,
+        instance_id: str | None = ...,
+        rack_id: str | None = ...,
+        rebalance_timeout_ms: int = ...,
+        topology: StreamsGroupHeartbeatRequest.Topology | None = ...,
+        active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ...,
+        standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ...,
+        warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ...,
+        process_id: str | None = ...,
+        user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None = ...,
+        client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None = ...,
+        task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None = ...,
+        task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None = ...,
+        shutdown_application: bool = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        endpoint_information_epoch: int,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        topology: StreamsGroupHeartbeatRequest.Topology | None,
+        active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None,
+        standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None,
+        warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None,
+        process_id: str | None,
+        user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None,
+        client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None,
+        task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None,
+        task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None,
+        shutdown_application: bool,
+    ) -> StreamsGroupHeartbeatRequest: ...
+    class Topology(MessageBase):
+        epoch: int
+        subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology]
+        def __init__(
+            self,
+            *,
+            epoch: int = ...,
+            subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            epoch: int, subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology]
+        ) -> StreamsGroupHeartbeatRequest.Topology: ...
+
+    class Subtopology(MessageBase):
+        subtopology_id: str
+        source_topics: list[str]
+        source_topic_regex: list[str]
+        state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo]
+        repartition_sink_topics: list[str]
+        repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo]
+        copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup]
+        def __init__(
+            self,
+            *,
+            subtopology_id: str = ...,
+            source_topics: list[str] = ...,
+            source_topic_regex: list[str] = ...,
+            state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo] = ...,
+            repartition_sink_topics: list[str] = ...,
+            repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo] = ...,
+            copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str,
+            source_topics: list[str],
+            source_topic_regex: list[str],
+            state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo],
+            repartition_sink_topics: list[str],
+            repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo],
+            copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup],
+        ) -> StreamsGroupHeartbeatRequest.Subtopology: ...
+
+    class TopicInfo(MessageBase):
+        name: str
+        partitions: int
+        replication_factor: int
+        topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: int = ...,
+            replication_factor: int = ...,
+            topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str,
+            partitions: int,
+            replication_factor: int,
+            topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue],
+        ) -> StreamsGroupHeartbeatRequest.TopicInfo: ...
+
+    class KeyValue(MessageBase):
+        key: str
+        value: str
+        def __init__(self, *, key: str = ..., value: str = ...) -> None: ...
+        @staticmethod
+        def make(key: str, value: str) -> StreamsGroupHeartbeatRequest.KeyValue: ...
+
+    class CopartitionGroup(MessageBase):
+        source_topics: list[int]
+        source_topic_regex: list[int]
+        repartition_source_topics: list[int]
+        def __init__(
+            self,
+            *,
+            source_topics: list[int] = ...,
+            source_topic_regex: list[int] = ...,
+            repartition_source_topics: list[int] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            source_topics: list[int],
+            source_topic_regex: list[int],
+            repartition_source_topics: list[int],
+        ) -> StreamsGroupHeartbeatRequest.CopartitionGroup: ...
+
+    class TaskIds(MessageBase):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str, partitions: list[int]
+        ) -> StreamsGroupHeartbeatRequest.TaskIds: ...
+
+    class Endpoint(MessageBase):
+        host: str
+        port: int
+        def __init__(self, *, host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(host: str, port: int) -> StreamsGroupHeartbeatRequest.Endpoint: ...
+
+    class TaskOffset(MessageBase):
+        subtopology_id: str
+        partition: int
+        offset: int
+        def __init__(
+            self, *, subtopology_id: str = ..., partition: int = ..., offset: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str, partition: int, offset: int
+        ) -> StreamsGroupHeartbeatRequest.TaskOffset: ...
+
+class StreamsGroupHeartbeatResponse(MessageBase):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    acceptable_recovery_lag: int
+    task_offset_interval_ms: int
+    status: list[StreamsGroupHeartbeatResponse.Status] | None
+    active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    endpoint_information_epoch: int
+    partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        heartbeat_interval_ms: int = ...,
+        acceptable_recovery_lag: int = ...,
+        task_offset_interval_ms: int = ...,
+        status: list[StreamsGroupHeartbeatResponse.Status] | None = ...,
+        active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ...,
+        standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ...,
+        warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ...,
+        endpoint_information_epoch: int = ...,
+        partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions]
+        | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int,
+        error_code: int,
+        error_message: str | None,
+        member_id: str,
+        member_epoch: int,
+        heartbeat_interval_ms: int,
+        acceptable_recovery_lag: int,
+        task_offset_interval_ms: int,
+        status: list[StreamsGroupHeartbeatResponse.Status] | None,
+        active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None,
+        standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None,
+        warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None,
+        endpoint_information_epoch: int,
+        partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions]
+        | None,
+    ) -> StreamsGroupHeartbeatResponse: ...
+    class Status(MessageBase):
+        status_code: int
+        status_detail: str
+        def __init__(self, *, status_code: int = ..., status_detail: str = ...) -> None: ...
+        @staticmethod
+        def make(status_code: int, status_detail: str) -> StreamsGroupHeartbeatResponse.Status: ...
+
+    class TaskIds(MessageBase):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str, partitions: list[int]
+        ) -> StreamsGroupHeartbeatResponse.TaskIds: ...
+
+    class EndpointToPartitions(MessageBase):
+        user_endpoint: StreamsGroupHeartbeatResponse.Endpoint
+        active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition]
+        standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition]
+        def __init__(
+            self,
+            *,
+            user_endpoint: StreamsGroupHeartbeatResponse.Endpoint = ...,
+            active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = ...,
+            standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            user_endpoint: StreamsGroupHeartbeatResponse.Endpoint,
+            active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition],
+            standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition],
+        ) -> StreamsGroupHeartbeatResponse.EndpointToPartitions: ...
+
+    class Endpoint(MessageBase):
+        host: str
+        port: int
+        def __init__(self, *, host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(host: str, port: int) -> StreamsGroupHeartbeatResponse.Endpoint: ...
+
+    class TopicPartition(MessageBase):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            topic: str, partitions: list[int]
+        ) -> StreamsGroupHeartbeatResponse.TopicPartition: ...
+
+class StreamsGroupDescribeRequest(MessageBase):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(
+        self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        group_ids: list[str], include_authorized_operations: bool
+    ) -> StreamsGroupDescribeRequest: ...
+
+class StreamsGroupDescribeResponse(MessageBase):
+    throttle_time_ms: int
+    groups: list[StreamsGroupDescribeResponse.DescribedGroup]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        groups: list[StreamsGroupDescribeResponse.DescribedGroup] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        throttle_time_ms: int, groups: list[StreamsGroupDescribeResponse.DescribedGroup]
+    ) -> StreamsGroupDescribeResponse: ...
+    class DescribedGroup(MessageBase):
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        topology: StreamsGroupDescribeResponse.Topology | None
+        members: list[StreamsGroupDescribeResponse.Member]
+        authorized_operations: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            group_id: str = ...,
+            group_state: str = ...,
+            group_epoch: int = ...,
+            assignment_epoch: int = ...,
+            topology: StreamsGroupDescribeResponse.Topology | None = ...,
+            members: list[StreamsGroupDescribeResponse.Member] = ...,
+            authorized_operations: int = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            error_code: int,
+            error_message: str | None,
+            group_id: str,
+            group_state: str,
+            group_epoch: int,
+            assignment_epoch: int,
+            topology: StreamsGroupDescribeResponse.Topology | None,
+            members: list[StreamsGroupDescribeResponse.Member],
+            authorized_operations: int,
+        ) -> StreamsGroupDescribeResponse.DescribedGroup: ...
+
+    class Topology(MessageBase):
+        epoch: int
+        subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None
+        def __init__(
+            self,
+            *,
+            epoch: int = ...,
+            subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            epoch: int, subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None
+        ) -> StreamsGroupDescribeResponse.Topology: ...
+
+    class Subtopology(MessageBase):
+        subtopology_id: str
+        source_topics: list[str]
+        repartition_sink_topics: list[str]
+        state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo]
+        repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo]
+        def __init__(
+            self,
+            *,
+            subtopology_id: str = ...,
+            source_topics: list[str] = ...,
+            repartition_sink_topics: list[str] = ...,
+            state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo] = ...,
+            repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str,
+            source_topics: list[str],
+            repartition_sink_topics: list[str],
+            state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo],
+            repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo],
+        ) -> StreamsGroupDescribeResponse.Subtopology: ...
+
+    class TopicInfo(MessageBase):
+        name: str
+        partitions: int
+        replication_factor: int
+        topic_configs: list[StreamsGroupDescribeResponse.KeyValue]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: int = ...,
+            replication_factor: int = ...,
+            topic_configs: list[StreamsGroupDescribeResponse.KeyValue] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str,
+            partitions: int,
+            replication_factor: int,
+            topic_configs: list[StreamsGroupDescribeResponse.KeyValue],
+        ) -> StreamsGroupDescribeResponse.TopicInfo: ...
+
+    class KeyValue(MessageBase):
+        key: str
+        value: str
+        def __init__(self, *, key: str = ..., value: str = ...) -> None: ...
+        @staticmethod
+        def make(key: str, value: str) -> StreamsGroupDescribeResponse.KeyValue: ...
+
+    class Member(MessageBase):
+        member_id: str
+        member_epoch: int
+        instance_id: str | None
+        rack_id: str | None
+        client_id: str
+        client_host: str
+        topology_epoch: int
+        process_id: str
+        user_endpoint: StreamsGroupDescribeResponse.Endpoint | None
+        client_tags: list[StreamsGroupDescribeResponse.KeyValue]
+        task_offsets: list[StreamsGroupDescribeResponse.TaskOffset]
+        task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset]
+        assignment: StreamsGroupDescribeResponse.Assignment
+        target_assignment: StreamsGroupDescribeResponse.Assignment
+        is_classic: bool
+        def __init__(
+            self,
+            *,
+            member_id: str = ...,
+            member_epoch: int = ...,
+            instance_id: str | None = ...,
+            rack_id: str | None = ...,
+            client_id: str = ...,
+            client_host: str = ...,
+            topology_epoch: int = ...,
+            process_id: str = ...,
+            user_endpoint: StreamsGroupDescribeResponse.Endpoint | None = ...,
+            client_tags: list[StreamsGroupDescribeResponse.KeyValue] = ...,
+            task_offsets: list[StreamsGroupDescribeResponse.TaskOffset] = ...,
+            task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset] = ...,
+            assignment: StreamsGroupDescribeResponse.Assignment = ...,
+            target_assignment: StreamsGroupDescribeResponse.Assignment = ...,
+            is_classic: bool = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            member_id: str,
+            member_epoch: int,
+            instance_id: str | None,
+            rack_id: str | None,
+            client_id: str,
+            client_host: str,
+            topology_epoch: int,
+            process_id: str,
+            user_endpoint: StreamsGroupDescribeResponse.Endpoint | None,
+            client_tags: list[StreamsGroupDescribeResponse.KeyValue],
+            task_offsets: list[StreamsGroupDescribeResponse.TaskOffset],
+            task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset],
+            assignment: StreamsGroupDescribeResponse.Assignment,
+            target_assignment: StreamsGroupDescribeResponse.Assignment,
+            is_classic: bool,
+        ) -> StreamsGroupDescribeResponse.Member: ...
+
+    class Endpoint(MessageBase):
+        host: str
+        port: int
+        def __init__(self, *, host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(host: str, port: int) -> StreamsGroupDescribeResponse.Endpoint: ...
+
+    class TaskOffset(MessageBase):
+        subtopology_id: str
+        partition: int
+        offset: int
+        def __init__(
+            self, *, subtopology_id: str = ..., partition: int = ..., offset: int = ...
+        ) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str, partition: int, offset: int
+        ) -> StreamsGroupDescribeResponse.TaskOffset: ...
+
+    class Assignment(MessageBase):
+        active_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        standby_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        def __init__(
+            self,
+            *,
+            active_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ...,
+            standby_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ...,
+            warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            active_tasks: list[StreamsGroupDescribeResponse.TaskIds],
+            standby_tasks: list[StreamsGroupDescribeResponse.TaskIds],
+            warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds],
+        ) -> StreamsGroupDescribeResponse.Assignment: ...
+
+    class TaskIds(MessageBase):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str, partitions: list[int]
+        ) -> StreamsGroupDescribeResponse.TaskIds: ...
+
 class DescribeShareGroupOffsetsRequest(MessageBase):
     groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
     def __init__(

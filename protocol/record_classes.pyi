@@ -520,3 +520,296 @@ class ShareGroupTargetAssignmentMetadataValue(MessageBase):
     def __init__(self, *, assignment_epoch: int = ...) -> None: ...
     @staticmethod
     def make(assignment_epoch: int) -> ShareGroupTargetAssignmentMetadataValue: ...
+
+class StreamsGroupCurrentMemberAssignmentKey(MessageBase):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str, member_id: str) -> StreamsGroupCurrentMemberAssignmentKey: ...
+
+class StreamsGroupCurrentMemberAssignmentValue(MessageBase):
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    active_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds]
+    standby_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds]
+    warmup_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds]
+    active_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds]
+    standby_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds]
+    warmup_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds]
+    def __init__(
+        self,
+        *,
+        member_epoch: int = ...,
+        previous_member_epoch: int = ...,
+        state: int = ...,
+        active_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds] = ...,
+        standby_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds] = ...,
+        warmup_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds] = ...,
+        active_tasks_pending_revocation: list[
+            StreamsGroupCurrentMemberAssignmentValue.TaskIds
+        ] = ...,
+        standby_tasks_pending_revocation: list[
+            StreamsGroupCurrentMemberAssignmentValue.TaskIds
+        ] = ...,
+        warmup_tasks_pending_revocation: list[
+            StreamsGroupCurrentMemberAssignmentValue.TaskIds
+        ] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        member_epoch: int,
+        previous_member_epoch: int,
+        state: int,
+        active_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds],
+        standby_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds],
+        warmup_tasks: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds],
+        active_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds],
+        standby_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds],
+        warmup_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValue.TaskIds],
+    ) -> StreamsGroupCurrentMemberAssignmentValue: ...
+    class TaskIds(MessageBase):
+        subtopology_id: str
+        partitions: list[int]
+        assignment_epochs: list[int] | None
+        def __init__(
+            self,
+            *,
+            subtopology_id: str = ...,
+            partitions: list[int] = ...,
+            assignment_epochs: list[int] | None = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str, partitions: list[int], assignment_epochs: list[int] | None
+        ) -> StreamsGroupCurrentMemberAssignmentValue.TaskIds: ...
+
+class StreamsGroupMemberMetadataKey(MessageBase):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str, member_id: str) -> StreamsGroupMemberMetadataKey: ...
+
+class StreamsGroupMemberMetadataValue(MessageBase):
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    topology_epoch: int
+    process_id: str
+    user_endpoint: StreamsGroupMemberMetadataValue.Endpoint | None
+    client_tags: list[StreamsGroupMemberMetadataValue.KeyValue]
+    def __init__(
+        self,
+        *,
+        instance_id: str | None = ...,
+        rack_id: str | None = ...,
+        client_id: str = ...,
+        client_host: str = ...,
+        rebalance_timeout_ms: int = ...,
+        topology_epoch: int = ...,
+        process_id: str = ...,
+        user_endpoint: StreamsGroupMemberMetadataValue.Endpoint | None = ...,
+        client_tags: list[StreamsGroupMemberMetadataValue.KeyValue] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        instance_id: str | None,
+        rack_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        topology_epoch: int,
+        process_id: str,
+        user_endpoint: StreamsGroupMemberMetadataValue.Endpoint | None,
+        client_tags: list[StreamsGroupMemberMetadataValue.KeyValue],
+    ) -> StreamsGroupMemberMetadataValue: ...
+    class Endpoint(MessageBase):
+        host: str
+        port: int
+        def __init__(self, *, host: str = ..., port: int = ...) -> None: ...
+        @staticmethod
+        def make(host: str, port: int) -> StreamsGroupMemberMetadataValue.Endpoint: ...
+
+    class KeyValue(MessageBase):
+        key: str
+        value: str
+        def __init__(self, *, key: str = ..., value: str = ...) -> None: ...
+        @staticmethod
+        def make(key: str, value: str) -> StreamsGroupMemberMetadataValue.KeyValue: ...
+
+class StreamsGroupMetadataKey(MessageBase):
+    group_id: str
+    def __init__(self, *, group_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str) -> StreamsGroupMetadataKey: ...
+
+class StreamsGroupMetadataValue(MessageBase):
+    epoch: int
+    metadata_hash: int
+    validated_topology_epoch: int
+    last_assignment_configs: list[StreamsGroupMetadataValue.LastAssignmentConfig] | None
+    def __init__(
+        self,
+        *,
+        epoch: int = ...,
+        metadata_hash: int = ...,
+        validated_topology_epoch: int = ...,
+        last_assignment_configs: list[StreamsGroupMetadataValue.LastAssignmentConfig] | None = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        epoch: int,
+        metadata_hash: int,
+        validated_topology_epoch: int,
+        last_assignment_configs: list[StreamsGroupMetadataValue.LastAssignmentConfig] | None,
+    ) -> StreamsGroupMetadataValue: ...
+    class LastAssignmentConfig(MessageBase):
+        key: str
+        value: str
+        def __init__(self, *, key: str = ..., value: str = ...) -> None: ...
+        @staticmethod
+        def make(key: str, value: str) -> StreamsGroupMetadataValue.LastAssignmentConfig: ...
+
+class StreamsGroupTargetAssignmentMemberKey(MessageBase):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str, member_id: str) -> StreamsGroupTargetAssignmentMemberKey: ...
+
+class StreamsGroupTargetAssignmentMemberValue(MessageBase):
+    active_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds]
+    standby_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds]
+    warmup_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds]
+    def __init__(
+        self,
+        *,
+        active_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds] = ...,
+        standby_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds] = ...,
+        warmup_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds] = ...,
+    ) -> None: ...
+    @staticmethod
+    def make(
+        active_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds],
+        standby_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds],
+        warmup_tasks: list[StreamsGroupTargetAssignmentMemberValue.TaskIds],
+    ) -> StreamsGroupTargetAssignmentMemberValue: ...
+    class TaskIds(MessageBase):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ...) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str, partitions: list[int]
+        ) -> StreamsGroupTargetAssignmentMemberValue.TaskIds: ...
+
+class StreamsGroupTargetAssignmentMetadataKey(MessageBase):
+    group_id: str
+    def __init__(self, *, group_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str) -> StreamsGroupTargetAssignmentMetadataKey: ...
+
+class StreamsGroupTargetAssignmentMetadataValue(MessageBase):
+    assignment_epoch: int
+    assignment_timestamp: int
+    def __init__(self, *, assignment_epoch: int = ..., assignment_timestamp: int = ...) -> None: ...
+    @staticmethod
+    def make(
+        assignment_epoch: int, assignment_timestamp: int
+    ) -> StreamsGroupTargetAssignmentMetadataValue: ...
+
+class StreamsGroupTopologyKey(MessageBase):
+    group_id: str
+    def __init__(self, *, group_id: str = ...) -> None: ...
+    @staticmethod
+    def make(group_id: str) -> StreamsGroupTopologyKey: ...
+
+class StreamsGroupTopologyValue(MessageBase):
+    epoch: int
+    subtopologies: list[StreamsGroupTopologyValue.Subtopology]
+    def __init__(
+        self, *, epoch: int = ..., subtopologies: list[StreamsGroupTopologyValue.Subtopology] = ...
+    ) -> None: ...
+    @staticmethod
+    def make(
+        epoch: int, subtopologies: list[StreamsGroupTopologyValue.Subtopology]
+    ) -> StreamsGroupTopologyValue: ...
+    class Subtopology(MessageBase):
+        subtopology_id: str
+        source_topics: list[str]
+        source_topic_regex: list[str]
+        state_changelog_topics: list[StreamsGroupTopologyValue.TopicInfo]
+        repartition_sink_topics: list[str]
+        repartition_source_topics: list[StreamsGroupTopologyValue.TopicInfo]
+        copartition_groups: list[StreamsGroupTopologyValue.CopartitionGroup]
+        def __init__(
+            self,
+            *,
+            subtopology_id: str = ...,
+            source_topics: list[str] = ...,
+            source_topic_regex: list[str] = ...,
+            state_changelog_topics: list[StreamsGroupTopologyValue.TopicInfo] = ...,
+            repartition_sink_topics: list[str] = ...,
+            repartition_source_topics: list[StreamsGroupTopologyValue.TopicInfo] = ...,
+            copartition_groups: list[StreamsGroupTopologyValue.CopartitionGroup] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            subtopology_id: str,
+            source_topics: list[str],
+            source_topic_regex: list[str],
+            state_changelog_topics: list[StreamsGroupTopologyValue.TopicInfo],
+            repartition_sink_topics: list[str],
+            repartition_source_topics: list[StreamsGroupTopologyValue.TopicInfo],
+            copartition_groups: list[StreamsGroupTopologyValue.CopartitionGroup],
+        ) -> StreamsGroupTopologyValue.Subtopology: ...
+
+    class TopicInfo(MessageBase):
+        name: str
+        partitions: int
+        replication_factor: int
+        topic_configs: list[StreamsGroupTopologyValue.TopicConfig]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: int = ...,
+            replication_factor: int = ...,
+            topic_configs: list[StreamsGroupTopologyValue.TopicConfig] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            name: str,
+            partitions: int,
+            replication_factor: int,
+            topic_configs: list[StreamsGroupTopologyValue.TopicConfig],
+        ) -> StreamsGroupTopologyValue.TopicInfo: ...
+
+    class TopicConfig(MessageBase):
+        key: str
+        value: str
+        def __init__(self, *, key: str = ..., value: str = ...) -> None: ...
+        @staticmethod
+        def make(key: str, value: str) -> StreamsGroupTopologyValue.TopicConfig: ...
+
+    class CopartitionGroup(MessageBase):
+        source_topics: list[int]
+        source_topic_regex: list[int]
+        repartition_source_topics: list[int]
+        def __init__(
+            self,
+            *,
+            source_topics: list[int] = ...,
+            source_topic_regex: list[int] = ...,
+            repartition_source_topics: list[int] = ...,
+        ) -> None: ...
+        @staticmethod
+        def make(
+            source_topics: list[int],
+            source_topic_regex: list[int],
+            repartition_source_topics: list[int],
+        ) -> StreamsGroupTopologyValue.CopartitionGroup: ...

@@ -119,7 +119,7 @@ def test_unknown_setting_is_named(tmp_path):
         ("group.consumer.migration.policy", "sideways", "disabled, downgrade"),
         ("group.consumer.assignors", "uniform,sticky", "'sticky' is not one of"),
         ("group.consumer.assignors", " , ", "at least one item"),
-        ("group.coordinator.rebalance.protocols", "classic,streams", "'streams'"),
+        ("group.coordinator.rebalance.protocols", "classic,queues", "'queues'"),
         ("kcoord.durability", "sometimes", "interval:<ms>"),
         ("kcoord.durability", "interval:0", "positive interval"),
         ("cluster.id", "", "must not be empty"),
@@ -130,6 +130,19 @@ def test_invalid_value_is_named(name, value, reason):
         load_config(env={}, overrides=[f"{name}={value}"])
     message = str(info.value)
     assert name in message and reason in message and "--set" in message
+
+
+def test_streams_settings_are_checked_against_their_bounds():
+    cfg = load_config(env={}, overrides=["group.coordinator.rebalance.protocols=classic,streams"])
+    assert "streams" in cfg.get("group.coordinator.rebalance.protocols")
+    assert cfg.get("group.streams.initial.rebalance.delay.ms") == 3000
+    for bad, says in (
+        (["group.streams.num.standby.replicas=3"], "must be at most group.streams.max.standby"),
+        (["group.streams.heartbeat.interval.ms=60000"], "group.streams.heartbeat.interval.ms"),
+        (["group.streams.assignment.interval.ms=20000"], "group.streams.max.assignment"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            load_config(env={}, overrides=bad)
 
 
 def test_invalid_env_value_names_the_variable():

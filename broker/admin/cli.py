@@ -291,12 +291,26 @@ def describe(admin: AdminClient, group_id: str) -> dict[str, Any]:
                 "epoch": m.epoch,
                 "protocol": m.protocol,
                 "assignment": m.assignment,
+                **({"tasks": m.tasks} if m.tasks is not None else {}),
             }
             for m in desc.members
         ],
         "offsets": offsets,
         "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None),
     }
+
+
+def _assignment_text(m: dict[str, Any]) -> str:
+    """A member's partitions (topic:p,p), or a streams member's tasks (role subtopology:p,p)."""
+    tasks = m.get("tasks")
+    if tasks is None:
+        return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in m["assignment"].items())
+    return " ".join(
+        f"{role} {sub}:{','.join(map(str, ps))}"
+        for role, subs in tasks.items()
+        for sub, ps in subs.items()
+        if ps
+    )
 
 
 def _groups_describe(args: argparse.Namespace) -> int:
@@ -321,7 +335,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
                 m["client_id"],
                 m["host"],
                 *([m["protocol"] or "-"] if mixed else []),
-                " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in m["assignment"].items()),
+                _assignment_text(m),
             ]
             for m in info["members"]
         ]

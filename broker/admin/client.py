@@ -35,6 +35,7 @@ from protocol.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
     ShareGroupDescribeRequest,
+    StreamsGroupDescribeRequest,
 )
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
@@ -49,6 +50,7 @@ _WANTED: dict[int, int] = {
     K.DESCRIBE_GROUPS: 5,
     K.CONSUMER_GROUP_DESCRIBE: 1,
     K.SHARE_GROUP_DESCRIBE: 1,
+    K.STREAMS_GROUP_DESCRIBE: 0,
     K.DESCRIBE_SHARE_GROUP_OFFSETS: 1,
     K.ALTER_SHARE_GROUP_OFFSETS: 0,
     K.DELETE_SHARE_GROUP_OFFSETS: 0,
@@ -95,6 +97,8 @@ class Member:
     assignment: dict[str, list[int]] = field(default_factory=dict)
     epoch: int | None = None  # KIP-848 member epoch
     protocol: str | None = None  # in a consumer group: "classic" or "consumer" (KIP-1099)
+    # In a streams group: its tasks by role ("active", "standby", "warmup") and subtopology.
+    tasks: dict[str, dict[str, list[int]]] | None = None
 
 
 # ConsumerGroupDescribe v1's MemberType.
@@ -346,7 +350,53 @@ class AdminClient:
             self._add_consumer_group_view(desc, self.coordinator(group_id))
         if desc.group_type == "classic" and K.SHARE_GROUP_DESCRIBE in self.versions:
             self._add_share_group_view(desc, self.coordinator(group_id))
+        if desc.group_type == "classic" and K.STREAMS_GROUP_DESCRIBE in self.versions:
+            self._add_streams_group_view(desc, self.coordinator(group_id))
         return desc
+
+    def _add_streams_group_view(self, desc: GroupDescription, conn: Client) -> None:
+        """A streams group (KIP-1071): DescribeGroups calls it Dead; StreamsGroupDescribe knows
+        it. A member's assignment is the input partitions of its active tasks."""
+        req = StreamsGroupDescribeRequest(group_ids=[desc.group_id])
+        [g] = self._call(K.STREAMS_GROUP_DESCRIBE, req, conn).groups
+        if g.error_code != 0:
+            return  # not a streams group
+        desc.group_type = "streams"
+        desc.state = g.group_state
+        desc.protocol_type = "streams"
+        desc.epoch = g.group_epoch
+        desc.protocol = "sticky"
+        subs = g.topology.subtopologies or [] if g.topology is not None else []
+        inputs = {
+            s.subtopology_id: [*s.source_topics, *(t.name for t in s.repartition_source_topics)]
+            for s in subs
+        }
+
+        def by_role(a: Any) -> dict[str, dict[str, list[int]]]:
+            return {
+                role: {t.subtopology_id: sorted(t.partitions) for t in getattr(a, f"{role}_tasks")}
+                for role in ("active", "standby", "warmup")
+            }
+
+        members = []
+        for m in g.members:
+            tasks = by_role(m.assignment)
+            assignment: dict[str, list[int]] = {}
+            for sub, parts in tasks["active"].items():
+                for topic in inputs.get(sub, []):
+                    assignment.setdefault(topic, []).extend(parts)
+            members.append(
+                Member(
+                    member_id=m.member_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    instance_id=m.instance_id,
+                    epoch=m.member_epoch,
+                    assignment={t: sorted(set(ps)) for t, ps in assignment.items()},
+                    tasks=tasks,
+                )
+            )
+        desc.members = members
 
     def _add_share_group_view(self, desc: GroupDescription, conn: Client) -> None:
         """A share group (KIP-932): DescribeGroups calls it Dead; ShareGroupDescribe knows it."""

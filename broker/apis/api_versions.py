@@ -27,6 +27,7 @@ PROTOCOL_APIS = {
             ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
         }
     ),
+    "streams": frozenset({ApiKey.STREAMS_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_DESCRIBE}),
 }
 
 

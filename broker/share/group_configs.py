@@ -5,13 +5,15 @@ Served: `share.auto.offset.reset` (`earliest`, `latest` or `by_duration:<ISO-860
 as Kafka 4.x accepts; where a new share-partition of the group starts),
 `share.record.lock.duration.ms` (the group's acquisition lock; between 1000 and 3600000 as the
 broker's group.share.record.lock.duration.ms), and the session timeouts and heartbeat
-intervals of consumer and share groups (`consumer.session.timeout.ms`,
-`consumer.heartbeat.interval.ms`, `share.session.timeout.ms`, `share.heartbeat.interval.ms`;
-within the broker's `group.<kind>.min/max...` bounds, as Kafka checks them). The group
+intervals of consumer, share and streams groups (`consumer.session.timeout.ms`,
+`consumer.heartbeat.interval.ms`, `share.*`, `streams.*`; within the broker's
+`group.<kind>.min/max...` bounds, as Kafka checks them), and a streams group's
+`streams.num.standby.replicas`, `streams.initial.rebalance.delay.ms` and
+`streams.assignment.interval.ms`. The group
 coordinator reads those through `coordinator.config.GroupConfig.per_group`, which is this
 module's live table. Without an override a group follows the broker setting, which
 DescribeConfigs reports as the default. Kafka's other group configs (isolation level, the
-streams ones) are refused as unsupported rather than stored without effect.
+streams assignor offload) are refused as unsupported rather than stored without effect.
 
 A group's configs exist whether or not the group does (as in Kafka, they may be set before it
 is first used) and are kept in a `KeyValueLog` of their own (one JSON object per group), so
@@ -104,6 +106,30 @@ def _bounded(name: str, low: str, high: str) -> Callable[[str, Any], str]:
     return check
 
 
+def _bounded_by(name: str, low: int, high: str | None) -> Callable[[str, Any], str]:
+    """An int group config of at least ``low`` and, given ``high``, at most that broker
+    setting."""
+
+    def check(value: str, config: Any) -> str:
+        try:
+            n = int(value.strip())
+        except ValueError:
+            raise InvalidGroupConfig(
+                f"Invalid value {value} for configuration {name}: Not a number of type INT"
+            ) from None
+        if n < low:
+            raise InvalidGroupConfig(
+                f"Invalid value {n} for configuration {name}: Value must be at least {low}"
+            )
+        if high is not None and config is not None and n > config.get(high):
+            raise InvalidGroupConfig(
+                f"{name} must be less than or equal to {high} ({config.get(high)})"
+            )
+        return str(n)
+
+    return check
+
+
 def _lock_duration(value: str, config: Any = None) -> str:
     try:
         n = int(value.strip())
@@ -154,8 +180,33 @@ DEFS: dict[str, GroupConfigDef] = {
                 _bounded(f"{kind}.{what}", f"group.{kind}.min.{what}", f"group.{kind}.max.{what}"),
                 f"The {what.split('.')[0]} {what.split('.')[1]} of the group's members, in ms.",
             )
-            for kind in ("consumer", "share")
+            for kind in ("consumer", "share", "streams")
             for what in ("session.timeout.ms", "heartbeat.interval.ms")
+        ),
+        GroupConfigDef(
+            "streams.num.standby.replicas",
+            TYPE_INT,
+            "group.streams.num.standby.replicas",
+            _bounded_by("streams.num.standby.replicas", 0, "group.streams.max.standby.replicas"),
+            "The number of standby replicas of each stateful task of the streams group.",
+        ),
+        GroupConfigDef(
+            "streams.initial.rebalance.delay.ms",
+            TYPE_INT,
+            "group.streams.initial.rebalance.delay.ms",
+            _bounded_by("streams.initial.rebalance.delay.ms", 0, None),
+            "How long the first assignment of the streams group waits for more members, in ms.",
+        ),
+        GroupConfigDef(
+            "streams.assignment.interval.ms",
+            TYPE_INT,
+            "group.streams.assignment.interval.ms",
+            _bounded(
+                "streams.assignment.interval.ms",
+                "group.streams.min.assignment.interval.ms",
+                "group.streams.max.assignment.interval.ms",
+            ),
+            "The least time between two task assignments of the streams group, in ms.",
         ),
     )
 }
@@ -164,10 +215,7 @@ UNSUPPORTED = frozenset(
     {
         "share.isolation.level",
         "share.delivery.count.limit",
-        "streams.session.timeout.ms",
-        "streams.heartbeat.interval.ms",
-        "streams.num.standby.replicas",
-        "streams.initial.rebalance.delay.ms",
+        "streams.assignor.offload.enable",
     }
 )
 

@@ -85,7 +85,11 @@ def join_group(ctx: Ctx, req: JoinGroupRequest, meta: RequestMeta, req_id: int) 
         # A consumer group takes classic members in (a migration under way).
         return classic_members.join(ctx, other, join, ctx.state.topics)
     if other is not None and type(other) is not ClassicGroup:
-        if not other.is_empty() or not cfg.allows_downgrade():
+        if not other.is_empty():
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        # Kafka turns an empty streams group into a classic group whatever the migration
+        # policy (which is about consumer groups).
+        if other.type != "streams" and not cfg.allows_downgrade():
             return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         # An empty group of another kind becomes a classic group.
         for key, value in other.tombstone_records():

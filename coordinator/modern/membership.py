@@ -46,6 +46,9 @@ def consumer_group_for_join(
         return consumer_group(ctx, group_id), None
     if existing is None or existing.is_simple():
         return ConsumerGroup(group_id), None
+    if existing.type == "streams":
+        # Kafka never converts a streams group, empty or not, into a consumer group.
+        raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
     if type(existing) is ClassicGroup and not existing.is_empty():
         return migration.upgrade(ctx, existing, topics, out), existing
     if not existing.is_empty():

@@ -497,6 +497,264 @@ ShareGroupTargetAssignmentMetadataValue = Message(
     fields=(F("AssignmentEpoch", "int32", "0+"),),
 )
 
+
+StreamsGroupCurrentMemberAssignmentKey = Message(
+    "StreamsGroupCurrentMemberAssignmentKey",
+    "data",
+    valid="22",
+    flexible="none",
+    fields=(
+        F("GroupId", "string", "22"),
+        F("MemberId", "string", "22"),
+    ),
+)
+
+
+StreamsGroupCurrentMemberAssignmentValue = Message(
+    "StreamsGroupCurrentMemberAssignmentValue",
+    "coordinator-value",
+    valid="0",
+    flexible="0+",
+    api_key=22,
+    fields=(
+        F("MemberEpoch", "int32", "0+"),
+        F("PreviousMemberEpoch", "int32", "0+"),
+        F("State", "int8", "0+"),
+        F("ActiveTasks", "[]TaskIds", "0+"),
+        F("StandbyTasks", "[]TaskIds", "0+"),
+        F("WarmupTasks", "[]TaskIds", "0+"),
+        F("ActiveTasksPendingRevocation", "[]TaskIds", "0+"),
+        F("StandbyTasksPendingRevocation", "[]TaskIds", "0+"),
+        F("WarmupTasksPendingRevocation", "[]TaskIds", "0+"),
+    ),
+    common=(
+        Struct(
+            "TaskIds",
+            fields=(
+                F("SubtopologyId", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+                F(
+                    "AssignmentEpochs",
+                    "[]int32",
+                    "0+",
+                    nullable="0+",
+                    tagged="0+",
+                    tag=0,
+                    default="null",
+                ),
+            ),
+        ),
+    ),
+)
+
+
+StreamsGroupMemberMetadataKey = Message(
+    "StreamsGroupMemberMetadataKey",
+    "data",
+    valid="19",
+    flexible="none",
+    fields=(
+        F("GroupId", "string", "19"),
+        F("MemberId", "string", "19"),
+    ),
+)
+
+
+StreamsGroupMemberMetadataValue = Message(
+    "StreamsGroupMemberMetadataValue",
+    "coordinator-value",
+    valid="0",
+    flexible="0+",
+    api_key=19,
+    fields=(
+        F("InstanceId", "string", "0+", nullable="0+"),
+        F("RackId", "string", "0+", nullable="0+"),
+        F("ClientId", "string", "0+"),
+        F("ClientHost", "string", "0+"),
+        F("RebalanceTimeoutMs", "int32", "0+", default="-1"),
+        F("TopologyEpoch", "int32", "0+"),
+        F("ProcessId", "string", "0+"),
+        F("UserEndpoint", "Endpoint", "0+", nullable="0+", default="null"),
+        F("ClientTags", "[]KeyValue", "0+"),
+    ),
+    common=(
+        Struct(
+            "Endpoint",
+            fields=(
+                F("Host", "string", "0+"),
+                F("Port", "uint16", "0+"),
+            ),
+        ),
+        Struct(
+            "KeyValue",
+            fields=(
+                F("Key", "string", "0+"),
+                F("Value", "string", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+StreamsGroupMetadataKey = Message(
+    "StreamsGroupMetadataKey",
+    "data",
+    valid="17",
+    flexible="none",
+    fields=(F("GroupId", "string", "17"),),
+)
+
+
+StreamsGroupMetadataValue = Message(
+    "StreamsGroupMetadataValue",
+    "coordinator-value",
+    valid="0",
+    flexible="0+",
+    api_key=17,
+    fields=(
+        F("Epoch", "int32", "0+"),
+        F("MetadataHash", "int64", "0+"),
+        F("ValidatedTopologyEpoch", "int32", "0+", tagged="0+", tag=0, default="-1"),
+        F(
+            "LastAssignmentConfigs",
+            "[]LastAssignmentConfig",
+            "0+",
+            nullable="0+",
+            tagged="0+",
+            tag=1,
+            default="null",
+        ),
+    ),
+    common=(
+        Struct(
+            "LastAssignmentConfig",
+            fields=(
+                F("Key", "string", "0+"),
+                F("Value", "string", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+StreamsGroupTargetAssignmentMemberKey = Message(
+    "StreamsGroupTargetAssignmentMemberKey",
+    "data",
+    valid="21",
+    flexible="none",
+    fields=(
+        F("GroupId", "string", "21"),
+        F("MemberId", "string", "21"),
+    ),
+)
+
+
+StreamsGroupTargetAssignmentMemberValue = Message(
+    "StreamsGroupTargetAssignmentMemberValue",
+    "coordinator-value",
+    valid="0",
+    flexible="0+",
+    api_key=21,
+    fields=(
+        F("ActiveTasks", "[]TaskIds", "0+"),
+        F("StandbyTasks", "[]TaskIds", "0+"),
+        F("WarmupTasks", "[]TaskIds", "0+"),
+    ),
+    common=(
+        Struct(
+            "TaskIds",
+            fields=(
+                F("SubtopologyId", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+StreamsGroupTargetAssignmentMetadataKey = Message(
+    "StreamsGroupTargetAssignmentMetadataKey",
+    "data",
+    valid="20",
+    flexible="none",
+    fields=(F("GroupId", "string", "20"),),
+)
+
+
+StreamsGroupTargetAssignmentMetadataValue = Message(
+    "StreamsGroupTargetAssignmentMetadataValue",
+    "coordinator-value",
+    valid="0",
+    flexible="0+",
+    api_key=20,
+    fields=(
+        F("AssignmentEpoch", "int32", "0+"),
+        F("AssignmentTimestamp", "int64", "0+", tagged="0+", tag=0, default="0"),
+    ),
+)
+
+
+StreamsGroupTopologyKey = Message(
+    "StreamsGroupTopologyKey",
+    "data",
+    valid="23",
+    flexible="none",
+    fields=(F("GroupId", "string", "23"),),
+)
+
+
+StreamsGroupTopologyValue = Message(
+    "StreamsGroupTopologyValue",
+    "coordinator-value",
+    valid="0",
+    flexible="0+",
+    api_key=23,
+    fields=(
+        F("Epoch", "int32", "0+"),
+        F(
+            "Subtopologies",
+            "[]Subtopology",
+            "0+",
+            fields=(
+                F("SubtopologyId", "string", "0+"),
+                F("SourceTopics", "[]string", "0+"),
+                F("SourceTopicRegex", "[]string", "0+"),
+                F("StateChangelogTopics", "[]TopicInfo", "0+"),
+                F("RepartitionSinkTopics", "[]string", "0+"),
+                F("RepartitionSourceTopics", "[]TopicInfo", "0+"),
+                F(
+                    "CopartitionGroups",
+                    "[]CopartitionGroup",
+                    "0+",
+                    fields=(
+                        F("SourceTopics", "[]int16", "0+"),
+                        F("SourceTopicRegex", "[]int16", "0+"),
+                        F("RepartitionSourceTopics", "[]int16", "0+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    common=(
+        Struct(
+            "TopicConfig",
+            fields=(
+                F("key", "string", "0+"),
+                F("value", "string", "0+"),
+            ),
+        ),
+        Struct(
+            "TopicInfo",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Partitions", "int32", "0+"),
+                F("ReplicationFactor", "int16", "0+"),
+                F("TopicConfigs", "[]TopicConfig", "0+"),
+            ),
+        ),
+    ),
+)
+
 ALL = (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -530,4 +788,16 @@ ALL = (
     ShareGroupTargetAssignmentMemberValue,
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
+    StreamsGroupCurrentMemberAssignmentKey,
+    StreamsGroupCurrentMemberAssignmentValue,
+    StreamsGroupMemberMetadataKey,
+    StreamsGroupMemberMetadataValue,
+    StreamsGroupMetadataKey,
+    StreamsGroupMetadataValue,
+    StreamsGroupTargetAssignmentMemberKey,
+    StreamsGroupTargetAssignmentMemberValue,
+    StreamsGroupTargetAssignmentMetadataKey,
+    StreamsGroupTargetAssignmentMetadataValue,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
 )

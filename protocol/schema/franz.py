@@ -73,6 +73,7 @@ class Field:
     tag: int | None = None
     default: str | None = None
     fields: tuple[Field, ...] = ()
+    ref: str | None = None  # the not-top-level struct it names (`TaskIDs`), if any
 
     def present_in(self, version: int) -> bool:
         return self.lo <= version and (self.hi is None or version <= self.hi)
@@ -234,6 +235,7 @@ class _Parser:
         if array:
             spec = spec[1:-1]
         children: tuple[Field, ...] = ()
+        ref = None
         if spec.startswith("=>"):  # "=>Name" only suggests a Go type name
             typ = "struct"
             children = self.fields(indent + 2, flo, fhi, flex)
@@ -244,12 +246,12 @@ class _Parser:
         elif spec.startswith("enum-") and spec[5:] in self.enums:
             typ = self.enums[spec[5:]]
         elif spec in self.structs:
-            typ, children = "struct", self.structs[spec]
+            typ, children, ref = "struct", self.structs[spec], spec
         else:
             raise self.fail(n, f"unknown type {spec!r}")
         if default is not None:
             default = default.strip()
-        return Field(name, typ, array, nullable_from, flo, fhi, tag, default, children)
+        return Field(name, typ, array, nullable_from, flo, fhi, tag, default, children, ref)
 
 
 def parse(
@@ -375,6 +377,8 @@ def to_spec(
     valid: tuple[int, int] | None = None,
     like: dict | None = None,
     names: dict[str, tuple[str, str | None]] | None = None,
+    refs: dict[str, str] | None = None,
+    common: frozenset[str] = frozenset(),
 ) -> dict:
     """`defn` in the dict shape of Kafka's JSON message definitions.
 
@@ -384,13 +388,21 @@ def to_spec(
       struct names, `records` type and defaults.
     names: for messages without JSON: franz-go path ("Topics.Partitions.Partition") ->
       (Kafka's name, struct name or None).
+    refs: franz-go's not-top-level structs (`TaskIDs`) -> Kafka's name for them (`TaskIds`);
+      fields of those types refer to one common struct, as Kafka's JSON declares them.
+    common: further struct names (given by `names`) declared once as common structs: Kafka
+      makes `KeyValue` one struct where franz-go writes it inline twice. Inside a common
+      struct, `names` paths start at its Kafka name ("TopicInfo.Topic").
     Every other field gets `kafka_name`; a struct neither source names is an error.
     """
     if defn.key is None or defn.max_version is None:
         raise FranzError(f"{defn.name} is not a request or response")
     lo, hi = valid if valid is not None else (defn.min_version, defn.max_version)
     names = names or {}
-    common = _common(like)
+    refs = refs or {}
+    shared = set(common) | set(refs.values())
+    commons: dict[str, list[dict]] = {}
+    like_common = _common(like)
     used: set[str] = set()
     like_lo = int(like["validVersions"].split("-")[0].rstrip("+")) if like else 0
 
@@ -408,12 +420,14 @@ def to_spec(
                 name = j["name"]
                 if f.type == "struct":
                     struct_name = j["type"][2:] if f.array else j["type"]
-                    sub = j.get("fields") or common[struct_name]
+                    sub = j.get("fields") or like_common[struct_name]
             elif fpath in names:
                 name, struct_name = names[fpath]
                 used.add(fpath)
             else:
                 name = kafka_name(f.name)
+            if f.type == "struct" and struct_name is None and f.ref in refs:
+                struct_name = refs[f.ref]
             item: dict = {"name": name, "type": _json_type(f, struct_name)}
             if j is not None and j["type"] == "records":
                 item["type"] = "records"
@@ -430,7 +444,11 @@ def to_spec(
                     item["default"] = j["default"]
             elif f.nullable_from is not None:
                 item["default"] = "null"  # franz-go's (Go's) zero value of a nullable field
-            if f.fields:
+            if f.fields and struct_name in shared:
+                if struct_name not in commons:
+                    commons[struct_name] = []  # claimed before its fields are converted
+                    commons[struct_name] = convert(f.fields, None, struct_name)
+            elif f.fields:
                 item["fields"] = convert(f.fields, sub, fpath)
             out.append(item)
         return out
@@ -443,6 +461,10 @@ def to_spec(
         "flexibleVersions": "none" if defn.flexible is None else f"{defn.flexible}+",
         "fields": convert(defn.fields, like["fields"] if like else None, ""),
     }
+    if commons:
+        spec["commonStructs"] = [
+            {"name": n, "versions": "0+", "fields": fs} for n, fs in commons.items()
+        ]
     if set(names) - used:
         raise FranzError(f"{defn.name}: no field at {sorted(set(names) - used)}")
     _check_struct_names(spec)

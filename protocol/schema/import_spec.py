@@ -6,7 +6,9 @@ Writes `protocol/schema/messages.py` (wire messages), `protocol/schema/coordinat
 (`__consumer_offsets` record keys and values), `protocol/schema/txnlog.py` (the
 `__transaction_state` record key and value) and `protocol/schema/sharestate.py` (the
 `__share_group_state` record keys and values). The share-group APIs (KIP-932) come from
-franz-go's definitions (`protocol.schema.franz`), with Kafka's names. Only the facts are kept:
+franz-go's definitions (`protocol.schema.franz`), with Kafka's names, and so do the streams-group
+APIs (KIP-1071); the streams-group records, which kafka-spec lacks, from Kafka 4.3's facts in
+`protocol.schema.streams_facts`. Only the facts are kept:
 names, types, versions, nullability, tags and defaults; documentation texts are dropped. The
 output is committed and never edited by hand.
 """
@@ -19,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from protocol.schema import franz
+from protocol.schema import franz, streams_facts
 
 HERE = Path(__file__).parent
 
@@ -114,6 +116,90 @@ def share_specs(root: Path) -> list[dict]:
     return specs
 
 
+# The streams-group APIs (KIP-1071, GA in Kafka 4.2), read from franz-go's definitions; Kafka
+# 4.3 serves v0 of both.
+STREAMS_APIS = (88, 89)
+# franz-go's not-top-level structs of 88_streams_group_heartbeat, as Kafka names them.
+STREAMS_REFS = {
+    "TaskIDs": "TaskIds",
+    "TopicInfo": "TopicInfo",
+    "Endpoint": "Endpoint",
+    "TaskOffset": "TaskOffset",
+    "StreamsAssignment": "Assignment",
+}
+_TOPIC_INFO_NAMES = {
+    "TopicInfo.Topic": ("Name", None),
+    "TopicInfo.NumPartitions": ("Partitions", None),
+    "TopicInfo.Configs": ("TopicConfigs", "KeyValue"),
+}
+STREAMS_NAMES: dict[str, dict[str, tuple[str, str | None]]] = {
+    "StreamsGroupHeartbeatRequest": {
+        "Group": ("GroupId", None),
+        "Topology": ("Topology", "Topology"),
+        "Topology.Subtopologies": ("Subtopologies", "Subtopology"),
+        "Topology.Subtopologies.CopartitionGroups": ("CopartitionGroups", "CopartitionGroup"),
+        "UserEndpoint": ("UserEndpoint", "Endpoint"),
+        "ClientTags": ("ClientTags", "KeyValue"),
+        **_TOPIC_INFO_NAMES,
+    },
+    "StreamsGroupHeartbeatResponse": {
+        "Status": ("Status", "Status"),
+        "PartitionsByUserEndpoint": ("PartitionsByUserEndpoint", "EndpointToPartitions"),
+        "PartitionsByUserEndpoint.ActivePartitions": ("ActivePartitions", "TopicPartition"),
+        "PartitionsByUserEndpoint.StandbyPartitions": ("StandbyPartitions", "TopicPartition"),
+    },
+    "StreamsGroupDescribeRequest": {"Groups": ("GroupIds", None)},
+    "StreamsGroupDescribeResponse": {
+        "Groups": ("Groups", "DescribedGroup"),
+        "Groups.Group": ("GroupId", None),
+        "Groups.State": ("GroupState", None),
+        "Groups.Epoch": ("GroupEpoch", None),
+        "Groups.Topology": ("Topology", "Topology"),
+        "Groups.Topology.Subtopologies": ("Subtopologies", "Subtopology"),
+        "Groups.Members": ("Members", "Member"),
+        "Groups.Members.UserEndpoint": ("UserEndpoint", "Endpoint"),
+        "Groups.Members.ClientTags": ("ClientTags", "KeyValue"),
+        **_TOPIC_INFO_NAMES,
+    },
+}
+# Structs Kafka declares once where franz-go writes them inline more than once.
+STREAMS_COMMON = frozenset({"KeyValue", "Endpoint", "TopicPartition", "Status"})
+
+
+def streams_specs(root: Path) -> list[dict]:
+    """The streams-group APIs from franz-go (89's file uses 88's structs), with Kafka's names."""
+    files = franz.read_all(root / "franz-go-definitions")
+    specs = []
+    for defs in files.values():
+        for defn in defs:
+            if defn.key in STREAMS_APIS and defn.kind in ("request", "response"):
+                specs.append(
+                    franz.to_spec(
+                        defn,
+                        names=STREAMS_NAMES[defn.name],
+                        refs=STREAMS_REFS,
+                        common=STREAMS_COMMON,
+                    )
+                )
+    return specs
+
+
+def old_layout(spec: dict) -> dict:
+    """A `coordinator-key` definition (Kafka 4.0's layout: `apiKey` is the record type) in
+    the old one our record tables read, where a key's version is its record type."""
+    if spec["type"] != "coordinator-key":
+        return spec
+    type_id = str(spec["apiKey"])
+    fields = [{**f, "versions": type_id} for f in spec["fields"]]
+    return {
+        "type": "data",
+        "name": spec["name"],
+        "validVersions": type_id,
+        "flexibleVersions": spec["flexibleVersions"],
+        "fields": fields,
+    }
+
+
 def with_newer(spec: dict) -> dict:
     newer = NEWER.get(spec["name"])
     if newer is None:
@@ -204,6 +290,7 @@ def main(spec_dir: str) -> None:
     root = Path(spec_dir)
     msgs = [with_newer(load_json(p)) for p in (root / "message").glob("*.json")]
     msgs += share_specs(root)
+    msgs += streams_specs(root)
     # Every other API from the 4.0-line snapshot; the messages in message/ keep their own
     # (served and tested) versions, the share-group APIs franz-go's.
     have = {s["name"] for s in msgs}
@@ -216,7 +303,8 @@ def main(spec_dir: str) -> None:
     snapshot = root / "kafka-4.0-snapshot" / "coordinator"
     recs = sorted(
         [load_json(p) for p in (root / "coordinator").glob("*.json")]
-        + [load_json(p) for p in snapshot.glob("ShareGroup*.json")],
+        + [load_json(p) for p in snapshot.glob("ShareGroup*.json")]
+        + [old_layout(r) for r in streams_facts.RECORDS],
         key=lambda s: s["name"],
     )
     write(HERE / "coordinator.py", "Records of the __consumer_offsets log (keys and values).", recs)

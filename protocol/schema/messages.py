@@ -5109,6 +5109,305 @@ ReadShareGroupStateSummaryResponse = Message(
 )
 
 
+StreamsGroupHeartbeatRequest = Message(
+    "StreamsGroupHeartbeatRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=88,
+    fields=(
+        F("GroupId", "string", "0+"),
+        F("MemberId", "string", "0+"),
+        F("MemberEpoch", "int32", "0+"),
+        F("EndpointInformationEpoch", "int32", "0+"),
+        F("InstanceId", "string", "0+", nullable="0+", default="null"),
+        F("RackId", "string", "0+", nullable="0+", default="null"),
+        F("RebalanceTimeoutMs", "int32", "0+", default="-1"),
+        F(
+            "Topology",
+            "Topology",
+            "0+",
+            nullable="0+",
+            default="null",
+            fields=(
+                F("Epoch", "int32", "0+"),
+                F(
+                    "Subtopologies",
+                    "[]Subtopology",
+                    "0+",
+                    fields=(
+                        F("SubtopologyId", "string", "0+"),
+                        F("SourceTopics", "[]string", "0+"),
+                        F("SourceTopicRegex", "[]string", "0+"),
+                        F("StateChangelogTopics", "[]TopicInfo", "0+"),
+                        F("RepartitionSinkTopics", "[]string", "0+"),
+                        F("RepartitionSourceTopics", "[]TopicInfo", "0+"),
+                        F(
+                            "CopartitionGroups",
+                            "[]CopartitionGroup",
+                            "0+",
+                            fields=(
+                                F("SourceTopics", "[]int16", "0+"),
+                                F("SourceTopicRegex", "[]int16", "0+"),
+                                F("RepartitionSourceTopics", "[]int16", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        F("ActiveTasks", "[]TaskIds", "0+", nullable="0+", default="null"),
+        F("StandbyTasks", "[]TaskIds", "0+", nullable="0+", default="null"),
+        F("WarmupTasks", "[]TaskIds", "0+", nullable="0+", default="null"),
+        F("ProcessId", "string", "0+", nullable="0+", default="null"),
+        F("UserEndpoint", "Endpoint", "0+", nullable="0+", default="null"),
+        F("ClientTags", "[]KeyValue", "0+", nullable="0+", default="null"),
+        F("TaskOffsets", "[]TaskOffset", "0+", nullable="0+", default="null"),
+        F("TaskEndOffsets", "[]TaskOffset", "0+", nullable="0+", default="null"),
+        F("ShutdownApplication", "bool", "0+"),
+    ),
+    common=(
+        Struct(
+            "TopicInfo",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Partitions", "int32", "0+"),
+                F("ReplicationFactor", "int16", "0+"),
+                F("TopicConfigs", "[]KeyValue", "0+"),
+            ),
+        ),
+        Struct(
+            "KeyValue",
+            fields=(
+                F("Key", "string", "0+"),
+                F("Value", "string", "0+"),
+            ),
+        ),
+        Struct(
+            "TaskIds",
+            fields=(
+                F("SubtopologyId", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+        Struct(
+            "Endpoint",
+            fields=(
+                F("Host", "string", "0+"),
+                F("Port", "uint16", "0+"),
+            ),
+        ),
+        Struct(
+            "TaskOffset",
+            fields=(
+                F("SubtopologyId", "string", "0+"),
+                F("Partition", "int32", "0+"),
+                F("Offset", "int64", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+StreamsGroupHeartbeatResponse = Message(
+    "StreamsGroupHeartbeatResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=88,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+        F("MemberId", "string", "0+"),
+        F("MemberEpoch", "int32", "0+"),
+        F("HeartbeatIntervalMs", "int32", "0+"),
+        F("AcceptableRecoveryLag", "int32", "0+"),
+        F("TaskOffsetIntervalMs", "int32", "0+"),
+        F("Status", "[]Status", "0+", nullable="0+", default="null"),
+        F("ActiveTasks", "[]TaskIds", "0+", nullable="0+", default="null"),
+        F("StandbyTasks", "[]TaskIds", "0+", nullable="0+", default="null"),
+        F("WarmupTasks", "[]TaskIds", "0+", nullable="0+", default="null"),
+        F("EndpointInformationEpoch", "int32", "0+"),
+        F(
+            "PartitionsByUserEndpoint",
+            "[]EndpointToPartitions",
+            "0+",
+            nullable="0+",
+            default="null",
+            fields=(
+                F("UserEndpoint", "Endpoint", "0+"),
+                F("ActivePartitions", "[]TopicPartition", "0+"),
+                F("StandbyPartitions", "[]TopicPartition", "0+"),
+            ),
+        ),
+    ),
+    common=(
+        Struct(
+            "Status",
+            fields=(
+                F("StatusCode", "int8", "0+"),
+                F("StatusDetail", "string", "0+"),
+            ),
+        ),
+        Struct(
+            "TaskIds",
+            fields=(
+                F("SubtopologyId", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+        Struct(
+            "Endpoint",
+            fields=(
+                F("Host", "string", "0+"),
+                F("Port", "uint16", "0+"),
+            ),
+        ),
+        Struct(
+            "TopicPartition",
+            fields=(
+                F("Topic", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
+StreamsGroupDescribeRequest = Message(
+    "StreamsGroupDescribeRequest",
+    "request",
+    valid="0",
+    flexible="0+",
+    api_key=89,
+    fields=(
+        F("GroupIds", "[]string", "0+"),
+        F("IncludeAuthorizedOperations", "bool", "0+"),
+    ),
+)
+
+
+StreamsGroupDescribeResponse = Message(
+    "StreamsGroupDescribeResponse",
+    "response",
+    valid="0",
+    flexible="0+",
+    api_key=89,
+    fields=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Groups",
+            "[]DescribedGroup",
+            "0+",
+            fields=(
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+                F("GroupId", "string", "0+"),
+                F("GroupState", "string", "0+"),
+                F("GroupEpoch", "int32", "0+"),
+                F("AssignmentEpoch", "int32", "0+"),
+                F(
+                    "Topology",
+                    "Topology",
+                    "0+",
+                    nullable="0+",
+                    default="null",
+                    fields=(
+                        F("Epoch", "int32", "0+"),
+                        F(
+                            "Subtopologies",
+                            "[]Subtopology",
+                            "0+",
+                            nullable="0+",
+                            default="null",
+                            fields=(
+                                F("SubtopologyId", "string", "0+"),
+                                F("SourceTopics", "[]string", "0+"),
+                                F("RepartitionSinkTopics", "[]string", "0+"),
+                                F("StateChangelogTopics", "[]TopicInfo", "0+"),
+                                F("RepartitionSourceTopics", "[]TopicInfo", "0+"),
+                            ),
+                        ),
+                    ),
+                ),
+                F(
+                    "Members",
+                    "[]Member",
+                    "0+",
+                    fields=(
+                        F("MemberId", "string", "0+"),
+                        F("MemberEpoch", "int32", "0+"),
+                        F("InstanceId", "string", "0+", nullable="0+", default="null"),
+                        F("RackId", "string", "0+", nullable="0+", default="null"),
+                        F("ClientId", "string", "0+"),
+                        F("ClientHost", "string", "0+"),
+                        F("TopologyEpoch", "int32", "0+"),
+                        F("ProcessId", "string", "0+"),
+                        F("UserEndpoint", "Endpoint", "0+", nullable="0+", default="null"),
+                        F("ClientTags", "[]KeyValue", "0+"),
+                        F("TaskOffsets", "[]TaskOffset", "0+"),
+                        F("TaskEndOffsets", "[]TaskOffset", "0+"),
+                        F("Assignment", "Assignment", "0+"),
+                        F("TargetAssignment", "Assignment", "0+"),
+                        F("IsClassic", "bool", "0+"),
+                    ),
+                ),
+                F("AuthorizedOperations", "int32", "0+", default="-2147483648"),
+            ),
+        ),
+    ),
+    common=(
+        Struct(
+            "TopicInfo",
+            fields=(
+                F("Name", "string", "0+"),
+                F("Partitions", "int32", "0+"),
+                F("ReplicationFactor", "int16", "0+"),
+                F("TopicConfigs", "[]KeyValue", "0+"),
+            ),
+        ),
+        Struct(
+            "KeyValue",
+            fields=(
+                F("Key", "string", "0+"),
+                F("Value", "string", "0+"),
+            ),
+        ),
+        Struct(
+            "Endpoint",
+            fields=(
+                F("Host", "string", "0+"),
+                F("Port", "uint16", "0+"),
+            ),
+        ),
+        Struct(
+            "TaskOffset",
+            fields=(
+                F("SubtopologyId", "string", "0+"),
+                F("Partition", "int32", "0+"),
+                F("Offset", "int64", "0+"),
+            ),
+        ),
+        Struct(
+            "Assignment",
+            fields=(
+                F("ActiveTasks", "[]TaskIds", "0+"),
+                F("StandbyTasks", "[]TaskIds", "0+"),
+                F("WarmupTasks", "[]TaskIds", "0+"),
+            ),
+        ),
+        Struct(
+            "TaskIds",
+            fields=(
+                F("SubtopologyId", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+
 DescribeShareGroupOffsetsRequest = Message(
     "DescribeShareGroupOffsetsRequest",
     "request",
@@ -5466,6 +5765,10 @@ ALL = (
     DeleteShareGroupStateResponse,
     ReadShareGroupStateSummaryRequest,
     ReadShareGroupStateSummaryResponse,
+    StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatResponse,
+    StreamsGroupDescribeRequest,
+    StreamsGroupDescribeResponse,
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
     AlterShareGroupOffsetsRequest,

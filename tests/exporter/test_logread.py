@@ -332,3 +332,44 @@ def test_compressed_coordinator_batches_are_decoded(tmp_path: Path, codec: int) 
     assert {r["group"] for r in rows} == {"g"}
     dumped = [b["compression"] for b in dump_segment(L.list_segments(pdir)[0][1])]
     assert dumped == ["none", {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}[codec]] * 2
+
+
+def streams_group_records(group: str) -> list[tuple[bytes, bytes | None]]:
+    """A streams group (KIP-1071): member m-1 joins at epoch 2, m-2 at 3, m-2 leaves at 4."""
+    from protocol import coordinator_records as cr
+
+    def member(mid: str) -> tuple[bytes, bytes | None]:
+        return encode_record(
+            cr.StreamsGroupMemberMetadataKey(group_id=group, member_id=mid),
+            cr.StreamsGroupMemberMetadataValue(
+                client_id="streams-cli",
+                client_host="/10.0.0.2",
+                rebalance_timeout_ms=30000,
+                topology_epoch=0,
+                process_id="p",
+            ),
+        )
+
+    def epoch(n: int) -> tuple[bytes, bytes | None]:
+        return encode_record(
+            cr.StreamsGroupMetadataKey(group_id=group),
+            cr.StreamsGroupMetadataValue(epoch=n, metadata_hash=1, validated_topology_epoch=0),
+        )
+
+    gone = encode_record(cr.StreamsGroupMemberMetadataKey(group_id=group, member_id="m-2"), None)
+    return [member("m-1"), epoch(2), member("m-2"), epoch(3), gone, epoch(4)]
+
+
+def test_streams_group_records_are_rows() -> None:
+    rows = [L.record_row(k, v) for k, v in streams_group_records("sg")]
+    assert [(r["record_type"], r.get("generation"), r.get("member_id")) for r in rows] == [
+        (19, None, "m-1"),
+        (17, 2, None),
+        (19, None, "m-2"),
+        (17, 3, None),
+        (19, None, "m-2"),
+        (17, 4, None),
+    ]
+    assert rows[0]["protocol_type"] == "streams" and rows[1]["protocol_type"] == "streams"
+    assert rows[0]["members"][0]["client_id"] == "streams-cli"
+    assert rows[4]["tombstone"] and "members" not in rows[4]

@@ -10,6 +10,7 @@ import pytest
 
 from exporter import synthetic as S
 from exporter.report import run_report
+from tests.exporter.test_logread import streams_group_records
 
 T0 = 1_700_000_000_000
 AT = T0 + 600_000
@@ -66,6 +67,9 @@ def report(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
             log.append("warn", [S.group_metadata("warn", gen, members)], T0 + t * SEC)
         log.append("stop", [S.group_metadata("stop", 1, [{"member_id": "x"}])], T0)
         log.append("stop", [S.group_tombstone("stop")], T0 + 200 * SEC)
+        # A streams group (KIP-1071): epochs 2, 3, 4 as members join and one leaves.
+        for i, rec in enumerate(streams_group_records("streamer")):
+            log.append("streamer", [rec], T0 + (10 + i) * SEC)
         # A commit written after AT is ignored.
         log.append("ok", [S.commit("ok", "t-ok", 0, 5, AT + SEC)], AT + SEC)
         # A torn tail: the last batch of the "ok" group's partition loses its end.
@@ -131,6 +135,9 @@ def test_rebalances_and_state(report: Any) -> None:
     assert warn["state"] == "Stable"
     stop = _group(report, "stop")
     assert (stop["rebalances"], stop["state"]) == (1, "Dead")
+    streamer = _group(report, "streamer")
+    assert (streamer["rebalances"], streamer["generation"], streamer["members"]) == (3, 4, 1)
+    assert (streamer["group_protocol"], streamer["state"]) == ("streams", "Stable")
 
 
 def test_outputs_written(report: Any) -> None:

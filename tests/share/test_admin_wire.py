@@ -317,6 +317,11 @@ def test_a_groups_share_auto_offset_reset(tmp_path: Path) -> None:
                 "consumer.heartbeat.interval.ms": ("5000", 5),
                 "share.session.timeout.ms": ("45000", 5),
                 "share.heartbeat.interval.ms": ("5000", 5),
+                "streams.session.timeout.ms": ("45000", 5),
+                "streams.heartbeat.interval.ms": ("5000", 5),
+                "streams.num.standby.replicas": ("0", 5),
+                "streams.initial.rebalance.delay.ms": ("3000", 5),
+                "streams.assignment.interval.ms": ("1000", 5),
             }
             assert (
                 _set_group_config(c, "early", "share.auto.offset.reset", "earliest").error_code == 0
