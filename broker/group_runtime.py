@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from broker.config import Config
 from broker.loading import PartitionHealth
 from broker.ownership import LeasedOpener, Leases, LogOpener, Ownership, SoleOwner
 from broker.partition_runtime import REPLAY_YIELD_EVERY, PartitionRuntime, now_ms
@@ -55,7 +56,7 @@ _offset_of = operator.itemgetter(0)
 ErrorReply = Callable[[int], Any]
 
 
-def dirty_enough_to_roll(plog: Log) -> bool:
+def dirty_enough_to_roll(plog: PartitionLog) -> bool:
     """Whether to roll the active segment so the cleaner can compact it. Only rolled segments
     are compacted, and a 100 MiB offsets segment may never fill under a steady commit load
     spread over 50 partitions, so the cleaner would never run and a restart would replay
@@ -63,12 +64,16 @@ def dirty_enough_to_roll(plog: Log) -> bool:
     the rest of the log (Kafka's min.cleanable.dirty.ratio of 0.5, counting it as dirty),
     the log stays within about twice its compacted size."""
     segments = plog.segments
+    if not segments:
+        return False  # an engine without segments
     active = segments[-1].size
     rest = sum(s.size for s in segments[:-1])
     return active >= CLEAN_ROLL_MIN_BYTES and active >= rest
 
 
-def group_config(cfg: Any, per_group: Mapping[str, Mapping[str, str]] | None = None) -> GroupConfig:
+def group_config(
+    cfg: Config, per_group: Mapping[str, Mapping[str, str]] | None = None
+) -> GroupConfig:
     """The coordinator's settings, taken from the broker's Kafka-named properties, and the
     per-group overrides (a live table: broker/share/group_configs.py)."""
     return GroupConfig(
@@ -193,13 +198,17 @@ class GroupRuntime:
     def __init__(
         self,
         data_dir: Path,
-        cfg: Any,
+        cfg: Config,
         durability: Durability,
         *,
         open_log: LogOpener | None = None,
         open_leased: LeasedOpener | None = None,
+        ownership: Ownership | None = None,
         per_group: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
+        """``ownership``: where the partitions come from (broker/ownership.py); without it,
+        the file engine's (or ``open_log``'s) single node, or leases opened by
+        ``open_leased``."""
         self.data_dir = Path(data_dir)
         self.partitions: int = cfg.get("offsets.topic.num.partitions")
         self.config = group_config(cfg, per_group)
@@ -216,9 +225,13 @@ class GroupRuntime:
         self.open_log: LogOpener = open_log or (
             lambda path, config: Log.open(path, config, durability)
         )
-        self.ownership: Ownership = (
-            SoleOwner(self.data_dir, self.open_log) if open_leased is None else Leases(open_leased)
-        )
+        if ownership is None:
+            ownership = (
+                SoleOwner(self.data_dir, self.open_log)
+                if open_leased is None
+                else Leases(open_leased)
+            )
+        self.ownership = ownership
         self.runtime: PartitionRuntime[int, Shard] = PartitionRuntime(
             OFFSETS_TOPIC,
             self.partitions,
@@ -468,6 +481,5 @@ class GroupRuntime:
 
 
 def _roll_for_cleaner(p: int, plog: PartitionLog) -> None:
-    # The file log's cleaning roll (see dirty_enough_to_roll).
-    if isinstance(plog, Log) and dirty_enough_to_roll(plog):
+    if dirty_enough_to_roll(plog):
         plog.roll()

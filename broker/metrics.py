@@ -17,7 +17,7 @@ import time
 from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -28,9 +28,24 @@ from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
+    from broker.dataplane.store import TopicStore
+    from broker.group_runtime import GroupRuntime
     from broker.security.metrics_access import MetricsAccess
     from broker.share.runtime import ShareRuntime
-    from broker.state import BrokerState
+
+
+class ScrapedState(Protocol):
+    """What a scrape reads of the broker's state (`broker.state.BrokerState`)."""
+
+    @property
+    def groups(self) -> GroupRuntime: ...
+
+    @property
+    def data(self) -> TopicStore: ...
+
+    @property
+    def share(self) -> ShareRuntime: ...
+
 
 log = logging.getLogger("kcoord.metrics")
 
@@ -82,7 +97,6 @@ def api_name(key: int) -> str:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.state: BrokerState | None = None
         self._requests = Counter(
             "kcoord_requests", "Requests answered, per API.", ["api"], registry=self.registry
         )
@@ -118,7 +132,12 @@ class Metrics:
         self._per_api: dict[int, tuple[Any, Any]] = {}
         self._pending: dict[int, list[float]] = {}
         self._npending = 0
-        self.registry.register(_StateCollector(self))
+        self._collector = _StateCollector(self)
+        self.registry.register(self._collector)
+
+    def collect_from(self, state: ScrapedState) -> None:
+        """Read the broker's state at each scrape from now on (its groups, logs, shares)."""
+        self._collector.state = state
 
     # -- hot path --------------------------------------------------------------------------
 
@@ -235,6 +254,7 @@ class _StateCollector:
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
+        self.state: ScrapedState | None = None
 
     def describe(self) -> list[Any]:
         return []  # unchecked: the families depend on the state at scrape time
@@ -249,16 +269,12 @@ class _StateCollector:
         )
         accepted.add_metric([], m.connections_accepted)
         yield accepted
-        state = m.state
+        state = self.state
         if state is None:
             return
-        runtime = state.groups
-        if runtime is not None:
-            yield from _group_families(runtime)
+        yield from _group_families(state.groups)
         yield from _log_families(state)
-        share = getattr(state, "_share", None)  # not made by a scrape when share groups are off
-        if share is not None:
-            yield from _share_families(state, share)
+        yield from _share_families(state, state.share)
 
 
 def _group_families(runtime: Any) -> Iterator[Any]:
@@ -320,7 +336,7 @@ def _log_families(state: Any) -> Iterator[Any]:
             return
         seen.add(id(plog))
         sizes[topic] += plog.size_bytes
-        segments[topic] += len(getattr(plog, "segments", ()))  # the PostgreSQL engine has none
+        segments[topic] += len(plog.segments)  # the PostgreSQL engine has none
 
     store = state.data
     if store is not None:

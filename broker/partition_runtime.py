@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -43,6 +42,7 @@ from broker.loading import PartitionHealth, load_until_served
 from broker.tasks import BackgroundTasks
 from protocol.errors import ErrorCode
 from protocol.records import BatchHeader, RecordTuple
+from storage.clock import now_ms
 from storage.log import AppendResult, FencedError, LogFailedError
 from storage.partitionlog import PartitionLog, replay_batches
 
@@ -54,11 +54,6 @@ P_contra = TypeVar("P_contra", bound=Hashable, contravariant=True)
 
 REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
 LOAD_CONCURRENCY = 4  # partitions loading at once: one opens its log while another replays
-
-
-def now_ms() -> int:
-    """The wall clock in ms, as coordinators are given it."""
-    return time.time_ns() // 1_000_000
 
 
 class Fold(Protocol[S_co]):
@@ -379,10 +374,7 @@ class PartitionRuntime(Generic[P, S]):
         """p's log took no more writes, and its state has changes the log may not have."""
         if self.logs[p] is not plog or p not in self.states:
             return  # already unloaded: reloading, or given up
-        fenced = isinstance(error, FencedError) or isinstance(
-            getattr(plog, "failure", None), FencedError
-        )
-        if fenced:
+        if isinstance(error, FencedError):
             # Another node holds the partition now: unload (replies get NOT_COORDINATOR),
             # never reopen; the ownership source forgets the lease.
             self.log.warning("%s: fenced by a newer owner; unloading", self.label(p))

@@ -8,11 +8,12 @@ import gc
 import logging
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import broker.apis  # noqa: F401  (registers every API handler)
-from broker.cluster import cluster_identity, load_identity
+from broker.cluster import Identity, cluster_identity, load_identity
 from broker.cluster_node import ClusterNode
 from broker.cluster_view import ClusterView, format_endpoints
 from broker.config import Config, ConfigView, listener_setting, listener_view
@@ -22,7 +23,7 @@ from broker.group_runtime import GroupRuntime
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
-from broker.ownership import LogOpener
+from broker.ownership import Leases, LogOpener, Ownership, SoleOwner
 from broker.peers import PeerClients, PeerSecurity
 from broker.security.acls import Authorizer, parse_super_users
 from broker.security.client import jaas_credentials
@@ -32,14 +33,20 @@ from broker.security.oauth import OAuthSettings, OAuthValidator
 from broker.security.tls import TlsConfigError, TlsContext, client_context
 from broker.share.group_configs import GroupConfigs
 from broker.share.persister import SharePersister
+from broker.share.runtime import ShareRuntime
 from broker.state import BrokerState
+from broker.streams.internal_topics import InternalTopicCreator
 from broker.txn_runtime import TxnRuntime
 from protocol.coordinator_records import OFFSETS_TOPIC
+from storage.log import Log
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError, TopicLog
 
 if TYPE_CHECKING:
     from broker.partition_runtime import Slots
+    from broker.security.kvlog import OpenLog as KvOpener
+    from storage.postgres.log import PgLog
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.server")
 
@@ -55,7 +62,7 @@ class Broker:
         listen: tuple[str, int],
         advertised: tuple[str, int] | None,
         data_dir: Path,
-        config: Any,
+        config: Config,
         metrics: tuple[str, int] | None = None,
     ) -> None:
         self.listen = listen
@@ -75,24 +82,44 @@ class Broker:
         self.tls: dict[str, TlsContext] = {}  # by listener name: each its own ssl.* settings
         self._servers: list[asyncio.Server] = []
         self._tls_reloader: asyncio.Future | None = None
-        self._group_store: Any = None  # storage.postgres.store.PgStore when configured
+        self._engine: PgStore | None = None  # the PostgreSQL engine, when kcoord.storage names one
         self.cluster_node: ClusterNode | None = None  # cluster mode (the PostgreSQL engine)
         self._peers: PeerClients | None = None  # requests to other nodes (txn markers)
+        self._peer_security: PeerSecurity | None = None
 
     async def start(self) -> None:
+        """In phases: the storage engine (an unreachable database stops start-up before
+        anything listens), the listeners and their TLS, the stores, the state with its
+        coordinator runtimes, the cluster (with the PostgreSQL engine), then serving."""
         cfg = self.config
-        # Before anything listens: an unreachable database stops start-up (StartupError).
-        open_log = await self._open_group_storage(cfg.get("kcoord.storage"))
-        clustered = self._group_store is not None
-        if clustered:
-            node_id, cluster_id = await cluster_identity(self._group_store, self.data_dir, cfg)
+        engine = self._engine = await _open_engine(cfg.get("kcoord.storage"))
+        identity = await self._identity(engine)
+        socks, inter_broker = self._bind_listeners(engine is not None)
+        stores = await self._open_stores(engine)
+        self.state = state = self._build_state(identity, engine, stores)
+        await self._start_runtimes(state, engine)
+        if engine is not None:
+            await self._join_cluster(state, engine, inter_broker)
+        await self._serve(state, socks)
+
+    # -- the phases of start -------------------------------------------------------------
+
+    async def _identity(self, engine: PgStore | None) -> Identity:
+        """meta.properties; in a cluster the node id and cluster id come from the database."""
+        cfg = self.config
+        if engine is not None:
+            node_id, cluster_id = await cluster_identity(engine, self.data_dir, cfg)
         else:
             node_id, cluster_id = cfg.get("node.id"), cfg.get("cluster.id")
         try:
-            identity = load_identity(self.data_dir, node_id, cluster_id)
+            return load_identity(self.data_dir, node_id, cluster_id)
         except ValueError as e:
             raise StartupError(str(e)) from None
-        max_frame = cfg.get("socket.request.max.bytes")
+
+    def _bind_listeners(self, clustered: bool) -> tuple[list[socket.socket], Listener]:
+        """Bind every listener (its TLS context made first); returns the sockets and the
+        inter-broker listener as bound. Other nodes are reached like that listener."""
+        cfg = self.config
         try:
             wanted = resolve_listeners(cfg, self.listen, self.advertised)
             for w in wanted:
@@ -101,7 +128,8 @@ class Broker:
             if self.metrics_address is not None and cfg.get("kcoord.metrics.ssl.enabled"):
                 self.tls[METRICS_LISTENER] = TlsContext(_tls_settings(cfg, METRICS_LISTENER, True))
             inter_broker = _inter_broker_listener(cfg, wanted)
-            peer_security = _peer_security(cfg, inter_broker) if clustered else None
+            # Only a cluster node talks to others (with credentials SASL may need).
+            self._peer_security = _peer_security(cfg, inter_broker) if clustered else None
         except (ListenerError, TlsConfigError) as e:
             raise StartupError(str(e)) from None
         socks = []
@@ -109,83 +137,146 @@ class Broker:
             sock = _bind(w.host, w.port)
             socks.append(sock)
             self.listeners.append(w.bound(sock.getsockname()[1]))
-        first = self.listeners[0]
-        inter_broker = next(b for b in self.listeners if b.name == inter_broker.name)
-        self.port = first.port
-        self.state = state = BrokerState(
-            identity, first.advertised_host, first.advertised_port, cfg
-        )
-        state.metrics = self.metrics
-        state.cluster = ClusterView(identity.node_id, clustered, rack=cfg.get("broker.rack"))
-        self.metrics.state = state
-        state.credentials = await CredentialStore.open(
-            self.data_dir, cfg.durability, self._credentials_opener()
-        )
+        self.port = self.listeners[0].port
+        return socks, next(b for b in self.listeners if b.name == inter_broker.name)
+
+    async def _open_stores(self, engine: PgStore | None) -> _Stores:
+        """Users, per-group configs, ACLs and the topics: in the data directory, or in the
+        database with the PostgreSQL engine."""
+        cfg = self.config
+        open_kv = _kv_opener(engine)
+        credentials = await CredentialStore.open(self.data_dir, cfg.durability, open_kv)
+        oauth = None
         if any(
             "OAUTHBEARER" in listener_setting(cfg, w.name, "sasl.enabled.mechanisms")
-            for w in wanted
+            for w in self.listeners
             if w.uses_sasl
         ):
-            state.oauth = OAuthValidator(OAuthSettings.from_config(cfg))
-            state.oauth.start()
-        state.group_configs = await GroupConfigs.open(
-            self.data_dir, cfg.durability, self._credentials_opener()
-        )
+            oauth = OAuthValidator(OAuthSettings.from_config(cfg))
+            oauth.start()
+        group_configs = await GroupConfigs.open(self.data_dir, cfg.durability, open_kv)
+        authorizer = None
         if cfg.get("authorizer.class.name") is not None:
-            state.authorizer = await Authorizer.open(
+            authorizer = await Authorizer.open(
                 self.data_dir,
                 cfg.durability,
                 parse_super_users(cfg.get("super.users")),
                 cfg.get("allow.everyone.if.no.acl.found"),
-                self._credentials_opener(),
+                open_kv,
             )
-        state.data = await TopicStore.open(
-            self.data_dir, cfg, engine=self._group_store, cluster=clustered
+        data = await TopicStore.open(self.data_dir, cfg, engine=engine, cluster=engine is not None)
+        return _Stores(credentials, group_configs, authorizer, oauth, data)
+
+    def _build_state(
+        self, identity: Identity, engine: PgStore | None, stores: _Stores
+    ) -> BrokerState:
+        """Everything a request handler reaches, complete: the coordinator runtimes are made
+        here (started by `_start_runtimes`), on the ownership source of the engine."""
+        cfg = self.config
+        # The one place one node and a cluster differ for the coordinators (broker/ownership.py).
+        ownership: Ownership = (
+            SoleOwner(self.data_dir, _file_opener(cfg))
+            if engine is None
+            else Leases(engine.open_leased)
         )
-        state.topics = state.data.registry
-        state.groups = GroupRuntime(
+        first = self.listeners[0]
+        cluster = ClusterView(identity.node_id, engine is not None, rack=cfg.get("broker.rack"))
+        groups = GroupRuntime(
             self.data_dir,
             cfg,
             cfg.durability,
-            open_log=open_log,
-            open_leased=self._group_store.open_leased if clustered else None,
-            per_group=state.group_configs.table,
+            ownership=ownership,
+            per_group=stores.group_configs.table,
         )
-        metrics_event, share_event = self.metrics.on_event, state.share.on_event
+        self._peers = PeerClients(f"kcoord-node-{identity.node_id}", self._peer_security)
+        txns = TxnRuntime(
+            self.data_dir,
+            cfg,
+            None,
+            groups,
+            stores.data,
+            ownership=ownership,
+            view=cluster,
+            peers=self._peers,
+        )
+        share = ShareRuntime.from_config(cfg, stores.group_configs)
+        share.persister = SharePersister(
+            share.partitions, stores.data.registry, cluster, self._peers
+        )
+        metrics_event, share_event = self.metrics.on_event, share.on_event
 
         def on_event(event: object) -> None:
             metrics_event(event)
             share_event(event)
 
-        state.groups.on_event = on_event
-        share_on = "share" in cfg.get("group.coordinator.rebalance.protocols")
-        if share_on and clustered:
-            state.share.use_engine(self._group_store)
-        elif share_on:
+        groups.on_event = on_event
+        stores.data.on_topic_deleted.append(groups.on_topic_deleted)
+        stores.data.on_topic_deleted.append(share.on_topic_deleted)
+        state = BrokerState(
+            identity=identity,
+            advertised_host=first.advertised_host,
+            advertised_port=first.advertised_port,
+            config=cfg,
+            topics=stores.data.registry,
+            data=stores.data,
+            groups=groups,
+            txns=txns,
+            share=share,
+            group_configs=stores.group_configs,
+            streams_topics=InternalTopicCreator(
+                lambda: stores.data, lambda: int(cfg.get("default.replication.factor"))
+            ),
+            cluster=cluster,
+            metrics=self.metrics,
+            credentials=stores.credentials,
+            authorizer=stores.authorizer,
+            oauth=stores.oauth,
+        )
+        self.metrics.collect_from(state)
+        return state
+
+    async def _start_runtimes(self, state: BrokerState, engine: PgStore | None) -> None:
+        cfg = self.config
+        if "share" in cfg.get("group.coordinator.rebalance.protocols"):
             await state.share.open_state_log(
                 self.data_dir,
                 cfg.get("share.coordinator.state.topic.num.partitions"),
-                state.groups.open_log,
+                _file_opener(cfg),
+                engine=engine,
             )
-        state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
-        state.data.on_topic_deleted.append(state.share.on_topic_deleted)
         state.groups.start()
-        self._peers = PeerClients(f"kcoord-node-{identity.node_id}", peer_security)
-        state.share.persister = SharePersister(
-            state.share.partitions, state.topics, state.cluster, self._peers
-        )
-        state.txns = TxnRuntime(
-            self.data_dir,
-            cfg,
-            open_log,
-            state.groups,
-            state.data,
-            open_leased=self._group_store.open_leased if clustered else None,
-            view=state.cluster,
-            peers=self._peers,
-        )
         state.txns.start()
         self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
+
+    async def _join_cluster(
+        self, state: BrokerState, engine: PgStore, inter_broker: Listener
+    ) -> None:
+        cfg = self.config
+        share_on = "share" in cfg.get("group.coordinator.rebalance.protocols")
+        self.cluster_node = ClusterNode(
+            engine.pool,
+            state.cluster,
+            [state.groups.runtime, state.txns.runtime],
+            state.data,
+            (inter_broker.advertised_host, inter_broker.advertised_port),
+            cfg.get("kcoord.cluster.lease.ms"),
+            cfg.get("kcoord.cluster.renew.interval.ms"),
+            share=state.share if share_on else None,
+            shared=[state.credentials.refresh, state.group_configs.refresh]
+            + ([state.authorizer.refresh] if state.authorizer is not None else []),
+            endpoints=format_endpoints(
+                [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
+            ),
+        )
+        await self.cluster_node.start()
+        # Serve once the first round has taken this node's partitions: a client that
+        # connects at "ready" finds the leaders (the offsets partitions may still load).
+        await self.cluster_node.first_round.wait()
+
+    async def _serve(self, state: BrokerState, socks: list[socket.socket]) -> None:
+        """The metrics endpoint, then every listener, and the sweepers of idle connections
+        and renewed certificates."""
+        cfg = self.config
         if self.metrics_address is not None:
             self._metrics_server = await self.metrics.serve(
                 *self.metrics_address,
@@ -199,27 +290,7 @@ class Broker:
                 self.metrics_address[0],
                 self.metrics_port,
             )
-
-        if clustered:
-            self.cluster_node = ClusterNode(
-                self._group_store.pool,
-                state.cluster,
-                [state.groups.runtime, state.txns.runtime],
-                state.data,
-                (inter_broker.advertised_host, inter_broker.advertised_port),
-                cfg.get("kcoord.cluster.lease.ms"),
-                cfg.get("kcoord.cluster.renew.interval.ms"),
-                share=state.share if share_on else None,
-                shared=[state.credentials.refresh, state.group_configs.refresh]
-                + ([state.authorizer.refresh] if state.authorizer is not None else []),
-                endpoints=format_endpoints(
-                    [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
-                ),
-            )
-            await self.cluster_node.start()
-            # Serve once the first round has taken this node's partitions: a client that
-            # connects at "ready" finds the leaders (the offsets partitions may still load).
-            await self.cluster_node.first_round.wait()
+        max_frame = cfg.get("socket.request.max.bytes")
 
         def connect(listener: Listener) -> Connection:
             conn = Connection(state, max_frame, listener=listener)
@@ -240,6 +311,7 @@ class Broker:
         idle_ms = cfg.get("connections.max.idle.ms")
         if idle_ms >= 0:
             self._idle_sweeper = asyncio.ensure_future(self._close_idle(idle_ms))
+        first = self.listeners[0]
         others = "".join(
             f", {w.name} on {w.host}:{w.port} (advertised as {w.advertised_host}:"
             f"{w.advertised_port})"
@@ -253,8 +325,8 @@ class Broker:
             first.advertised_port,
             first.name,
             others,
-            identity.node_id,
-            identity.cluster_id,
+            state.identity.node_id,
+            state.identity.cluster_id,
         )
 
     async def _close_idle(self, idle_ms: int) -> None:
@@ -290,41 +362,25 @@ class Broker:
             await self._finish_connections()
             for server in self._servers:
                 await server.wait_closed()
-        if self.state is not None and self.state.txns is not None:
-            await self.state.txns.close()
+        state = self.state
+        if state is not None:
+            await state.txns.close()
         if self._peers is not None:
             self._peers.close()
-        if self.state is not None and self.state._share is not None:
-            await self.state.share.close()
-        if self.state is not None and self.state._streams_topics is not None:
-            for task in self.state._streams_topics.close():
+        if state is not None:
+            await state.share.close()
+            for task in state.streams_topics.close():
                 await asyncio.gather(task, return_exceptions=True)
-        if self.state is not None and self.state.groups is not None:
-            await self.state.groups.close()
-        if self.state is not None and self.state.data is not None:
-            await self.state.data.close()
-        if self.state is not None and self.state.oauth is not None:
-            await self.state.oauth.close()
-        if self.state is not None and self.state.credentials is not None:
-            await self.state.credentials.close()
-        if self.state is not None and self.state.authorizer is not None:
-            await self.state.authorizer.close()
-        if self.state is not None and self.state._group_configs is not None:
-            await self.state._group_configs.close()
-        if self._group_store is not None:
-            await self._group_store.close()
-
-    def _credentials_opener(self) -> Any:
-        """The engine of the security logs (credentials, ACLs): the database's when the group
-        logs are there."""
-        store = self._group_store
-        if store is None:
-            return None
-
-        async def open_log(topic: str, partition: int) -> Any:
-            return await store.open_log(topic, partition, LogConfig(cleanup_policy="compact"))
-
-        return open_log
+            await state.groups.close()
+            await state.data.close()
+            if state.oauth is not None:
+                await state.oauth.close()
+            await state.credentials.close()
+            if state.authorizer is not None:
+                await state.authorizer.close()
+            await state.group_configs.close()
+        if self._engine is not None:
+            await self._engine.close()
 
     def _metrics_access(self) -> MetricsAccess | None:
         basic = self.config.get("kcoord.metrics.authentication") == "basic"
@@ -333,17 +389,6 @@ class Broker:
             return None
         rules = listener_setting(self.config, METRICS_LISTENER, "ssl.principal.mapping.rules")
         return MetricsAccess(self.state, basic, rules)
-
-    async def _open_group_storage(self, storage: str) -> LogOpener | None:
-        """The opener of the group runtime's logs: None for the file engine (its default),
-        PostgreSQL's for a postgresql:// URL, which then keeps the topics too."""
-        if storage == "file":
-            return None
-        from storage.postgres.store import PgStore, redact
-
-        self._group_store = await PgStore.connect(storage)
-        log.info("%s and topic logs in PostgreSQL at %s", OFFSETS_TOPIC, redact(storage))
-        return self._group_store.opener
 
     async def _finish_connections(self) -> None:
         """Let in-flight requests complete (up to a grace period), then drop the rest."""
@@ -354,6 +399,44 @@ class Broker:
             )
         for conn in list(self._connections):
             conn.abort("broker shutting down")
+
+
+@dataclass(frozen=True)
+class _Stores:
+    credentials: CredentialStore
+    group_configs: GroupConfigs
+    authorizer: Authorizer | None
+    oauth: OAuthValidator | None
+    data: TopicStore
+
+
+async def _open_engine(storage: str) -> PgStore | None:
+    """The PostgreSQL engine for a postgresql:// URL (it then keeps every log and the
+    topics, and the node joins a cluster); None for the file engine."""
+    if storage == "file":
+        return None
+    from storage.postgres.store import PgStore, redact
+
+    engine = await PgStore.connect(storage)
+    log.info("%s and topic logs in PostgreSQL at %s", OFFSETS_TOPIC, redact(storage))
+    return engine
+
+
+def _file_opener(cfg: Config) -> LogOpener:
+    durability = cfg.durability
+    return lambda path, config: Log.open(path, config, durability)
+
+
+def _kv_opener(engine: PgStore | None) -> KvOpener | None:
+    """The engine of the key-value logs (credentials, ACLs, group configs): the database's
+    with the PostgreSQL engine, else the data directory's files."""
+    if engine is None:
+        return None
+
+    async def open_log(topic: str, partition: int) -> PgLog:
+        return await engine.open_log(topic, partition, LogConfig(cleanup_policy="compact"))
+
+    return open_log
 
 
 async def _publish_offsets_topic(state: BrokerState) -> None:
@@ -444,7 +527,7 @@ async def serve(
     listen: tuple[str, int],
     advertised: tuple[str, int] | None,
     data_dir: Path,
-    config: Any,
+    config: Config,
     metrics: tuple[str, int] | None = None,
 ) -> None:
     """Run a broker until cancelled; with ``metrics``, serve Prometheus metrics there."""

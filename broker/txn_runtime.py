@@ -51,6 +51,7 @@ from storage.logconfig import LogConfig
 
 if TYPE_CHECKING:
     from broker.cluster_view import ClusterView
+    from broker.config import Config
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
     from broker.peers import PeerClients
@@ -79,7 +80,7 @@ class MarkerNotWritten(Exception):
     """A marker another node could not write yet: retried."""
 
 
-def txn_config(cfg: Any) -> TxnConfig:
+def txn_config(cfg: Config) -> TxnConfig:
     return TxnConfig(
         max_timeout_ms=cfg.get("transaction.max.timeout.ms"),
         id_expiration_ms=cfg.get("transactional.id.expiration.ms"),
@@ -128,12 +129,13 @@ class TxnRuntime:
     def __init__(
         self,
         data_dir: Path,
-        cfg: Any,
+        cfg: Config,
         open_log: LogOpener | None,
         groups: GroupRuntime,
         data: TopicStore,
         *,
         open_leased: LeasedOpener | None = None,
+        ownership: Ownership | None = None,
         view: ClusterView | None = None,
         peers: PeerClients | None = None,
     ) -> None:
@@ -152,9 +154,11 @@ class TxnRuntime:
         durability = cfg.durability
         # The file log unless the broker runs on another engine (as the group runtime).
         opener: LogOpener = open_log or (lambda path, c: Log.open(path, c, durability))
-        self.ownership: Ownership = (
-            SoleOwner(self.data_dir, opener) if open_leased is None else Leases(open_leased)
-        )
+        if ownership is None:
+            ownership = (
+                SoleOwner(self.data_dir, opener) if open_leased is None else Leases(open_leased)
+            )
+        self.ownership = ownership
         self.runtime: PartitionRuntime[int, TxnCoordinator] = PartitionRuntime(
             TXN_TOPIC,
             self.partitions,

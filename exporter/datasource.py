@@ -51,8 +51,8 @@ from pyspark.sql.datasource import (
 )
 
 from exporter.pgread import is_storage_url
+from protocol.internal_topics import OFFSETS_TOPIC
 
-OFFSETS_TOPIC_NAME = "__consumer_offsets"
 _LEVELS = ("records", "segments")
 _TOPIC_LEVELS = ("partitions", "batches", "records")
 BYTES_PER_PARTITION = 128 << 20
@@ -298,7 +298,7 @@ class KcoordReader(DataSourceReader):
         if is_storage_url(self.data_dir):
             from exporter import pgread
 
-            entry = pgread.catalog(self.data_dir).get(OFFSETS_TOPIC_NAME) or {}
+            entry = pgread.catalog(self.data_dir).get(OFFSETS_TOPIC) or {}
             n = self.offsets_partitions or entry.get("partitions")
         else:
             n = self.offsets_partitions or offsets_partition_count(Path(self.data_dir))
@@ -342,7 +342,7 @@ class KcoordReader(DataSourceReader):
         out: list[PgRange] = []
         sizes: list[int] = []
         cap = int(_get(self.options, "bytesPerPartition") or pgread.RANGE_BYTES)
-        for topic, p in pgread.partitions(self.data_dir, OFFSETS_TOPIC_NAME):
+        for topic, p in pgread.partitions(self.data_dir, OFFSETS_TOPIC):
             if (wanted is not None and p not in wanted) or not self.log_partitions.contains(p):
                 continue
             for first, last, size in pgread.ranges(self.data_dir, topic, p, cap):

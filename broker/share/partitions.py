@@ -19,11 +19,12 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from broker.share.state_log import ShareStateLog, now_ms, update_record
 from coordinator.share.partition import SharePartition, SharePartitionConfig
 
 if TYPE_CHECKING:
+    from broker.config import Config
     from broker.share.group_configs import GroupConfigs
-    from broker.share.state_log import ShareStateLog
 
 Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 
@@ -42,7 +43,7 @@ class ShareSettings:
     updates_per_snapshot: int = 500
 
     @classmethod
-    def from_config(cls, cfg) -> ShareSettings:
+    def from_config(cls, cfg: Config) -> ShareSettings:
         return cls(
             SharePartitionConfig(
                 max_in_flight_records=cfg.get("group.share.partition.max.record.locks"),
@@ -52,10 +53,6 @@ class ShareSettings:
             cfg.get("share.auto.offset.reset"),
             cfg.get("share.coordinator.snapshot.update.records.per.snapshot"),
         )
-
-
-def now_ms() -> int:
-    return int(asyncio.get_running_loop().time() * 1000)
 
 
 class SharePartitions:
@@ -196,8 +193,6 @@ class SharePartitions:
         update = sp.take_update()
         if update is None:
             return None
-        from broker.share.state_log import update_record
-
         self._updates[key] = self._updates.get(key, 0) + 1
         epoch = self.state_log.snapshot_epoch(key)
         return self.state_log.write(key, [update_record(key, update, epoch)])
@@ -209,10 +204,6 @@ class SharePartitions:
         epoch = self.state_log.next_snapshot_epoch(key)
         self._updates[key] = 0
         return self.state_log.write_snapshot(key, sp.snapshot(), epoch)
-
-    def persist_all(self) -> list[Awaitable[Any]]:
-        writes = [self.persist(k, sp) for k, sp in self.partitions.items()]
-        return [w for w in writes if w is not None]
 
     def release_member(self, group_id: str, member_id: str) -> int:
         """Make every record the member holds in any partition of its group available."""

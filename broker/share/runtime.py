@@ -10,7 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from broker.config import Config
 from broker.ownership import LogOpener
+from broker.share.group_configs import GroupConfigs
 from broker.share.partitions import SharePartitions, ShareSettings, now_ms
 from broker.share.persister import SharePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
@@ -41,19 +43,22 @@ class ShareRuntime:
         self.prune_interval_ms = prune_interval_ms
         self._maintenance: list[asyncio.Task[None]] = []
         self._dropping: set[asyncio.Future[None]] = set()
-        self.engine: Any = None  # cluster mode: the shared storage engine (use_engine)
+        self.engine: Any = None  # cluster mode: the shared storage engine (open_state_log)
         # The admin paths' way to share-partition state, wherever it is; set by the broker
         # (in cluster mode, with the view and the clients of the other nodes).
         self.persister: SharePersister = SharePersister(self.partitions, TopicRegistry())
 
     @classmethod
-    def from_config(cls, cfg) -> ShareRuntime:
-        return cls(
+    def from_config(cls, cfg: Config, group_configs: GroupConfigs | None = None) -> ShareRuntime:
+        """``group_configs``: the groups' own settings (share.auto.offset.reset...)."""
+        share = cls(
             ShareSettings.from_config(cfg),
             cfg.get("group.share.max.share.sessions"),
             cfg.get("share.coordinator.cold.partition.snapshot.interval.ms"),
             cfg.get("share.coordinator.state.topic.prune.interval.ms"),
         )
+        share.partitions.group_configs = group_configs
+        return share
 
     def on_event(self, event: Any) -> None:
         """A group runtime event: a member that left its share group (or was fenced) loses
@@ -98,18 +103,20 @@ class ShareRuntime:
             self.sessions.remove(group_id, member_id)
             self.partitions.release_member(group_id, member_id)
 
-    async def open_state_log(self, data_dir: Path, partitions: int, open_log: LogOpener) -> None:
-        """Replay `__share_group_state` (broker/share/state_log.py); from now on every
-        share-partition's changes are written there."""
+    async def open_state_log(
+        self, data_dir: Path, partitions: int, open_log: LogOpener, *, engine: Any = None
+    ) -> None:
+        """From now on every share-partition's changes are written to the share state logs
+        (broker/share/state_log.py). On one node: `__share_group_state`, replayed now. With
+        a cluster's shared storage ``engine``: each topic partition's share state is a log of
+        its own, written only by the node leading the topic partition (see lead)."""
+        if engine is not None:
+            self.engine = engine
+            self._use(ShareStateLog(Path("."), 0, STATE_LOG_CONFIG, engine=engine))
+            return
         state_log = ShareStateLog(data_dir, partitions, STATE_LOG_CONFIG, open_log)
         self._use(state_log)
         await state_log.load()
-
-    def use_engine(self, engine: Any) -> None:
-        """Cluster mode: each topic partition's share state is a log of its own in the shared
-        storage engine, written only by the node leading the topic partition (see lead)."""
-        self.engine = engine
-        self._use(ShareStateLog(Path("."), 0, STATE_LOG_CONFIG, engine=engine))
 
     def _use(self, state_log: ShareStateLog) -> None:
         self.partitions.state_log = state_log

@@ -46,10 +46,6 @@ from storage.partitionlog import PartitionLog, TopicLog
 log = logging.getLogger("kcoord.share")
 
 
-def now_ms() -> int:
-    return int(asyncio.get_running_loop().time() * 1000)
-
-
 def topic_id_string(topic_id: uuid.UUID) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
@@ -107,6 +103,11 @@ def update_record(key: Key, update: StateUpdate, snapshot_epoch: int) -> bytes:
         state_batches=_batches(sr.ShareUpdateValue.StateBatch, update.state_batches),
     )
     return kv_record_tail(*sr.encode_record(k, v))
+
+
+def now_ms() -> int:
+    """Share groups' clock: the event loop's (monotonic), in ms."""
+    return int(asyncio.get_running_loop().time() * 1000)
 
 
 Slot = Hashable  # where a key's records go: a partition number, or (topic id, partition)
