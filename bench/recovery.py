@@ -134,7 +134,7 @@ async def measure(directory: Path, partitions: int, groups: list[list[str]]) -> 
     rt.start()
     first = None
     while not rt.loaded.is_set():
-        if first is None and rt.shards:
+        if first is None and any(s is not None for s in rt.shards):
             first = time.perf_counter() - t0
         await asyncio.sleep(0.001)
     total = time.perf_counter() - t0

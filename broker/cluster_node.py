@@ -49,7 +49,7 @@ class ClusterNode:
         self,
         db: Any,
         view: ClusterView,
-        runtimes: Sequence[PartitionRuntime[int, Any]],
+        runtimes: Sequence[PartitionRuntime[Any]],
         data: TopicStore,
         address: tuple[str, int],
         lease_ms: int,
@@ -69,7 +69,7 @@ class ClusterNode:
         self.view = view
         # The coordinator runtimes (group, transaction) by topic: a partition of one of these
         # topics is loaded by its runtime; any other is a topic partition the data plane leads.
-        self.runtimes: dict[str, PartitionRuntime[int, Any]] = {rt.topic: rt for rt in runtimes}
+        self.runtimes: dict[str, PartitionRuntime[Any]] = {rt.topic: rt for rt in runtimes}
         self.data = data
         self.address = address  # the inter-broker listener's, where other nodes connect
         self.endpoints = endpoints  # every listener's (cluster_view.format_endpoints)
@@ -301,7 +301,7 @@ class ClusterNode:
             else:
                 self._spawn(self._resign(topic, partition))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[object, None, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         # The loop keeps only weak references to tasks: hold each until it is done.
         self._loading.add(task)

@@ -95,6 +95,16 @@ def _string(text: str) -> str:
     return text
 
 
+def _pattern(text: str) -> str:
+    """A regular expression over group ids ("" matches nothing as a deny list and everything
+    as an allow list)."""
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise ValueError(f"not a regular expression: {e}") from None
+    return text
+
+
 def _one_of(*choices: str) -> Parser:
     def parse(text: str) -> str:
         lowered = text.lower()
@@ -480,6 +490,31 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("kcoord.metrics.authentication", "string", "none", _one_of("none", "basic"),
             "basic: the metrics endpoint wants HTTP Basic credentials of a kcoord user (its"
             " SCRAM password). With an authorizer, scrapes need DESCRIBE on the cluster."),
+    Setting("kcoord.console.enabled", "bool", True, _bool,
+            "Serve the web console (/console/), Burrow's HTTP API (/v3/kafka/...) and the lag"
+            " JSON (/api/) on the metrics listener, behind its TLS, credentials and ACLs."),
+    Setting("kcoord.burrow.cluster.name", "string", "kcoord", _string,
+            "The cluster name Burrow's API (/v3/kafka/<name>/...) answers to."),
+    Setting("kcoord.lag.sample.interval.ms", "long", 5000, _long(100),
+            "How often the live lag model samples log end offsets, reads the times of first"
+            " uncommitted records and evaluates statuses (Burrow's offset-refresh)."),
+    Setting("kcoord.lag.intervals", "int", 10, _integer(1, 100),
+            "Commits per partition in the lag status window (Burrow's intervals)."),
+    Setting("kcoord.lag.allowed.lag", "long", 0, _long(0),
+            "A partition whose lag is at most this is OK whatever its commits (Burrow's"
+            " allowed-lag)."),
+    Setting("kcoord.lag.min.distance.ms", "long", 1000, _long(0),
+            "A commit closer than this to the window's newest one replaces it (Burrow's"
+            " min-distance)."),
+    Setting("kcoord.lag.history.interval.ms", "long", 15000, _long(100),
+            "Spacing of the per-group lag samples kept for the console's last-hour chart."),
+    Setting("kcoord.metrics.lag.partition.groups", "int", 1000, _int(0),
+            "Groups (the first by name) whose lag metrics are per partition; the others get"
+            " group-level series only."),
+    Setting("kcoord.metrics.lag.groups.include", "string", ".*", _pattern,
+            "Regular expression: only groups whose id matches it get lag metrics."),
+    Setting("kcoord.metrics.lag.groups.exclude", "string", "", _pattern,
+            "Regular expression: groups whose id matches it get no lag metrics (empty: none)."),
     Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
             "How often the key and trust store files are checked for changes (reloaded"
             " without a restart)."),

@@ -54,6 +54,7 @@ CLEAN_ROLL_MIN_BYTES = 4 * 1024 * 1024  # see dirty_enough_to_roll
 Op = Callable[[Shard, int, int], Result]
 _offset_of = operator.itemgetter(0)
 ErrorReply = Callable[[int], Any]
+Replies = dict[int, Any]  # a result's replies, by request id
 
 
 def dirty_enough_to_roll(plog: PartitionLog) -> bool:
@@ -102,7 +103,7 @@ def group_config(
 
 
 def _fold_transactional(
-    header: Any, records: list[tuple], open_txns: dict[int, list[tuple]], latest: dict
+    header: BatchHeader, records: list[tuple], open_txns: dict[int, list[tuple]], latest: dict
 ) -> None:
     """A transactional batch during replay: its records wait for their marker; a commit
     marker makes them candidates for the newest record of their key (the newer by offset
@@ -232,7 +233,7 @@ class GroupRuntime:
                 else Leases(open_leased)
             )
         self.ownership = ownership
-        self.runtime: PartitionRuntime[int, Shard] = PartitionRuntime(
+        self.runtime: PartitionRuntime[Shard] = PartitionRuntime(
             OFFSETS_TOPIC,
             self.partitions,
             self,
@@ -252,7 +253,10 @@ class GroupRuntime:
         self._deleted_while_unloaded: dict[int, set[str]] = {}
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
-        self.on_event: Callable[[Any], None] | None = None
+        self.on_event: Callable[[object], None] | None = None
+        # Called with every result whose records (or marker) are written, as it is applied
+        # (the live lag model's commit feed: broker/lag/tracker.py).
+        self.on_result: Callable[[int, Result], None] | None = None
         self.ownership.adopt(self.runtime)
 
     @property
@@ -302,7 +306,7 @@ class GroupRuntime:
         self._release(shard.on_unloaded().replies, None)
 
     def release(self, p: int, waiting: list[Any], error: BaseException | None) -> None:
-        for replies in waiting:
+        for replies in waiting:  # the replies of each write of the flush (Replies)
             self._release(replies, error)
 
     def timer(self, p: int, shard: Shard, key: Hashable) -> None:
@@ -367,7 +371,7 @@ class GroupRuntime:
         """Every shard this node coordinates, or None while any of them is still loading."""
         if not self.runtime.all_loaded():
             return None
-        return list(self.shards.values())
+        return [s for s in self.shards if s is not None]
 
     def run_on_partition(self, p: int, op: Callable[[Shard, int], Result]) -> Awaitable[Any]:
         """Apply a multi-group operation (e.g. DeleteGroups) to one shard; resolves to the
@@ -397,6 +401,8 @@ class GroupRuntime:
             self._report(result.events)
         if result.records or result.marker is not None:
             self.runtime.write(p, self._batch_of(result, now), replies)
+            if self.on_result is not None:
+                self.on_result(p, result)
         elif replies:
             tail = self._tails[p]
             if tail is None or tail.done():
@@ -433,7 +439,7 @@ class GroupRuntime:
             p, lambda s, now: s.end_txn(producer_id, epoch, commit, coordinator_epoch, now)
         )
 
-    def _report(self, events: list[Any]) -> None:
+    def _report(self, events: list[object]) -> None:
         for event in events:
             if isinstance(event, RebalanceEvent):
                 log.info(
@@ -454,7 +460,7 @@ class GroupRuntime:
             if self.on_event is not None:
                 self.on_event(event)
 
-    def _release(self, replies: dict[int, Any], error: BaseException | None) -> None:
+    def _release(self, replies: Replies, error: BaseException | None) -> None:
         for rid, reply in replies.items():
             entry = self._parked.pop(rid, None)
             if entry is None:

@@ -10,9 +10,7 @@ one.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import ssl
 import time
 from bisect import bisect_left
 from collections import Counter as Tally
@@ -30,7 +28,7 @@ from protocol.coordinator_records import OFFSETS_TOPIC
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
-    from broker.security.metrics_access import MetricsAccess
+    from broker.lag.exposition import LagExposition
     from broker.share.runtime import ShareRuntime
 
 
@@ -97,6 +95,7 @@ def api_name(key: int) -> str:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.lag: LagExposition | None = None  # the lag model's families (broker.lag)
         self._requests = Counter(
             "kcoord_requests", "Requests answered, per API.", ["api"], registry=self.registry
         )
@@ -132,12 +131,14 @@ class Metrics:
         self._per_api: dict[int, tuple[Any, Any]] = {}
         self._pending: dict[int, list[float]] = {}
         self._npending = 0
-        self._collector = _StateCollector(self)
-        self.registry.register(self._collector)
+        # The broker's state, read at each scrape (its groups, logs, shares); None: only the
+        # request and connection metrics.
+        self.state: ScrapedState | None = None
+        self.registry.register(_StateCollector(self))
 
     def collect_from(self, state: ScrapedState) -> None:
-        """Read the broker's state at each scrape from now on (its groups, logs, shares)."""
-        self._collector.state = state
+        """Read the broker's state at each scrape from now on."""
+        self.state = state
 
     # -- hot path --------------------------------------------------------------------------
 
@@ -192,61 +193,10 @@ class Metrics:
 
     def render(self) -> bytes:
         self.flush()
-        return generate_latest(self.registry)
-
-    async def serve(
-        self,
-        host: str,
-        port: int,
-        tls: ssl.SSLContext | None = None,
-        access: MetricsAccess | None = None,
-    ) -> asyncio.Server:
-        """An HTTP(S) endpoint on the event loop: GET /metrics (and /) answers the exposition,
-        once ``access`` (TLS client certificate, Basic credentials, ACLs) allows it."""
-
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-                request_line, *lines = head.decode("latin-1").split("\r\n")
-                method, _, rest = request_line.partition(" ")
-                path = rest.split(" ", 1)[0].split("?", 1)[0]
-                headers = {}
-                for line in lines:
-                    name, sep, value = line.partition(":")
-                    if sep:
-                        headers[name.strip().lower()] = value.strip()
-                peer = writer.get_extra_info("peername") or ("?", 0)
-                refusal = (
-                    None
-                    if access is None
-                    else access.check(headers, writer.get_extra_info("ssl_object"), str(peer[0]))
-                )
-                extra = ""
-                if refusal is not None:
-                    status, body, ctype = refusal.status, b"", "text/plain"
-                    if refusal.challenge:
-                        extra = 'WWW-Authenticate: Basic realm="kcoord metrics"\r\n'
-                elif method not in ("GET", "HEAD"):
-                    status, body, ctype = "405 Method Not Allowed", b"", "text/plain"
-                elif path in ("/metrics", "/"):
-                    status, body, ctype = "200 OK", self.render(), CONTENT_TYPE
-                else:
-                    status, body, ctype = "404 Not Found", b"see /metrics\n", "text/plain"
-                writer.write(
-                    f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n{extra}"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                )
-                if method != "HEAD":
-                    writer.write(body)
-                await writer.drain()
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-                pass
-            except ConnectionError:
-                pass
-            finally:
-                writer.close()
-
-        return await asyncio.start_server(handle, host, port, ssl=tls)
+        text = generate_latest(self.registry)
+        if self.lag is not None:
+            text += self.lag.text()
+        return text
 
 
 class _StateCollector:
@@ -254,7 +204,6 @@ class _StateCollector:
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
-        self.state: ScrapedState | None = None
 
     def describe(self) -> list[Any]:
         return []  # unchecked: the families depend on the state at scrape time
@@ -269,18 +218,22 @@ class _StateCollector:
         )
         accepted.add_metric([], m.connections_accepted)
         yield accepted
-        state = self.state
+        state = m.state
         if state is None:
             return
         yield from _group_families(state.groups)
         yield from _log_families(state)
-        yield from _share_families(state, state.share)
+        share = getattr(state, "share", None)  # a test's partial state may have none
+        if share is not None:
+            yield from _share_families(state, share)
 
 
 def _group_families(runtime: Any) -> Iterator[Any]:
     groups: Tally[tuple[str, str]] = Tally()
     members: Tally[str] = Tally()
-    for shard in runtime.shards.values():
+    for shard in runtime.shards:
+        if shard is None:
+            continue
         for g in shard.groups.values():
             groups[(g.type, str(g.state))] += 1
             members[g.type] += len(g.members)
@@ -306,7 +259,7 @@ def _group_families(runtime: Any) -> Iterator[Any]:
     loaded = GaugeMetricFamily(
         "kcoord_offsets_partitions_loaded", "__consumer_offsets partitions loaded and served."
     )
-    loaded.add_metric([], len(runtime.shards))
+    loaded.add_metric([], sum(1 for s in runtime.shards if s is not None))
     yield loaded
     unhealthy: dict[int, Any] = getattr(runtime, "unhealthy_partitions", dict)()
     fam = GaugeMetricFamily(
@@ -345,7 +298,7 @@ def _log_families(state: Any) -> Iterator[Any]:
                 add(topic, getattr(p, "log", None))
     runtime = state.groups
     if runtime is not None:
-        for plog in runtime.logs.values():
+        for plog in runtime.logs:
             add(OFFSETS_TOPIC, plog)
     fam = GaugeMetricFamily(
         "kcoord_log_size_bytes", "Bytes in the log segments of each topic.", labels=["topic"]

@@ -18,11 +18,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from broker.partition_runtime import Opener, PartitionRuntime
 from storage.logconfig import LogConfig
 from storage.partitionlog import PartitionLog
+
+S = TypeVar("S")  # a coordinator partition's state
 
 # Opens (creating if needed) a partition's log: its directory and settings in, the log out.
 # Blocking: called from an executor thread.
@@ -32,15 +34,15 @@ LeasedOpener = Callable[[str, int, LogConfig, int], Awaitable[PartitionLog]]
 
 
 class Ownership(Protocol):
-    def opener(self, topic: str, config: LogConfig) -> Opener[int]:
+    def opener(self, topic: str, config: LogConfig) -> Opener:
         """How the runtime of ``topic`` opens partition p under an epoch."""
         ...
 
-    def adopt(self, runtime: PartitionRuntime[int, Any]) -> None:
+    def adopt(self, runtime: PartitionRuntime[S]) -> None:
         """The runtime was made: claim what is known to be this node's already."""
         ...
 
-    def serve(self, runtime: PartitionRuntime[int, Any]) -> None:
+    def serve(self, runtime: PartitionRuntime[S]) -> None:
         """The runtime started: take what was claimed (set ``runtime.loaded`` once served)."""
         ...
 
@@ -52,7 +54,7 @@ class SoleOwner:
         self.data_dir = Path(data_dir)
         self.open_log = open_log
 
-    def opener(self, topic: str, config: LogConfig) -> Opener[int]:
+    def opener(self, topic: str, config: LogConfig) -> Opener:
         async def open_partition(p: int, epoch: int) -> PartitionLog:
             path = self.data_dir / f"{topic}-{p}"
             loop = asyncio.get_running_loop()
@@ -60,14 +62,14 @@ class SoleOwner:
 
         return open_partition
 
-    def adopt(self, runtime: PartitionRuntime[int, Any]) -> None:
+    def adopt(self, runtime: PartitionRuntime[S]) -> None:
         for p in range(runtime.partitions):
             runtime.claim(p, self.EPOCH)
 
-    def serve(self, runtime: PartitionRuntime[int, Any]) -> None:
+    def serve(self, runtime: PartitionRuntime[S]) -> None:
         runtime.spawn(self._take_all(runtime))
 
-    async def _take_all(self, runtime: PartitionRuntime[int, Any]) -> None:
+    async def _take_all(self, runtime: PartitionRuntime[S]) -> None:
         started = time.monotonic()
         await asyncio.gather(*(runtime.take(p, self.EPOCH) for p in range(runtime.partitions)))
         runtime.loaded.set()
@@ -83,14 +85,14 @@ class Leases:
     def __init__(self, open_leased: LeasedOpener) -> None:
         self.open_leased = open_leased
 
-    def opener(self, topic: str, config: LogConfig) -> Opener[int]:
+    def opener(self, topic: str, config: LogConfig) -> Opener:
         def open_partition(p: int, epoch: int) -> Awaitable[PartitionLog]:
             return self.open_leased(topic, p, config, epoch)
 
         return open_partition
 
-    def adopt(self, runtime: PartitionRuntime[int, Any]) -> None:
+    def adopt(self, runtime: PartitionRuntime[S]) -> None:
         pass  # the cluster node takes partitions as it acquires their leases
 
-    def serve(self, runtime: PartitionRuntime[int, Any]) -> None:
+    def serve(self, runtime: PartitionRuntime[S]) -> None:
         pass  # the cluster node sets ``loaded`` after its first balance round

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from broker.loading import PartitionHealth, load_until_served
 from broker.tasks import BackgroundTasks
@@ -46,11 +46,10 @@ from storage.clock import now_ms
 from storage.log import AppendResult, FencedError, LogFailedError
 from storage.partitionlog import PartitionLog, replay_batches
 
-P = TypeVar("P", bound=Hashable)  # a partition: its number, or (topic id, partition) for slots
 S = TypeVar("S")  # a partition's state
 V = TypeVar("V")
+T = TypeVar("T")
 S_co = TypeVar("S_co", covariant=True)
-P_contra = TypeVar("P_contra", bound=Hashable, contravariant=True)
 
 REPLAY_YIELD_EVERY = 20_000  # records replayed between yields to the event loop
 LOAD_CONCURRENCY = 4  # partitions loading at once: one opens its log while another replays
@@ -73,59 +72,54 @@ class Fold(Protocol[S_co]):
         ...
 
 
-class Coordinator(Protocol[P_contra, S]):
+class Coordinator(Protocol[S]):
     """What one kind of coordinator gives its runtime."""
 
-    def fold(self, p: P_contra) -> Fold[S]:
+    def fold(self, p: int) -> Fold[S]:
         """A fresh fold for partition p's log."""
         ...
 
-    def on_loaded(self, p: P_contra, state: S) -> None:
+    def on_loaded(self, p: int, state: S) -> None:
         """p is served from ``state`` now (its timers, the work its log says is owed)."""
         ...
 
-    def on_unloaded(self, p: P_contra, state: S) -> None:
+    def on_unloaded(self, p: int, state: S) -> None:
         """p is no longer served from ``state`` (a failed write, a handoff, a lost lease):
         answer what waits in it."""
         ...
 
-    def release(self, p: P_contra, waiting: list[Any], error: BaseException | None) -> None:
+    def release(self, p: int, waiting: list[object], error: BaseException | None) -> None:
         """The flush that ``waiting`` (the ``replies`` of `PartitionRuntime.write`) joined is
         durable, or failed with ``error``."""
         ...
 
-    def timer(self, p: P_contra, state: S, key: Hashable) -> None:
+    def timer(self, p: int, state: S, key: Hashable) -> None:
         """A timer p's state asked for (`PartitionRuntime.arm`) is due."""
         ...
 
 
+# A partition's write in flight: a flush's future (write) or an append's (append).
+Write = asyncio.Future[None] | asyncio.Future[AppendResult]
 # Opens partition p's log under a fencing epoch (a file log ignores it).
-Opener = Callable[[P, int], Awaitable[PartitionLog]]
+Opener = Callable[[int, int], Awaitable[PartitionLog]]
 
 
 class PartitionGivenUp(Exception):
     """The partition stopped being this node's while it loaded."""
 
 
-class Slots(dict[P, V]):
-    """Per partition, what this node has of it: ``slots[p]`` is None where it has nothing."""
-
-    def __missing__(self, key: P) -> None:
-        return None
-
-
-class PartitionRuntime(Generic[P, S]):
+class PartitionRuntime(Generic[S]):
     def __init__(
         self,
         topic: str,
         partitions: int,
-        coordinator: Coordinator[P, S],
-        open_log: Opener[P],
+        coordinator: Coordinator[S],
+        open_log: Opener,
         *,
         data_dir: Path,
         log: logging.Logger,
-        label: Callable[[P], str] | None = None,
-        before_compaction: Callable[[P, PartitionLog], None] | None = None,
+        label: Callable[[int], str] | None = None,
+        before_compaction: Callable[[int, PartitionLog], None] | None = None,
     ) -> None:
         self.topic = topic
         self.partitions = partitions  # how many the topic has (slots may be keyed otherwise)
@@ -133,15 +127,17 @@ class PartitionRuntime(Generic[P, S]):
         self.open_log = open_log
         self.data_dir = Path(data_dir)
         self.log = log
-        self.label: Callable[[P], str] = label or (lambda p: f"{topic}-{p}")
-        self.owned: dict[P, int] = {}  # partition -> the epoch it is this node's under
-        self.states: Slots[P, S] = Slots()  # served partitions
-        self.logs: Slots[P, PartitionLog] = Slots()
-        self.health: dict[P, PartitionHealth] = {}
-        self.tails: Slots[P, asyncio.Future[Any]] = Slots()  # each partition's latest write
-        # Per partition: the flush being written and the replies waiting for it.
-        self._flushing: Slots[P, tuple[asyncio.Future[Any], list[Any]]] = Slots()
-        self._timers: dict[tuple[P, Hashable], asyncio.TimerHandle] = {}
+        self.label: Callable[[int], str] = label or (lambda p: f"{topic}-{p}")
+        self.owned: dict[int, int] = {}  # partition -> the epoch it is this node's under
+        # Per partition (lists: the request path reads them for every call), None where this
+        # node has nothing: the served state, its log, its latest write, and the flush being
+        # written with the replies waiting for it.
+        self.states: list[S | None] = [None] * partitions
+        self.logs: list[PartitionLog | None] = [None] * partitions
+        self.tails: list[Write | None] = [None] * partitions
+        self._flushing: list[tuple[asyncio.Future[None], list[object]] | None] = [None] * partitions
+        self.health: dict[int, PartitionHealth] = {}
+        self._timers: dict[tuple[int, Hashable], asyncio.TimerHandle] = {}
         self._load_slots = asyncio.Semaphore(LOAD_CONCURRENCY)
         self._tasks = BackgroundTasks(log, f"{topic} runtime")
         self._closed = False
@@ -150,24 +146,31 @@ class PartitionRuntime(Generic[P, S]):
         self.loaded = asyncio.Event()
         # Listeners: p started or stopped being served here; p's writes are durable; p's write
         # was refused as fenced (the ownership source forgets the lease).
-        self.on_change: Callable[[P], None] | None = None
-        self.on_durable: Callable[[P], None] | None = None
-        self.on_fenced: Callable[[P], None] | None = None
+        self.on_change: Callable[[int], None] | None = None
+        self.on_durable: Callable[[int], None] | None = None
+        self.on_fenced: Callable[[int], None] | None = None
 
     # -- ownership ----------------------------------------------------------------------------
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def spawn(self, coro: Coroutine[object, None, object]) -> None:
         """Run ``coro`` until `close` (the coordinator's periodic jobs: retention, expiry,
         compaction)."""
         self._tasks.spawn(coro)
 
-    def claim(self, p: P, epoch: int) -> None:
+    def claim(self, p: int, epoch: int) -> None:
         """p is this node's under ``epoch`` from now on (loaded by `take`): requests for it
         get COORDINATOR_LOAD_IN_PROGRESS until it serves, not NOT_COORDINATOR."""
+        if p >= len(self.states):  # a runtime whose partitions are numbered as they come
+            more = p + 1 - len(self.states)
+            self.states.extend([None] * more)
+            self.logs.extend([None] * more)
+            self.tails.extend([None] * more)
+            self._flushing.extend([None] * more)
+            self.partitions = len(self.states)
         self.owned[p] = epoch
         self.health[p] = PartitionHealth()
 
-    async def take(self, p: P, epoch: int) -> None:
+    async def take(self, p: int, epoch: int) -> None:
         """p is this node's under ``epoch``: load it and serve it (retrying until it serves,
         it is given up, or the log says another node owns it)."""
         if self.owned.get(p) != epoch or p not in self.health:
@@ -182,7 +185,7 @@ class PartitionRuntime(Generic[P, S]):
         except PartitionGivenUp:
             pass
 
-    async def give_up(self, p: P, *, flush: bool) -> None:
+    async def give_up(self, p: int, *, flush: bool) -> None:
         """Stop serving p. A handoff (``flush``) lets the writes in flight become durable
         first, so their replies go out; a lost lease does not wait (they fail, fenced)."""
         self.owned.pop(p, None)
@@ -191,12 +194,12 @@ class PartitionRuntime(Generic[P, S]):
             if tail is not None and not tail.done():
                 await asyncio.gather(tail, return_exceptions=True)
         self._unload(p)
-        plog = self.logs.pop(p, None)
-        self.tails.pop(p, None)
+        plog, self.logs[p] = self.logs[p], None
+        self.tails[p] = None
         if plog is not None:
             await self._close_quietly(p, plog, "on give-up")
 
-    def unavailable(self, p: P) -> ErrorCode:
+    def unavailable(self, p: int) -> ErrorCode:
         """The error for a request to a partition not served: loading here, or another
         node's."""
         if p in self.owned:
@@ -205,9 +208,9 @@ class PartitionRuntime(Generic[P, S]):
 
     def all_loaded(self) -> bool:
         """Whether every partition this node owns is served."""
-        return all(p in self.states for p in self.owned)
+        return all(self.states[p] is not None for p in self.owned)
 
-    def unhealthy_partitions(self) -> dict[P, PartitionHealth]:
+    def unhealthy_partitions(self) -> dict[int, PartitionHealth]:
         """Partitions failing to load or serving with quarantined data."""
         return {p: h for p, h in self.health.items() if not h.healthy}
 
@@ -217,17 +220,17 @@ class PartitionRuntime(Generic[P, S]):
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        pending = [f for f in self.tails.values() if not f.done()]
+        pending = [f for f in self.tails if f is not None and not f.done()]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        for p, plog in list(self.logs.items()):
-            del self.logs[p]
-            await plog.close()
-        self.states.clear()
+        for p, plog in enumerate(self.logs):
+            if plog is not None:
+                self.logs[p] = self.states[p] = None
+                await plog.close()
 
     # -- loading ------------------------------------------------------------------------------
 
-    async def _load_partition(self, p: P, epoch: int) -> int:
+    async def _load_partition(self, p: int, epoch: int) -> int:
         name = self.label(p)
         return await load_until_served(
             name,
@@ -237,7 +240,7 @@ class PartitionRuntime(Generic[P, S]):
             stop_on=(PartitionGivenUp, FencedError),
         )
 
-    async def _load(self, p: P, epoch: int) -> int:
+    async def _load(self, p: int, epoch: int) -> int:
         if self.owned.get(p) != epoch or self._closed:
             raise PartitionGivenUp(p)
         async with self._load_slots:
@@ -274,17 +277,17 @@ class PartitionRuntime(Generic[P, S]):
             await asyncio.sleep(0)
         return count
 
-    def _unload(self, p: P) -> None:
-        state = self.states.pop(p, None)
+    def _unload(self, p: int) -> None:
+        state, self.states[p] = self.states[p], None
         for key in [k for k in self._timers if k[0] == p]:
             self._timers.pop(key).cancel()
         if state is not None:
             self.coordinator.on_unloaded(p, state)
         self._changed(p)
 
-    async def _reload(self, p: P, failed: PartitionLog) -> None:
+    async def _reload(self, p: int, failed: PartitionLog) -> None:
         if self.logs[p] is failed:
-            del self.logs[p]
+            self.logs[p] = None
         await self._close_quietly(p, failed, "after a failed write")
         epoch = self.owned.get(p)
         if epoch is None:
@@ -300,23 +303,23 @@ class PartitionRuntime(Generic[P, S]):
             return
         self.log.warning("reloaded %s after a failed write", self.label(p))
 
-    async def _close_quietly(self, p: P, plog: PartitionLog, why: str) -> None:
+    async def _close_quietly(self, p: int, plog: PartitionLog, why: str) -> None:
         try:
             await plog.close()
         except Exception as e:  # it failed (or was fenced) already: nothing more to do with it
             self.log.debug("closing %s %s: %s", self.label(p), why, e)
 
-    def _changed(self, p: P) -> None:
+    def _changed(self, p: int) -> None:
         if self.on_change is not None:
             self.on_change(p)
 
-    def _fenced(self, p: P) -> None:
+    def _fenced(self, p: int) -> None:
         if self.on_fenced is not None:
             self.on_fenced(p)
 
     # -- writing ------------------------------------------------------------------------------
 
-    def write(self, p: P, batch: bytes, replies: Any = None) -> asyncio.Future[Any]:
+    def write(self, p: int, batch: bytes, replies: object = None) -> asyncio.Future[None]:
         """Append one batch the coordinator built (its change is in p's state already); the
         future completes once it is durable. It is the future of the whole flush the batch
         joined, so ``replies`` (anything but None) wait in one list per flush, handed to
@@ -339,7 +342,7 @@ class PartitionRuntime(Generic[P, S]):
         fut.add_done_callback(lambda f: self._flushed(p, plog, waiting, f))
         return fut
 
-    def append(self, p: P, batch: bytes) -> asyncio.Future[AppendResult]:
+    def append(self, p: int, batch: bytes) -> asyncio.Future[AppendResult]:
         """`write` for a caller that needs where its batch went (its own future, with the
         offsets); the same model."""
         plog = self.logs[p]
@@ -354,12 +357,12 @@ class PartitionRuntime(Generic[P, S]):
         return fut
 
     def _flushed(
-        self, p: P, plog: PartitionLog, waiting: list[Any] | None, fut: asyncio.Future[Any]
+        self, p: int, plog: PartitionLog, waiting: list[object] | None, fut: Write
     ) -> None:
         if waiting is not None:
             flushing = self._flushing[p]
             if flushing is not None and flushing[1] is waiting:
-                del self._flushing[p]
+                self._flushing[p] = None
         error = asyncio.CancelledError("write cancelled") if fut.cancelled() else fut.exception()
         if waiting:
             if error is not None:
@@ -370,9 +373,9 @@ class PartitionRuntime(Generic[P, S]):
         elif self.on_durable is not None:
             self.on_durable(p)
 
-    def _write_failed(self, p: P, plog: PartitionLog, error: BaseException) -> None:
+    def _write_failed(self, p: int, plog: PartitionLog, error: BaseException) -> None:
         """p's log took no more writes, and its state has changes the log may not have."""
-        if self.logs[p] is not plog or p not in self.states:
+        if self.logs[p] is not plog or self.states[p] is None:
             return  # already unloaded: reloading, or given up
         if isinstance(error, FencedError):
             # Another node holds the partition now: unload (replies get NOT_COORDINATOR),
@@ -388,18 +391,18 @@ class PartitionRuntime(Generic[P, S]):
 
     # -- reads --------------------------------------------------------------------------------
 
-    def settled(self, p: P) -> bool:
+    def settled(self, p: int) -> bool:
         """Whether every write of p is done (a read now sees only durable state)."""
         tail = self.tails[p]
         return tail is None or tail.done()
 
-    def after_tail(self, p: P, fn: Callable[[], V]) -> asyncio.Future[V]:
+    def after_tail(self, p: int, fn: Callable[[], V]) -> asyncio.Future[V]:
         """``fn()`` once p's writes so far are durable (their failure, raised, if they
         fail)."""
         fut: asyncio.Future[V] = asyncio.get_running_loop().create_future()
         tail = self.tails[p]
 
-        def done(_: Any = None) -> None:
+        def done(_: object = None) -> None:
             if fut.done():
                 return
             if tail is not None and not tail.cancelled() and tail.exception() is not None:
@@ -415,7 +418,7 @@ class PartitionRuntime(Generic[P, S]):
 
     # -- time ---------------------------------------------------------------------------------
 
-    def arm(self, p: P, key: Hashable, deadline_ms: int, now: int) -> None:
+    def arm(self, p: int, key: Hashable, deadline_ms: int, now: int) -> None:
         """A timer of p's state at ``deadline_ms`` (wall clock; ``now`` is the reading the
         state was given): `fire` is called with its key then. A later deadline for an armed
         key keeps the armed timer, which fires early and is asked for again."""
@@ -429,12 +432,12 @@ class PartitionRuntime(Generic[P, S]):
             old.cancel()
         self._timers[k] = loop.call_at(when, self._fire, p, key)
 
-    def disarm(self, p: P, key: Hashable) -> None:
+    def disarm(self, p: int, key: Hashable) -> None:
         handle = self._timers.pop((p, key), None)
         if handle is not None:
             handle.cancel()
 
-    def _fire(self, p: P, key: Hashable) -> None:
+    def _fire(self, p: int, key: Hashable) -> None:
         self._timers.pop((p, key), None)
         state = self.states[p]
         if state is not None:
@@ -443,9 +446,9 @@ class PartitionRuntime(Generic[P, S]):
     async def compact(self) -> None:
         """Compact each served partition's rolled segments (appends go on meanwhile: the
         active segment is never touched)."""
-        for p, plog in list(self.logs.items()):
-            if p not in self.states:
-                continue  # reloading after a failed write
+        for p, plog in enumerate(list(self.logs)):
+            if plog is None or self.states[p] is None:
+                continue  # not served (reloading after a failed write)
             if self.before_compaction is not None:
                 try:
                     self.before_compaction(p, plog)
@@ -460,12 +463,12 @@ class PartitionRuntime(Generic[P, S]):
             if stats is not None:
                 self.log.info("compacted %s: %s", self.label(p), stats)
 
-    def served(self) -> Iterable[tuple[P, S]]:
+    def served(self) -> list[tuple[int, S]]:
         """(partition, state) of every partition served here."""
-        return list(self.states.items())
+        return [(p, s) for p, s in enumerate(self.states) if s is not None]
 
 
-def _failed(error: BaseException) -> asyncio.Future[Any]:
-    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+def _failed(error: BaseException) -> asyncio.Future[T]:
+    fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
     fut.set_exception(error)
     return fut

@@ -7,6 +7,7 @@ import functools
 import gc
 import logging
 import socket
+import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,9 @@ from broker.config import Config, ConfigView, listener_setting, listener_view
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
 from broker.group_runtime import GroupRuntime
+from broker.lag.exposition import LagExposition
+from broker.lag.remote import RemoteLogs
+from broker.lag.tracker import LagSources, LagTracker, group_filter
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
@@ -37,13 +41,14 @@ from broker.share.runtime import ShareRuntime
 from broker.state import BrokerState
 from broker.streams.internal_topics import InternalTopicCreator
 from broker.txn_runtime import TxnRuntime
+from broker.web.app import HttpServer
+from broker.web.cluster import HTTP_ENDPOINT, HttpPeers
 from protocol.coordinator_records import OFFSETS_TOPIC
 from storage.log import Log
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError, TopicLog
 
 if TYPE_CHECKING:
-    from broker.partition_runtime import Slots
     from broker.security.kvlog import OpenLog as KvOpener
     from storage.postgres.log import PgLog
     from storage.postgres.store import PgStore
@@ -68,7 +73,7 @@ class Broker:
         self.listen = listen
         self.metrics_address = metrics  # serve /metrics there (None: collect only)
         self.metrics = Metrics()
-        self._metrics_server: asyncio.Server | None = None
+        self._http: HttpServer | None = None  # the metrics listener (broker.web.app)
         self.metrics_port = 0
         self.advertised = advertised
         self.data_dir = Path(data_dir)
@@ -203,15 +208,22 @@ class Broker:
         share.persister = SharePersister(
             share.partitions, stores.data.registry, cluster, self._peers
         )
-        metrics_event, share_event = self.metrics.on_event, share.on_event
+        lag = LagTracker(LagSources(groups, stores.data.registry, stores.data, share), cfg)
+        groups.on_result = lag.on_result
+        metrics_event, share_event, lag_event = self.metrics.on_event, share.on_event, lag.on_event
 
         def on_event(event: object) -> None:
             metrics_event(event)
             share_event(event)
+            lag_event(event)
 
         groups.on_event = on_event
+        self.metrics.lag = LagExposition(
+            lag, group_filter(cfg), cfg.get("kcoord.metrics.lag.partition.groups")
+        )
         stores.data.on_topic_deleted.append(groups.on_topic_deleted)
         stores.data.on_topic_deleted.append(share.on_topic_deleted)
+        stores.data.on_topic_deleted.append(lag.on_topic_deleted)
         state = BrokerState(
             identity=identity,
             advertised_host=first.advertised_host,
@@ -228,11 +240,14 @@ class Broker:
             ),
             cluster=cluster,
             metrics=self.metrics,
+            lag=lag,
             credentials=stores.credentials,
             authorizer=stores.authorizer,
             oauth=stores.oauth,
         )
         self.metrics.collect_from(state)
+        if engine is not None:  # partitions led elsewhere are sampled through their leaders
+            lag.remote = RemoteLogs(state, self._peers)
         return state
 
     async def _start_runtimes(self, state: BrokerState, engine: PgStore | None) -> None:
@@ -245,6 +260,7 @@ class Broker:
                 engine=engine,
             )
         state.groups.start()
+        state.lag.start()
         state.txns.start()
         self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
 
@@ -266,6 +282,11 @@ class Broker:
             + ([state.authorizer.refresh] if state.authorizer is not None else []),
             endpoints=format_endpoints(
                 [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
+                + (
+                    [(HTTP_ENDPOINT, inter_broker.advertised_host, self.metrics_port)]
+                    if self.metrics_port
+                    else []
+                )
             ),
         )
         await self.cluster_node.start()
@@ -278,12 +299,14 @@ class Broker:
         and renewed certificates."""
         cfg = self.config
         if self.metrics_address is not None:
-            self._metrics_server = await self.metrics.serve(
-                *self.metrics_address,
-                tls=self.tls[METRICS_LISTENER].context if METRICS_LISTENER in self.tls else None,
-                access=self._metrics_access(),
+            metrics_tls = self.tls.get(METRICS_LISTENER)
+            peers = None
+            if state.cluster.clustered:  # the console asks the other nodes' listeners
+                peers = HttpPeers(state.cluster, _peer_http_tls(cfg) if metrics_tls else None)
+            self._http = HttpServer(self.metrics, state, cfg, self._metrics_access(), peers)
+            self.metrics_port = await self._http.start(
+                *self.metrics_address, metrics_tls.context if metrics_tls is not None else None
             )
-            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
             log.info(
                 "metrics endpoint: %s://%s:%d/metrics",
                 "https" if METRICS_LISTENER in self.tls else "http",
@@ -352,8 +375,8 @@ class Broker:
             self._idle_sweeper.cancel()
         if self._publisher is not None:
             self._publisher.cancel()
-        if self._metrics_server is not None:
-            self._metrics_server.close()
+        if self._http is not None:
+            await self._http.close()
         if self._tls_reloader is not None:
             self._tls_reloader.cancel()
         if self._servers:
@@ -371,6 +394,7 @@ class Broker:
             await state.share.close()
             for task in state.streams_topics.close():
                 await asyncio.gather(task, return_exceptions=True)
+            await state.lag.close()
             await state.groups.close()
             await state.data.close()
             if state.oauth is not None:
@@ -447,10 +471,10 @@ async def _publish_offsets_topic(state: BrokerState) -> None:
     assert data is not None  # the server builds the data plane before it starts this task
     await data.register_internal(OFFSETS_TOPIC, runtime.partitions)
     # The runtime's logs are topic logs on every engine (the file Log, PgLog).
-    logs = cast("Slots[int, TopicLog]", runtime.logs)
+    logs = cast("list[TopicLog | None]", runtime.logs)
 
     def publish(_: int = -1) -> None:
-        data.attach(OFFSETS_TOPIC, [logs[p] for p in range(runtime.partitions)], runtime.owned)
+        data.attach(OFFSETS_TOPIC, logs, runtime.owned)
 
     def wake(p: int) -> None:
         partition = data.partition(OFFSETS_TOPIC, p)
@@ -511,6 +535,12 @@ def _peer_security(cfg: Config, listener: Listener) -> PeerSecurity:
             f' credentials as {own}=... username="..." password="...";'
         )
     return PeerSecurity(tls, mechanism, user, password)
+
+
+def _peer_http_tls(cfg: Config) -> ssl.SSLContext:
+    """The client side of the metrics listener's TLS, for the console's requests to other
+    nodes' listeners (their certificates checked against the trust store)."""
+    return client_context(listener_view(cfg, METRICS_LISTENER))
 
 
 def _bind(host: str, port: int) -> socket.socket:

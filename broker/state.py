@@ -16,6 +16,7 @@ from broker.topics import TopicRegistry
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
+    from broker.lag.tracker import LagTracker
     from broker.metrics import Metrics
     from broker.security.acls import Authorizer
     from broker.security.credentials import CredentialStore
@@ -41,6 +42,7 @@ class BrokerState:
     streams_topics: InternalTopicCreator  # streams groups' internal topics (broker.streams)
     cluster: ClusterView  # who leads what (one node: this one, at epoch 0)
     metrics: Metrics  # request, connection and rebalance metrics (broker.metrics)
+    lag: LagTracker  # the live lag model and what feeds it (broker.lag)
     credentials: CredentialStore  # SCRAM users (broker.security.credentials)
     authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name is set
     oauth: OAuthValidator | None = None  # when OAUTHBEARER is enabled (broker.security.oauth)

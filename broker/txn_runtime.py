@@ -159,7 +159,7 @@ class TxnRuntime:
                 SoleOwner(self.data_dir, opener) if open_leased is None else Leases(open_leased)
             )
         self.ownership = ownership
-        self.runtime: PartitionRuntime[int, TxnCoordinator] = PartitionRuntime(
+        self.runtime: PartitionRuntime[TxnCoordinator] = PartitionRuntime(
             TXN_TOPIC,
             self.partitions,
             self,
@@ -218,7 +218,7 @@ class TxnRuntime:
     def on_unloaded(self, p: int, coord: TxnCoordinator) -> None:
         pass  # requests wait in their id's turn, not in the state: their writes fail
 
-    def release(self, p: int, waiting: list[Any], error: BaseException | None) -> None:
+    def release(self, p: int, waiting: list[object], error: BaseException | None) -> None:
         pass  # every write is awaited by its decision (_write)
 
     def timer(self, p: int, coord: TxnCoordinator, key: Hashable) -> None:
@@ -409,7 +409,9 @@ class TxnRuntime:
         write reloads the partition, whose load finishes the transaction again: this one
         then stops."""
         coord = self.runtime.states[p]
-        meta = coord.txns.get(tid) if coord is not None else None
+        if coord is None:
+            return
+        meta = coord.txns.get(tid)
         if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return
         commit = meta.state == TxnState.PREPARE_COMMIT
@@ -424,7 +426,7 @@ class TxnRuntime:
         todo = set(meta.partitions)
         delay = MARKER_RETRY_S
         while todo and not self._closed:
-            waits: list[tuple[TopicPartition, Awaitable[Any]]] = []
+            waits: list[tuple[TopicPartition, Awaitable[object]]] = []
             for tp in sorted(todo):
                 result = self._marker(
                     tp, meta.producer_id, meta.producer_epoch, commit, coordinator_epoch

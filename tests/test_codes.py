@@ -1,5 +1,3 @@
-
-
 from protocol.api_keys import ApiKey
 from protocol.errors import RETRIABLE, ErrorCode
 from protocol.schema import messages

@@ -64,7 +64,7 @@ def _partition_sizes(ctx: RequestContext) -> dict[tuple[str, int], int]:
                     out[(topic, part.index)] = part.log.size_bytes
     groups = ctx.broker.groups
     if groups is not None:
-        for p, plog in groups.logs.items():
+        for p, plog in enumerate(groups.logs):
             if plog is not None:
                 out[(OFFSETS_TOPIC, p)] = plog.size_bytes
     return out

@@ -39,7 +39,7 @@ from coordinator.share.state_replay import Key, StateReplay
 from protocol import share_state_records as sr
 from protocol.codec import DecodeError
 from protocol.records import BatchHeader, RecordTuple, build_tail_batch, kv_record_tail
-from storage.log import FencedError, Log
+from storage.log import FencedError, Log, LogFailedError
 from storage.logconfig import LogConfig
 from storage.partitionlog import PartitionLog, TopicLog
 
@@ -110,7 +110,10 @@ def now_ms() -> int:
     return int(asyncio.get_running_loop().time() * 1000)
 
 
-Slot = Hashable  # where a key's records go: a partition number, or (topic id, partition)
+# Where a key's records go: a partition of __share_group_state, or a topic partition's own
+# log (topic id, partition) in a cluster, numbered for the runtime as they are led.
+TopicSlot = tuple[uuid.UUID, int]
+Slot = int
 
 
 def leased_state_log_name(topic_id: uuid.UUID) -> str:
@@ -167,7 +170,8 @@ class ShareStateLog:
     one node the slots are the partitions of `__share_group_state`, all taken at start
     (`load`). In cluster mode (``engine``) a slot is one topic partition's share state, taken
     by the node that leads the topic partition under its lease's epoch (`lead`) and given up
-    when it stops leading it (`resign`)."""
+    when it stops leading it (`resign`); the runtime knows it by a number given to the topic
+    partition the first time it is led here."""
 
     def __init__(
         self,
@@ -181,8 +185,11 @@ class ShareStateLog:
         self.data_dir = Path(data_dir)
         self.log_config = log_config
         self.engine = engine
-        opener: Opener[Any]
-        label: Callable[[Any], str]
+        opener: Opener
+        label: Callable[[int], str]
+        # Cluster mode: the topic partitions led here at some point, by slot number.
+        self._topic_slots: list[TopicSlot] = []
+        self._slot_of_topic: dict[TopicSlot, int] = {}
         if engine is None:
             self.ownership: SoleOwner | None = SoleOwner(
                 self.data_dir, open_log or (lambda path, c: Log.open(path, c))
@@ -193,9 +200,9 @@ class ShareStateLog:
         else:
             self.ownership = None
             opener = self._open_leased
-            label = lambda s: f"{leased_state_log_name(s[0])}-{s[1]}"  # noqa: E731
-            self.place = lambda k: k[1:]
-        self.runtime: PartitionRuntime[Any, ShareSlot] = PartitionRuntime(
+            label = self._leased_label
+            self.place = lambda k: self._slot_of_topic.get(k[1:], -1)
+        self.runtime: PartitionRuntime[ShareSlot] = PartitionRuntime(
             sr.SHARE_STATE_TOPIC,
             partitions,
             self,
@@ -211,11 +218,16 @@ class ShareStateLog:
         if self.ownership is not None:
             self.ownership.adopt(self.runtime)
 
-    async def _open_leased(self, slot: tuple[uuid.UUID, int], epoch: int) -> PartitionLog:
-        name = leased_state_log_name(slot[0])
-        if not await self.engine.take_epoch(name, slot[1], epoch):
-            raise FencedError(f"{name}-{slot[1]}: a newer leader than epoch {epoch} took it")
-        plog: PartitionLog = await self.engine.open_leased(name, slot[1], self.log_config, epoch)
+    def _leased_label(self, slot: int) -> str:
+        topic_id, partition = self._topic_slots[slot]
+        return f"{leased_state_log_name(topic_id)}-{partition}"
+
+    async def _open_leased(self, slot: int, epoch: int) -> PartitionLog:
+        topic_id, partition = self._topic_slots[slot]
+        name = leased_state_log_name(topic_id)
+        if not await self.engine.take_epoch(name, partition, epoch):
+            raise FencedError(f"{name}-{partition}: a newer leader than epoch {epoch} took it")
+        plog: PartitionLog = await self.engine.open_leased(name, partition, self.log_config, epoch)
         return plog
 
     async def load(self) -> None:
@@ -237,7 +249,10 @@ class ShareStateLog:
         """Cluster mode: this node now leads topic_id-partition under ``epoch``: read its share
         state back. The state log is fenced by the same epoch, so the node that led it before
         can no longer write it; raises FencedError if a newer leader already took it."""
-        slot = (topic_id, partition)
+        slot = self._slot_of_topic.get((topic_id, partition))
+        if slot is None:
+            slot = self._slot_of_topic[topic_id, partition] = len(self._topic_slots)
+            self._topic_slots.append((topic_id, partition))
         self.runtime.claim(slot, epoch)
         await self.runtime.take(slot, epoch)
         if self.runtime.states[slot] is None:
@@ -245,14 +260,20 @@ class ShareStateLog:
 
     async def resign(self, topic_id: uuid.UUID, partition: int) -> None:
         """Cluster mode: stop writing the slot (another node leads it now): its states go."""
-        await self.runtime.give_up((topic_id, partition), flush=False)
+        slot = self._slot_of_topic.get((topic_id, partition))
+        if slot is not None:
+            await self.runtime.give_up(slot, flush=False)
 
-    def unhealthy_partitions(self) -> dict[Slot, PartitionHealth]:
-        """Partitions serving with quarantined data (or still failing to load)."""
-        return self.runtime.unhealthy_partitions()
+    def unhealthy_partitions(self) -> dict[int | TopicSlot, PartitionHealth]:
+        """Partitions serving with quarantined data (or still failing to load): by partition
+        of `__share_group_state`, or by topic partition in a cluster."""
+        unhealthy = self.runtime.unhealthy_partitions()
+        if self.engine is None:
+            return {s: h for s, h in unhealthy.items()}
+        return {self._topic_slots[s]: h for s, h in unhealthy.items()}
 
     @property
-    def health(self) -> dict[Slot, PartitionHealth]:
+    def health(self) -> dict[int, PartitionHealth]:
         return self.runtime.health
 
     # -- the coordinator's part of the runtime ---------------------------------------------
@@ -267,7 +288,7 @@ class ShareStateLog:
         if self.on_unload is not None:
             self.on_unload(slot)
 
-    def release(self, slot: Slot, waiting: list[Any], error: BaseException | None) -> None:
+    def release(self, slot: Slot, waiting: list[object], error: BaseException | None) -> None:
         pass  # every write is awaited by whoever made it
 
     def timer(self, slot: Slot, state: ShareSlot, key: Hashable) -> None:
@@ -276,7 +297,8 @@ class ShareStateLog:
     # -- what is stored -------------------------------------------------------------------
 
     def _slot_of(self, key: Key) -> ShareSlot | None:
-        return self.runtime.states[self.place(key)]
+        slot = self.place(key)
+        return None if slot < 0 else self.runtime.states[slot]
 
     @property
     def states(self) -> dict[Key, PersistedState]:
@@ -320,12 +342,17 @@ class ShareStateLog:
         longer leads it, or it reloads after a failed write)."""
         if not tails:
             return None
-        return self.runtime.append(self.place(key), build_tail_batch(tails))
+        slot = self.place(key)
+        if slot < 0:
+            return self._not_led(key)
+        return self.runtime.append(slot, build_tail_batch(tails))
 
     def write_snapshot(
         self, key: Key, state: PersistedState, snapshot_epoch: int
     ) -> Awaitable[Any] | None:
         p = self.place(key)
+        if p < 0:
+            return self._not_led(key)
         fut = self.runtime.append(
             p, build_tail_batch([snapshot_record(key, state, snapshot_epoch)])
         )
@@ -344,6 +371,13 @@ class ShareStateLog:
 
         fut.add_done_callback(durable)
         return fut
+
+    @staticmethod
+    def _not_led(key: Key) -> asyncio.Future[Any]:
+        failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        failed.set_exception(LogFailedError(f"share state of {key} is not led here"))
+        failed.exception()  # retrieved: a caller that does not wait is not owed a warning
+        return failed
 
     def delete(self, key: Key) -> Awaitable[Any] | None:
         """Forget a share-partition: its stored state and its place in pruning go now; the
