@@ -95,7 +95,8 @@ class Broker:
     async def start(self) -> None:
         """In phases: the storage engine (an unreachable database stops start-up before
         anything listens), the listeners and their TLS, the stores, the state with its
-        coordinator runtimes, the cluster (with the PostgreSQL engine), then serving."""
+        coordinator runtimes, the metrics listener, the cluster (with the PostgreSQL engine),
+        then serving clients."""
         cfg = self.config
         engine = self._engine = await _open_engine(cfg.get("kcoord.storage"))
         identity = await self._identity(engine)
@@ -103,6 +104,7 @@ class Broker:
         stores = await self._open_stores(engine)
         self.state = state = self._build_state(identity, engine, stores)
         await self._start_runtimes(state, engine)
+        await self._serve_http(state)
         if engine is not None:
             await self._join_cluster(state, engine, inter_broker)
         await self._serve(state, socks)
@@ -294,9 +296,9 @@ class Broker:
         # connects at "ready" finds the leaders (the offsets partitions may still load).
         await self.cluster_node.first_round.wait()
 
-    async def _serve(self, state: BrokerState, socks: list[socket.socket]) -> None:
-        """The metrics endpoint, then every listener, and the sweepers of idle connections
-        and renewed certificates."""
+    async def _serve_http(self, state: BrokerState) -> None:
+        """The metrics listener (metrics, lag console, Burrow API): before joining a cluster,
+        whose other nodes are told its port."""
         cfg = self.config
         if self.metrics_address is not None:
             metrics_tls = self.tls.get(METRICS_LISTENER)
@@ -313,6 +315,10 @@ class Broker:
                 self.metrics_address[0],
                 self.metrics_port,
             )
+
+    async def _serve(self, state: BrokerState, socks: list[socket.socket]) -> None:
+        """Every listener, and the sweepers of idle connections and renewed certificates."""
+        cfg = self.config
         max_frame = cfg.get("socket.request.max.bytes")
 
         def connect(listener: Listener) -> Connection:
