@@ -49,7 +49,7 @@ from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError, TopicLog
 
 if TYPE_CHECKING:
-    from broker.security.kvlog import OpenLog as KvOpener
+    from storage.kvlog import OpenLog as KvOpener
     from storage.postgres.log import PgLog
     from storage.postgres.store import PgStore
 
