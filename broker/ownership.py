@@ -7,7 +7,7 @@ cluster differ (principle 11: a single node is a cluster of one).
   same `PartitionRuntime.take` a cluster node calls on a lease. Its logs are files (or what
   the given opener returns), opened in a worker thread.
 * `Leases`: a cluster node (the PostgreSQL engine). Nothing is claimed up front; the cluster
-  node (`broker/cluster_node.py`) takes a partition when it acquires its lease and gives it up
+  node (`broker/cluster/node.py`) takes a partition when it acquires its lease and gives it up
   on a handoff or a lost lease, and its logs are opened in the database under the lease's
   fencing epoch.
 """

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import broker.apis  # noqa: F401  (registers every API handler)
-from broker.cluster import Identity, cluster_identity, load_identity
-from broker.cluster_node import ClusterNode
-from broker.cluster_view import ClusterView, format_endpoints
+from broker.cluster.identity import Identity, cluster_identity, load_identity
+from broker.cluster.node import ClusterNode
+from broker.cluster.peers import PeerClients, PeerSecurity
+from broker.cluster.view import ClusterView, format_endpoints
 from broker.config import Config, ConfigView, listener_setting, listener_view
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
@@ -28,7 +29,6 @@ from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
 from broker.ownership import Leases, LogOpener, Ownership, SoleOwner
-from broker.peers import PeerClients, PeerSecurity
 from broker.security.acls import Authorizer, parse_super_users
 from broker.security.client import jaas_credentials
 from broker.security.credentials import CredentialStore

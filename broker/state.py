@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.cluster import Identity
-from broker.cluster_view import ClusterView
+from broker.cluster.identity import Identity
+from broker.cluster.view import ClusterView
 from broker.config import Config
 from broker.topics import TopicRegistry
 

@@ -50,11 +50,11 @@ from storage.log import Log
 from storage.logconfig import LogConfig
 
 if TYPE_CHECKING:
-    from broker.cluster_view import ClusterView
+    from broker.cluster.peers import PeerClients
+    from broker.cluster.view import ClusterView
     from broker.config import Config
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
-    from broker.peers import PeerClients
 
 log = logging.getLogger("kcoord.txn")
 

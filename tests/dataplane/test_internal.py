@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from broker.apis import fetch, list_offsets, produce
-from broker.cluster import Identity
-from broker.cluster_view import ClusterView
+from broker.cluster.identity import Identity
+from broker.cluster.view import ClusterView
 from broker.context import RequestContext
 from protocol.errors import ErrorCode
 from protocol.records import iter_records

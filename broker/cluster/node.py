@@ -27,9 +27,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.cluster_view import ClusterView, NodeAddress, parse_endpoints
+from broker.cluster.lease_keeper import Held, LeaseKeeper
+from broker.cluster.view import ClusterView, NodeAddress, parse_endpoints
 from broker.dataplane import leadership
-from broker.lease_keeper import Held, LeaseKeeper
 from storage.log import FencedError
 from storage.postgres import leases as L
 
