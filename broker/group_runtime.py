@@ -18,7 +18,7 @@ import itertools
 import logging
 import operator
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -260,6 +260,16 @@ class GroupRuntime:
         self.ownership.adopt(self.runtime)
 
     @property
+    def lease_valid(self) -> Callable[[int], bool] | None:
+        """Cluster mode: whether this node's lease of a partition is certainly its own now
+        (`PartitionRuntime.lease_valid`)."""
+        return self.runtime.lease_valid
+
+    @lease_valid.setter
+    def lease_valid(self, valid: Callable[[int], bool] | None) -> None:
+        self.runtime.lease_valid = valid
+
+    @property
     def health(self) -> list[PartitionHealth]:
         """Each partition's load (a partition never owned here: a fresh record)."""
         h = self.runtime.health
@@ -281,9 +291,9 @@ class GroupRuntime:
         """This node owns partition ``p`` under ``epoch``: load it and serve it."""
         await self.runtime.take(p, epoch)
 
-    async def give_up(self, p: int, *, flush: bool) -> None:
-        """Stop coordinating partition ``p`` (see `PartitionRuntime.give_up`)."""
-        await self.runtime.give_up(p, flush=flush)
+    def give_up(self, p: int, *, flush: bool) -> Coroutine[Any, Any, None]:
+        """Stop coordinating partition ``p`` at once (see `PartitionRuntime.give_up`)."""
+        return self.runtime.give_up(p, flush=flush)
 
     def unhealthy_partitions(self) -> dict[int, PartitionHealth]:
         """Partitions failing to load or serving with quarantined data."""
@@ -340,9 +350,9 @@ class GroupRuntime:
     def call(self, group_id: str, op: Op, on_error: ErrorReply) -> Any | Awaitable[Any]:
         """Run `op` on the group's shard; its reply now, or an awaitable of it."""
         p = self.partition_of(group_id)
-        shard = self.shards[p]
+        shard = self.runtime.serving(p)
         if shard is None:
-            return on_error(self.runtime.unavailable(p))
+            return on_error(self.runtime.refusal(p))
         rid = next(self._ids)
         now = now_ms()
         result = op(shard, rid, now)
@@ -360,12 +370,24 @@ class GroupRuntime:
     def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
         """A read of the group's shard, answered once earlier writes are durable."""
         p = self.partition_of(group_id)
-        shard = self.shards[p]
+        shard = self.runtime.serving(p)
         if shard is None:
-            return on_error(self.runtime.unavailable(p))
-        if self.runtime.settled(p):
+            return on_error(self.runtime.refusal(p))
+        tail = self._tails[p]
+        if tail is None or (tail.done() and (tail.cancelled() or tail.exception() is None)):
             return fn(shard, now_ms())
-        return self.runtime.after_tail(p, lambda: fn(shard, now_ms()))
+        if tail.done():
+            # The last write failed and the shard holds its records until the failure's
+            # callbacks drop it (a fault run read an offset that was never stored here).
+            return on_error(ErrorCode.NOT_COORDINATOR)
+
+        def answer() -> Any:
+            # The shard may have been given up (or the lease lapsed) while the write waited.
+            if self.runtime.serving(p) is not shard:
+                return on_error(ErrorCode.NOT_COORDINATOR)
+            return fn(shard, now_ms())
+
+        return self.runtime.after_tail(p, answer, lambda: on_error(ErrorCode.NOT_COORDINATOR))
 
     def all_loaded_shards(self) -> list[Shard] | None:
         """Every shard this node coordinates, or None while any of them is still loading."""

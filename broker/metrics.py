@@ -126,6 +126,13 @@ class Metrics:
             ["mechanism"],
             registry=self.registry,
         )
+        self.handler_errors = Counter(
+            "kcoord_handler_errors",
+            "Requests whose handler failed unexpectedly, per API: each was answered with "
+            "UNKNOWN_SERVER_ERROR (the log has the cause).",
+            ["api"],
+            registry=self.registry,
+        )
         self.connections_accepted = 0
         self.connections_open = 0
         self._per_api: dict[int, tuple[Any, Any]] = {}
@@ -168,6 +175,9 @@ class Metrics:
                 )
             children[0].inc(len(durations))
             _observe_all(children[1], durations)
+
+    def handler_failed(self, api_key: int) -> None:
+        self.handler_errors.labels(api_name(api_key)).inc()
 
     def connection_opened(self) -> None:
         self.connections_accepted += 1

@@ -149,6 +149,15 @@ class PartitionRuntime(Generic[S]):
         self.on_change: Callable[[int], None] | None = None
         self.on_durable: Callable[[int], None] | None = None
         self.on_fenced: Callable[[int], None] | None = None
+        # Cluster mode: whether this node's lease of a partition is certainly its own right
+        # now (LeaseKeeper.valid); its requests are refused with NOT_COORDINATOR while not
+        # (after a pause longer than the lease, before the lease keeper has run again).
+        self.lease_valid: Callable[[int], bool] | None = None
+        # Per partition, bumped by every take, give-up and reload after a failed write: a
+        # load installs its state and log only if its generation is still the current one (a
+        # fault run saw a reload and a take of one partition race under one epoch, the slower
+        # replacing the state that had just acknowledged a write with one loaded before it).
+        self._gen: dict[int, int] = {}
 
     # -- ownership ----------------------------------------------------------------------------
 
@@ -169,6 +178,7 @@ class PartitionRuntime(Generic[S]):
             self.partitions = len(self.states)
         self.owned[p] = epoch
         self.health[p] = PartitionHealth()
+        self._gen[p] = self._gen.get(p, 0) + 1
 
     async def take(self, p: int, epoch: int) -> None:
         """p is this node's under ``epoch``: load it and serve it (retrying until it serves,
@@ -176,7 +186,7 @@ class PartitionRuntime(Generic[S]):
         if self.owned.get(p) != epoch or p not in self.health:
             self.claim(p, epoch)
         try:
-            await self._load_partition(p, epoch)
+            await self._load_partition(p, epoch, self._gen[p])
         except FencedError:
             self.log.warning("%s: fenced while loading; giving it up", self.label(p))
             if self.owned.get(p) == epoch:
@@ -185,19 +195,43 @@ class PartitionRuntime(Generic[S]):
         except PartitionGivenUp:
             pass
 
-    async def give_up(self, p: int, *, flush: bool) -> None:
-        """Stop serving p. A handoff (``flush``) lets the writes in flight become durable
-        first, so their replies go out; a lost lease does not wait (they fail, fenced)."""
+    def give_up(self, p: int, *, flush: bool) -> Coroutine[object, None, None]:
+        """Stop serving p, at once (no request is answered for it from this call on), and
+        return what finishes the unload: a handoff (``flush``) lets the writes in flight
+        become durable first, so their replies go out; a lost lease does not wait (they fail,
+        fenced). What waits in the state is answered, and the log closed."""
         self.owned.pop(p, None)
-        if flush:
-            tail = self.tails[p]
-            if tail is not None and not tail.done():
-                await asyncio.gather(tail, return_exceptions=True)
-        self._unload(p)
+        self._gen[p] = self._gen.get(p, 0) + 1
+        # Everything of this tenure is taken now: p may be taken again (a new log, timers,
+        # tail) before the returned coroutine runs, and that must not touch them.
+        state = self._stop_serving(p)
         plog, self.logs[p] = self.logs[p], None
-        self.tails[p] = None
+        tail, self.tails[p] = self.tails[p], None
+        return self._unloaded(p, state, plog, tail if flush else None)
+
+    async def _unloaded(
+        self, p: int, state: S | None, plog: PartitionLog | None, tail: Write | None
+    ) -> None:
+        if tail is not None and not tail.done():
+            await asyncio.gather(tail, return_exceptions=True)
+        if state is not None:
+            self.coordinator.on_unloaded(p, state)
         if plog is not None:
             await self._close_quietly(p, plog, "on give-up")
+
+    def serving(self, p: int) -> S | None:
+        """p's state, if this node may answer for it now: loaded, and (cluster mode) its
+        lease not possibly expired."""
+        state = self.states[p]
+        if state is not None and self.lease_valid is not None and not self.lease_valid(p):
+            return None
+        return state
+
+    def refusal(self, p: int) -> ErrorCode:
+        """The error for a request to p that `serving` did not give a state for."""
+        if self.lease_valid is not None and p in self.owned and not self.lease_valid(p):
+            return ErrorCode.NOT_COORDINATOR  # loaded, but the lease may have expired
+        return self.unavailable(p)
 
     def unavailable(self, p: int) -> ErrorCode:
         """The error for a request to a partition not served: loading here, or another
@@ -230,18 +264,21 @@ class PartitionRuntime(Generic[S]):
 
     # -- loading ------------------------------------------------------------------------------
 
-    async def _load_partition(self, p: int, epoch: int) -> int:
+    async def _load_partition(self, p: int, epoch: int, gen: int) -> int:
         name = self.label(p)
         return await load_until_served(
             name,
             self.data_dir / name,
-            lambda: self._load(p, epoch),
+            lambda: self._load(p, epoch, gen),
             self.health[p],
             stop_on=(PartitionGivenUp, FencedError),
         )
 
-    async def _load(self, p: int, epoch: int) -> int:
-        if self.owned.get(p) != epoch or self._closed:
+    def _current(self, p: int, epoch: int, gen: int) -> bool:
+        return self.owned.get(p) == epoch and self._gen.get(p) == gen and not self._closed
+
+    async def _load(self, p: int, epoch: int, gen: int) -> int:
+        if not self._current(p, epoch, gen):
             raise PartitionGivenUp(p)
         async with self._load_slots:
             plog = await self.open_log(p, epoch)
@@ -252,11 +289,13 @@ class PartitionRuntime(Generic[S]):
                 # A retry opens it again: hold no descriptors meanwhile.
                 await self._close_quietly(p, plog, "after a failed load")
                 raise
-        if self.owned.get(p) != epoch or self._closed:
+        if not self._current(p, epoch, gen):
+            # Given up while it loaded (and perhaps taken again, or reloading, since).
             await self._close_quietly(p, plog, "given up while it loaded")
             raise PartitionGivenUp(p)
         state = fold.state
         self.logs[p] = plog
+        self.tails[p] = None  # a failed write of the previous state is not this one's
         self.states[p] = state
         self.coordinator.on_loaded(p, state)
         self._changed(p)
@@ -277,23 +316,28 @@ class PartitionRuntime(Generic[S]):
             await asyncio.sleep(0)
         return count
 
-    def _unload(self, p: int) -> None:
+    def _stop_serving(self, p: int) -> S | None:
+        """p is served no more: its state (to answer what waits in it), timers cancelled."""
         state, self.states[p] = self.states[p], None
         for key in [k for k in self._timers if k[0] == p]:
             self._timers.pop(key).cancel()
+        self._changed(p)
+        return state
+
+    def _unload(self, p: int) -> None:
+        state = self._stop_serving(p)
         if state is not None:
             self.coordinator.on_unloaded(p, state)
-        self._changed(p)
 
-    async def _reload(self, p: int, failed: PartitionLog) -> None:
+    async def _reload(self, p: int, failed: PartitionLog, gen: int) -> None:
         if self.logs[p] is failed:
             self.logs[p] = None
         await self._close_quietly(p, failed, "after a failed write")
         epoch = self.owned.get(p)
-        if epoch is None:
-            return
+        if epoch is None or self._gen.get(p) != gen:
+            return  # given up, or taken again (that take loads it)
         try:
-            await self._load_partition(p, epoch)
+            await self._load_partition(p, epoch, gen)
         except FencedError:
             if self.owned.get(p) == epoch:
                 del self.owned[p]
@@ -387,7 +431,8 @@ class PartitionRuntime(Generic[S]):
         # Requests get COORDINATOR_LOAD_IN_PROGRESS until the reopened log (whose recovery
         # keeps only whole batches) is replayed.
         self._unload(p)
-        self._tasks.spawn(self._reload(p, plog))
+        self._gen[p] = self._gen.get(p, 0) + 1
+        self._tasks.spawn(self._reload(p, plog, self._gen[p]))
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -396,9 +441,12 @@ class PartitionRuntime(Generic[S]):
         tail = self.tails[p]
         return tail is None or tail.done()
 
-    def after_tail(self, p: int, fn: Callable[[], V]) -> asyncio.Future[V]:
-        """``fn()`` once p's writes so far are durable (their failure, raised, if they
-        fail)."""
+    def after_tail(
+        self, p: int, fn: Callable[[], V], on_failure: Callable[[], V] | None = None
+    ) -> asyncio.Future[V]:
+        """``fn()`` once p's writes so far are durable. If one of them fails:
+        ``on_failure()`` when given (a read after a fenced write is answered as one to a
+        moved partition), else that failure, raised."""
         fut: asyncio.Future[V] = asyncio.get_running_loop().create_future()
         tail = self.tails[p]
 
@@ -406,7 +454,10 @@ class PartitionRuntime(Generic[S]):
             if fut.done():
                 return
             if tail is not None and not tail.cancelled() and tail.exception() is not None:
-                fut.set_exception(tail.exception())  # type: ignore[arg-type]
+                if on_failure is not None:
+                    fut.set_result(on_failure())
+                else:
+                    fut.set_exception(tail.exception())  # type: ignore[arg-type]
             else:
                 fut.set_result(fn())
 

@@ -23,7 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Iterator
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Iterator,
+)
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +92,7 @@ def txn_config(cfg: Config) -> TxnConfig:
     return TxnConfig(
         max_timeout_ms=cfg.get("transaction.max.timeout.ms"),
         id_expiration_ms=cfg.get("transactional.id.expiration.ms"),
+        transaction_version=cfg.get("transaction.version"),
     )
 
 
@@ -197,10 +206,10 @@ class TxnRuntime:
         prepared are then finished)."""
         await self.runtime.take(p, epoch)
 
-    async def give_up(self, p: int) -> None:
-        """Stop coordinating partition ``p`` (a handoff or a lost lease): requests get
-        NOT_COORDINATOR, the log is closed."""
-        await self.runtime.give_up(p, flush=False)
+    def give_up(self, p: int) -> Coroutine[object, None, None]:
+        """Stop coordinating partition ``p`` (a handoff or a lost lease), at once: requests
+        get NOT_COORDINATOR from this call on; the returned coroutine closes the log."""
+        return self.runtime.give_up(p, flush=False)
 
     async def close(self) -> None:
         self._closed = True
@@ -238,11 +247,12 @@ class TxnRuntime:
 
     def _coordinator(self, transactional_id: str) -> tuple[int, TxnCoordinator | None]:
         p = self.partition_of(transactional_id)
-        return p, self.runtime.states[p]
+        return p, self.runtime.serving(p)
 
     def _unavailable(self, p: int) -> Reply:
-        """Loading here, or coordinated by another node."""
-        return Reply(self.runtime.unavailable(p))
+        """Loading here, or coordinated by another node, or this node's lease possibly
+        expired (it is about to be given up)."""
+        return Reply(self.runtime.refusal(p))
 
     async def init_producer_id(
         self, tid: str, timeout_ms: int, expected_pid: int, expected_epoch: int
@@ -253,12 +263,34 @@ class TxnRuntime:
         return await self._decide(tid, decide)
 
     async def add_partitions(
-        self, tid: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        client_version: int = 0,
     ) -> Reply:
+        """Add partitions to the producer's transaction: AddPartitionsToTxn / AddOffsetsToTxn
+        (``client_version`` 0), or the implicit add of transactions version 2 (2)."""
         wanted = list(partitions)
         return await self._decide(
-            tid, lambda coord, now, _: coord.add_partitions(tid, producer_id, epoch, wanted, now)
+            tid,
+            lambda coord, now, _: coord.add_partitions(
+                tid, producer_id, epoch, wanted, now, client_version
+            ),
         )
+
+    def is_local(self, tid: str) -> bool:
+        """Whether this node coordinates ``tid`` (always, outside cluster mode)."""
+        return self.partition_of(tid) in self.runtime.owned
+
+    async def add_remote(
+        self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> ErrorCode:
+        """The implicit add of a transactions version 2 write, asked of the node that
+        coordinates ``tid`` (AddPartitionsToTxn v5, not verify_only, as Kafka's leaders ask);
+        NOT_ENOUGH_REPLICAS while it cannot answer."""
+        return await self._ask_remote(tid, producer_id, epoch, partition, verify_only=False)
 
     def verify(
         self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
@@ -279,6 +311,17 @@ class TxnRuntime:
         """``verify`` asked of the node that coordinates ``tid``, with AddPartitionsToTxn v4
         verify_only as Kafka's leaders ask. While that node cannot answer: NOT_ENOUGH_REPLICAS,
         which every producer retries (Kafka's answer too)."""
+        return await self._ask_remote(tid, producer_id, epoch, partition, verify_only=True)
+
+    async def _ask_remote(
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        partition: TopicPartition,
+        *,
+        verify_only: bool,
+    ) -> ErrorCode:
         assert self.view is not None and self.peers is not None
         node, _ = self.view.leader(TXN_TOPIC, self.partition_of(tid))
         address = self.view.address(node, ("", -1)) if node >= 0 else None
@@ -291,7 +334,7 @@ class TxnRuntime:
                     transactional_id=tid,
                     producer_id=producer_id,
                     producer_epoch=epoch,
-                    verify_only=True,
+                    verify_only=verify_only,
                     topics=[
                         A.AddPartitionsToTxnTopic(name=partition[0], partitions=[partition[1]])
                     ],
@@ -299,7 +342,8 @@ class TxnRuntime:
             ]
         )
         try:
-            resp = await self.peers.request(address, ApiKey.ADD_PARTITIONS_TO_TXN, 4, req)
+            version = 4 if verify_only else 5  # v5: an add of transactions version 2
+            resp = await self.peers.request(address, ApiKey.ADD_PARTITIONS_TO_TXN, version, req)
             code = ErrorCode(
                 resp.results_by_transaction[0]
                 .topic_results[0]
@@ -313,9 +357,16 @@ class TxnRuntime:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return code
 
-    async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> Reply:
+    async def end_txn(
+        self, tid: str, producer_id: int, epoch: int, commit: bool, client_version: int = 0
+    ) -> Reply:
+        """EndTxn; ``client_version`` 2 (v5) bumps the epoch, and the reply names the producer
+        id and epoch to go on with."""
         return await self._decide(
-            tid, lambda coord, now, _: coord.end_txn(tid, producer_id, epoch, commit, now)
+            tid,
+            lambda coord, now, fresh: coord.end_txn(
+                tid, producer_id, epoch, commit, now, client_version, fresh
+            ),
         )
 
     def describe(self, tid: str) -> TxnMetadata | None | ErrorCode:
@@ -390,7 +441,8 @@ class TxnRuntime:
         if coord is None:
             return False
         coord.begin(write)
-        value = None if write.target is None else encode_value(write.target.to_value())
+        target = write.target
+        value = None if target is None else encode_value(target.to_value(), target.record_version)
         batch = build_tail_batch([kv_record_tail(encode_key(write.transactional_id), value)])
         try:
             await self.runtime.append(p, batch)
@@ -429,7 +481,12 @@ class TxnRuntime:
             waits: list[tuple[TopicPartition, Awaitable[object]]] = []
             for tp in sorted(todo):
                 result = self._marker(
-                    tp, meta.producer_id, meta.producer_epoch, commit, coordinator_epoch
+                    tp,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    meta.client_version,
                 )
                 if isinstance(result, ErrorCode):
                     if result in _MARKER_DONE:
@@ -451,15 +508,27 @@ class TxnRuntime:
                 delay = min(delay * 2, MARKER_RETRY_MAX_S)
 
     def _marker(
-        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        version: int = 0,
     ) -> Awaitable[Any] | ErrorCode:
-        local = self._local_marker(tp, pid, epoch, commit, coordinator_epoch)
+        local = self._local_marker(tp, pid, epoch, commit, coordinator_epoch, version)
         if self.view is None or local not in _NOT_HERE:
             return local
-        return self._remote_marker(tp, pid, epoch, commit, coordinator_epoch)
+        return self._remote_marker(tp, pid, epoch, commit, coordinator_epoch, version)
 
     async def _remote_marker(
-        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        version: int = 0,
     ) -> None:
         """WriteTxnMarkers to the node that leads ``tp`` (raises while it cannot be
         written there, so the caller retries)."""
@@ -478,16 +547,26 @@ class TxnRuntime:
                     transaction_result=commit,
                     topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[index])],
                     coordinator_epoch=coordinator_epoch,
+                    transaction_version=version,
                 )
             ]
         )
-        resp = await self.peers.request(address, ApiKey.WRITE_TXN_MARKERS, 1, req)
+        # v2 (KIP-1228) carries the transaction version; a version 1 transaction keeps v1,
+        # which a node not yet upgraded understands.
+        request_version = 2 if version >= 2 else 1
+        resp = await self.peers.request(address, ApiKey.WRITE_TXN_MARKERS, request_version, req)
         code = resp.markers[0].topics[0].partitions[0].error_code
         if code != ErrorCode.NONE and code not in _MARKER_DONE:
             raise MarkerNotWritten(f"{topic}-{index} on node {node}: error {code}")
 
     def _local_marker(
-        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        version: int = 0,
     ) -> Awaitable[Any] | ErrorCode:
         topic, index = tp
         if topic == OFFSETS_TOPIC:
@@ -495,7 +574,9 @@ class TxnRuntime:
         part = self.data.partition(topic, index)
         if part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        error, durable = part.append_marker(pid, epoch, commit, coordinator_epoch, now_ms())
+        error, durable = part.append_marker(
+            pid, epoch, commit, coordinator_epoch, now_ms(), version
+        )
         if error != ErrorCode.NONE:
             return ErrorCode(error)
         if durable is None:

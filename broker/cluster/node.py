@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.cluster")
 
+# How long a node that lost a topic partition's lease waits to read the catalog (was the topic
+# deleted?) before it resigns the partition anyway.
+LOST_CATALOG_WAIT_S = 1.0
+
 TAKE_CONCURRENCY = 8  # partitions acquired and opened at once in a round
 STOP_STEP_S = 5.0  # how long a graceful stop waits for the handoff, and for deregistering
 
@@ -82,10 +86,16 @@ class ClusterNode:
         )
         for rt in runtimes:
             rt.on_fenced = functools.partial(self._fenced, rt.topic)
+            rt.lease_valid = functools.partial(self.keeper.valid, rt.topic)
+        data.lease_valid = self.keeper.valid
         self._task: asyncio.Task[None] | None = None
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
         self._loading: set[asyncio.Task[None]] = set()  # loads and unloads in flight
+        # The unload of a lost lease, per partition, until it is done: taking the partition
+        # again waits for it (else the old tenure's unload, running late, would close the new
+        # tenure's logs and drop the share state it just read back).
+        self._unloads: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.first_round = asyncio.Event()
         self.stopping = False
 
@@ -228,6 +238,9 @@ class ClusterNode:
     # -- taking and giving partitions -------------------------------------------------------
 
     async def _take(self, topic: str, partition: int) -> None:
+        pending = self._unloads.get((topic, partition))
+        if pending is not None:
+            await asyncio.gather(pending, return_exceptions=True)
         async with self._slots:
             if self.stopping:
                 return
@@ -272,6 +285,26 @@ class ClusterNode:
         await leadership.resign(self.data, topic, partition)
         await self._share_resign(topic, partition)
 
+    async def _resign_lost(self, topic: str, partition: int) -> None:
+        """Resign a topic partition whose lease was lost. A lease is also lost when another
+        node deleted the topic (its rows go with it), so the catalog is read first, briefly:
+        then the requests parked on the partition are woken with the topic gone
+        (UNKNOWN_TOPIC_ID) rather than NOT_LEADER_OR_FOLLOWER. Nothing is served meanwhile:
+        the partition stopped leading when the lease was lost."""
+        try:
+            await asyncio.wait_for(self._refresh_catalog(), LOST_CATALOG_WAIT_S)
+        except Exception as e:  # noqa: BLE001 - a database out of reach: resign anyway
+            log.debug("catalog not read before resigning %s-%d: %r", topic, partition, e)
+        await self._resign(topic, partition)
+
+    async def _refresh_catalog(self) -> None:
+        if self.data.engine is None:
+            return
+        # A balance round reads it too. It may be waiting for this resignation (a take waits
+        # for the partition's unload): the caller's time limit breaks that wait.
+        async with self._round:
+            await leadership.refresh(self.data)
+
     async def _hand_off(self, h: Held) -> None:
         """Flush and stop serving, then release the lease for the partition's new owner."""
         topic, partition, epoch = h
@@ -289,7 +322,7 @@ class ClusterNode:
         if release:
             await self.keeper.release(*h)
         else:
-            self.keeper.held.discard(h)
+            self.keeper.discard(h)
 
     def _lost(self, lost: list[Held]) -> None:
         """The keeper lost these leases: stop serving them now (no flush: they are fenced)."""
@@ -297,17 +330,29 @@ class ClusterNode:
             self.view.own.pop((topic, partition), None)
             runtime = self.runtimes.get(topic)
             if runtime is not None:
-                self._spawn(runtime.give_up(partition, flush=False))
+                # It stops serving now; the task finishes the unload.
+                task = self._spawn(runtime.give_up(partition, flush=False))
             else:
-                self._spawn(self._resign(topic, partition))
+                part = self.data.partition(topic, partition)
+                if part is not None:
+                    part.leading = False  # now, not when the task runs
+                task = self._spawn(self._resign_lost(topic, partition))
+            self._unloads[topic, partition] = task
+            task.add_done_callback(self._unloaded)
 
-    def _spawn(self, coro: Coroutine[object, None, None]) -> None:
+    def _unloaded(self, task: asyncio.Task[None]) -> None:
+        for key in [k for k, t in self._unloads.items() if t is task]:
+            del self._unloads[key]
+
+    def _spawn(self, coro: Coroutine[object, None, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         # The loop keeps only weak references to tasks: hold each until it is done.
         self._loading.add(task)
         task.add_done_callback(self._loading.discard)
+        return task
 
     def _fenced(self, topic: str, partition: int) -> None:
         """A write of a coordinator partition was refused as fenced: forget its lease."""
         self.view.own.pop((topic, partition), None)
-        self.keeper.held = {h for h in self.keeper.held if h[:2] != (topic, partition)}
+        for h in [h for h in self.keeper.held if h[:2] == (topic, partition)]:
+            self.keeper.discard(h)

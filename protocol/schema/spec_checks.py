@@ -152,6 +152,22 @@ def check_share_state_and_offsets_facts(franz_dir: Path) -> None:
     ]
 
 
+def check_kafka_43_versions_carried_from_franz(spec: Path) -> None:
+    """Kafka's JSON carried to a newer version by franz-go's definition (OffsetCommit v10
+    names topics by id only)."""
+    from protocol.schema import import_spec  # it runs these checks: imported when they run
+
+    req, _ = franz.read_api(spec / "franz-go-definitions", 8)
+    out = franz.extend(
+        import_spec.load_json(spec / "message" / "OffsetCommitRequest.json"), req, 10
+    )
+    topic = {f["name"]: f for f in out["fields"]}["Topics"]
+    assert [(f["name"], f["versions"]) for f in topic["fields"][:2]] == [
+        ("Name", "0-9"),
+        ("TopicId", "10+"),
+    ]
+
+
 def run_all(spec: Path) -> None:
     """Every check above (AssertionError at the first that fails)."""
     check_api_keys_match_kafka_message_definitions(spec / "message")
@@ -164,3 +180,4 @@ def run_all(spec: Path) -> None:
     check_share_fetch_facts(franz_dir)
     check_share_acknowledge_facts(franz_dir)
     check_share_state_and_offsets_facts(franz_dir)
+    check_kafka_43_versions_carried_from_franz(spec)
