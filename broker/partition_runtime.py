@@ -23,7 +23,13 @@ A partition's life:
   answered) and loaded again from what the log kept, which rolls back everything not durable,
   as Kafka's coordinator reverts to its last committed snapshot. A write refused as fenced
   means another node owns the partition now: it is given up, not reloaded.
-* ``give_up(p, flush)``: a handoff (writes in flight finish first) or a lost lease.
+* ``give_up(p, flush)``: a handoff (writes in flight finish first) or a lost lease. p stops
+  being served at the call; the coroutine it returns finishes the unload, so a take of p that
+  follows never has its new log or state touched by the old tenure's unload. Every take,
+  give-up and reload bumps p's generation, and only a load of the current generation installs
+  its state (a reload and a take racing under one epoch install one).
+* Cluster mode: ``lease_valid(p)`` (the lease keeper's) is asked before a state is used for a
+  request (`serving`); while it does not hold, requests get NOT_COORDINATOR (`refusal`).
 
 The runtime also owns the clock: keyed timers per partition (`arm`, cancelled when the
 partition unloads) and the coordinator's background jobs (`spawn`: retention, expiry,
