@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.cluster_node import ClusterNode
+from broker.cluster.node import ClusterNode
 
 
 async def test_a_take_waits_for_an_earlier_unload_of_the_partition_too() -> None:

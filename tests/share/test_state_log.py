@@ -7,12 +7,7 @@ import uuid
 from pathlib import Path
 
 from broker.share.partitions import SharePartitions, ShareSettings, now_ms
-from broker.share.state_log import (
-    ShareStateLog,
-    SlotClosedError,
-    state_partition,
-    topic_id_string,
-)
+from broker.share.state_log import ShareStateLog, state_partition, topic_id_string
 from coordinator.share.partition import (
     AckRange,
     AckType,
@@ -236,70 +231,3 @@ def test_a_damaged_state_partition_is_quarantined_and_the_rest_loads(tmp_path: P
     }
     assert restored == live
     assert list(unhealthy) == [0] and unhealthy[0].state == "degraded"
-
-
-def test_a_slot_closed_while_it_opens_fails_the_open_and_keeps_no_state(tmp_path: Path) -> None:
-    """Cluster mode: the topic partition given up while its share state is being read back.
-    The close dropped the states folded so far; the replay went on folding the updates, which
-    have no snapshot under them any more, and the slot opened without its share-partitions'
-    states: they restarted from share.auto.offset.reset (a fault run delivered 1,000 accepted
-    records again). The open now fails; nothing of it stays."""
-    stored: dict[Path, MemoryLog] = {}
-
-    def open_log(path: Path, _: LogConfig) -> MemoryLog:
-        stored[path] = MemoryLog()
-        return stored[path]
-
-    settings = ShareSettings(SharePartitionConfig(), "earliest", updates_per_snapshot=100)
-    key = ("g", T, 0)
-
-    async def write() -> MemoryLog:
-        state_log = ShareStateLog(tmp_path, 50, LogConfig(), open_log)
-        await state_log.load()
-        parts = SharePartitions(settings)
-        parts.state_log = state_log
-        sp = parts.get_or_create(key, 0, 100)  # a snapshot, then an update per call
-        for i in range(3):
-            sp.acquire("m", 100, 10, now=0)
-            sp.acknowledge("m", [AckRange.of(i * 10, i * 10 + 9, AckType.ACCEPT)])
-            w = parts.persist(key, sp)
-            if w is not None:
-                await w
-        parts.close()
-        await state_log.close()
-        [plog] = [stored[p] for p in stored if p.name.endswith(f"-{state_partition(key, 50)}")]
-        return plog
-
-    class OneBatchAtATime:
-        """The log read back in chunks of one batch, as the PostgreSQL engine reads it."""
-
-        def __init__(self, plog: MemoryLog) -> None:
-            self.plog = plog
-
-        async def replay_chunks(self):  # type: ignore[no-untyped-def]
-            for batch in self.plog.replay():
-                await asyncio.sleep(0)
-                yield [batch]
-
-        async def close(self) -> None:
-            pass
-
-    async def race() -> None:
-        plog = await write()
-        leased = ShareStateLog(tmp_path, 50, LogConfig(), place=lambda k: "slot")
-        opening = asyncio.ensure_future(leased.open_slot("slot", OneBatchAtATime(plog)))  # type: ignore[arg-type]
-        while key not in leased.states:  # the snapshot folded in: the updates follow
-            await asyncio.sleep(0)
-        await leased.close_slot("slot")
-        try:
-            await opening
-        except SlotClosedError:
-            pass
-        else:
-            raise AssertionError("the slot opened although it was closed meanwhile")
-        assert "slot" not in leased.logs and key not in leased.states
-        # Opened again (the next take): the whole state is back.
-        await leased.open_slot("slot", OneBatchAtATime(plog))  # type: ignore[arg-type]
-        assert leased.states[key].start_offset == 30
-
-    asyncio.run(race())
