@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from broker.config import Config
+from broker.dataplane.catalog_eras import CatalogEras
 from broker.loading import PartitionHealth
 from broker.ownership import LeasedOpener, Leases, LogOpener, Ownership, SoleOwner
 from broker.partition_runtime import REPLAY_YIELD_EVERY, PartitionRuntime, now_ms
@@ -251,6 +252,7 @@ class GroupRuntime:
         self.loaded = self.runtime.loaded
         # Per partition, topics deleted while its shard was not loaded (see on_topic_deleted).
         self._deleted_while_unloaded: dict[int, set[str]] = {}
+        self._eras: CatalogEras | None = None  # cluster mode: see track_commits
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
         self.on_event: Callable[[object], None] | None = None
@@ -289,6 +291,9 @@ class GroupRuntime:
 
     async def take(self, p: int, epoch: int) -> None:
         """This node owns partition ``p`` under ``epoch``: load it and serve it."""
+        # Deletions seen during an earlier tenure's load are not this one's: its previous
+        # owner applied them (on_topic_deleted).
+        self._deleted_while_unloaded.pop(p, None)
         await self.runtime.take(p, epoch)
 
     def give_up(self, p: int, *, flush: bool) -> Coroutine[Any, Any, None]:
@@ -305,6 +310,8 @@ class GroupRuntime:
         return GroupFold(Shard(p, self.config), f"{OFFSETS_TOPIC}-{p}")
 
     def on_loaded(self, p: int, shard: Shard) -> None:
+        if self._eras is not None:
+            shard.state.offsets.track(self._eras.current)
         self._apply(p, shard.on_loaded(now_ms()))
         deleted = self._deleted_while_unloaded.pop(p, None)
         if deleted:
@@ -322,17 +329,43 @@ class GroupRuntime:
     def timer(self, p: int, shard: Shard, key: Hashable) -> None:
         self._apply(p, shard.on_timer(cast(tuple, key), now_ms()))
 
-    def on_topic_deleted(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
+    def track_commits(self, eras: CatalogEras) -> None:
+        """Cluster mode: note which offsets each shard sets in which era of this node's
+        catalog reads, so that a deletion seen late keeps the commits made since the latest
+        read that still showed the topic (broker/dataplane/catalog_eras.py)."""
+        self._eras = eras
+        eras.on_begin.append(self._begin_era)
+        eras.on_seen.append(self._saw_era)
+
+    def _begin_era(self, era: int) -> None:
+        for shard in self.shards:
+            if shard is not None:
+                shard.state.offsets.begin_era(era)
+
+    def _saw_era(self, era: int) -> None:
+        for shard in self.shards:
+            if shard is not None:
+                shard.state.offsets.forget_before(era)
+
+    def on_topic_deleted(
+        self, name: str, partitions: int, topic_id: uuid.UUID, since: int | None = None
+    ) -> None:
         """Tombstones for every group's offsets of a deleted topic, as Kafka's coordinator
         writes on a topic deletion. Written now on the loaded shards, so a commit to a topic
         of that name created again afterwards comes later in the log; a shard still loading
-        gets them once loaded (or reloaded)."""
+        here gets them once loaded (or reloaded). ``since``: offsets set in that era or later
+        are kept (a deletion on another node, seen late: catalog_eras.py).
+
+        A partition coordinated by another node is not this node's to change, now or when it
+        takes it later: its coordinator writes the tombstones, and what its log holds by the
+        time this node takes it may be commits to the topic created again."""
         for p in range(self.partitions):
             shard = self.shards[p]
             if shard is None:
-                self._deleted_while_unloaded.setdefault(p, set()).add(name)
+                if p in self.runtime.owned:
+                    self._deleted_while_unloaded.setdefault(p, set()).add(name)
             else:
-                self._apply(p, shard.delete_topic_offsets({name}, now_ms()))
+                self._apply(p, shard.delete_topic_offsets({name}, now_ms(), since))
 
     async def close(self) -> None:
         await self.runtime.close()

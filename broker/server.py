@@ -224,6 +224,8 @@ class Broker:
             lag, group_filter(cfg), cfg.get("kcoord.metrics.lag.partition.groups")
         )
         stores.data.on_topic_deleted.append(groups.on_topic_deleted)
+        if stores.data.cluster:
+            groups.track_commits(stores.data.eras)
         stores.data.on_topic_deleted.append(share.on_topic_deleted)
         stores.data.on_topic_deleted.append(lag.on_topic_deleted)
         state = BrokerState(

@@ -260,14 +260,17 @@ def expire_offsets(ctx: Ctx) -> None:
                 ctx.append(key, value)
 
 
-def delete_topic_offsets(ctx: Ctx, topics: Collection[str]) -> None:
+def delete_topic_offsets(ctx: Ctx, topics: Collection[str], since: int | None = None) -> None:
     """Tombstones for every group's offsets of deleted topics (Kafka's onPartitionsDeleted).
-    A group left empty and without offsets goes at the next expiration pass."""
+    A group left empty and without offsets goes at the next expiration pass. ``since``: an
+    era of the offset store (`OffsetStore.track`); offsets set in it or later are kept."""
+    store = ctx.state.offsets
     doomed = [
         (group_id, topic, partition)
-        for group_id, committed in ctx.state.offsets.by_group.items()
+        for group_id, committed in store.by_group.items()
         for topic in topics
         for partition in committed.get(topic, ())
+        if since is None or not store.set_since(group_id, topic, partition, since)
     ]
     for group_id, topic, partition in doomed:  # each append removes its offset at once
         ctx.append(offset_record_key(group_id, topic, partition), None)

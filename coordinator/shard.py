@@ -304,9 +304,11 @@ class Shard:
         _offsets.expire_offsets(ctx)
         return ctx.result()
 
-    def delete_topic_offsets(self, topics: Collection[str], now: int) -> Result:
+    def delete_topic_offsets(
+        self, topics: Collection[str], now: int, since: int | None = None
+    ) -> Result:
         ctx = Ctx(self.state, now)
-        _offsets.delete_topic_offsets(ctx, topics)
+        _offsets.delete_topic_offsets(ctx, topics, since)
         return ctx.result()
 
     # -- KIP-848 rebalances, for the runtime's logs and metrics -------------------------------

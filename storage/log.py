@@ -300,6 +300,11 @@ class Log:
         return self._hw
 
     @property
+    def failed(self) -> bool:
+        """A write or fsync failed: no more appends (the file engine reopens at start-up)."""
+        return self._committer.failure is not None
+
+    @property
     def segments(self) -> tuple[LogSegment, ...]:
         return tuple(self._segments)
 

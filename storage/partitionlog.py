@@ -120,6 +120,11 @@ class TopicLog(PartitionLog, Protocol):
         """The end of what is durable: what readers may see."""
         ...
 
+    @property
+    def failed(self) -> bool:
+        """A write failed: the log takes no more appends until it is opened again."""
+        ...
+
     def read(self, offset: int, max_bytes: int) -> ReadResult:
         """Whole batches from the one holding ``offset`` (at least one). An engine that must
         read them from elsewhere first raises :class:`NeedsRead`: await

@@ -135,6 +135,14 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
             error = w.error
             if error == ErrorCode.NONE and (part is None or part.closed):
                 error = w.gone  # nothing of a deleted partition is read
+            elif (
+                error == ErrorCode.NONE and part is not None and (part.retired or not part.leading)
+            ):
+                # Cluster mode: a long poll woken by the partition's handoff (or lost lease)
+                # is not answered from the retired tenure's log, whose offsets stopped there
+                # (a fault run saw an aiokafka member reset to earliest by OFFSET_OUT_OF_RANGE
+                # while a partition changed hands).
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if error != ErrorCode.NONE:
                 failed = True
                 parts.append(_error(w.index, error))

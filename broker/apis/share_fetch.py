@@ -40,7 +40,7 @@ from broker.dataplane.partition import Partition
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
 from broker.share.isolation import committed_only
-from broker.share.partitions import now_ms
+from broker.share.partitions import NotLedHere, now_ms
 from broker.share.reads import new_records, read_ranges
 from broker.share.sessions import ShareSessionError
 from protocol.api_keys import ApiKey
@@ -192,6 +192,11 @@ class _Gone(Exception):
     """The partition was closed (its topic deleted) while the fetch awaited a read."""
 
 
+class _NotLed(Exception):
+    """This node stopped leading the partition while the fetch awaited (a handoff, a lost
+    lease): nothing of it is acquired here."""
+
+
 async def _loaded(part: Partition, fn: Callable[[], T]) -> T:
     """fn(), after loading what a storage engine must read first (PostgreSQL). Raises _Gone
     once the partition is closed: nothing of a deleted partition is read or acquired."""
@@ -295,18 +300,27 @@ async def _acquire_one(
     """Make (initialise) t's share-partition and acquire from it within limits ([records,
     bytes] left over the request, updated); True if the partition went meanwhile."""
     share = ctx.broker.share
+    store = ctx.broker.data
     part = t.part
-    assert part is not None
+    assert part is not None and store is not None
     log = part.log
     key = (group_id, t.topic_id, t.index)
+
+    def still_led() -> None:
+        # Checked after every await: the request may have waited (a long poll) through a
+        # handoff or a lost lease, whose unload wakes it.
+        if part.closed:
+            raise _Gone
+        if not store.leads(part):
+            raise _NotLed
+
     try:
         by_time = None
         duration = share.partitions.new_by_duration_ms(key)
         if duration is not None:  # a new share-partition of a by_duration group
             found = await log.offset_for_timestamp(int(time.time() * 1000) - duration)
             by_time = found[0] if found is not None else None
-        if part.closed:
-            raise _Gone
+        still_led()
         sp = share.partitions.get_or_create(key, log.log_start_offset, log.high_watermark, by_time)
         sp.advance_start(log.log_start_offset)
         records_left, bytes_left = limits
@@ -319,8 +333,9 @@ async def _acquire_one(
             part,
             partial(new_records, log, sp.end_offset, stable, bytes_left, records_left),
         )
-        if part.closed:
-            raise _Gone
+        still_led()
+        if share.partitions.get(key) is not sp:
+            raise _NotLed  # unloaded (and perhaps read back) meanwhile
         # No await between the bound and the acquisition: the bound is for this end offset.
         bound = max(new.bound, sp.end_offset)
         ranges = sp.acquire(member_id, bound, records_left, now_ms())
@@ -340,6 +355,9 @@ async def _acquire_one(
     except (_Gone, LogClosedError):
         _refresh(ctx, t)
         return True
+    except (_NotLed, NotLedHere):
+        t.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return False
     limits[0] -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
     limits[1] -= len(data)
     acquired = [

@@ -16,6 +16,7 @@ from broker.apis._consumer_groups import share_groups_enabled
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
+from broker.share.partitions import NotLedHere
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -56,7 +57,11 @@ async def _each(
             tp = (t.topic_id, p.partition)
             codes[tp] = _refusal(ctx, *tp)
             if codes[tp] == ErrorCode.NONE:
-                w = apply(t.topic_id, p)
+                try:
+                    w = apply(t.topic_id, p)
+                except NotLedHere:  # given up since _refusal looked
+                    codes[tp] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
                 if w is not None:
                     writes[tp] = w
 

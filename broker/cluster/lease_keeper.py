@@ -87,6 +87,11 @@ class LeaseKeeper:
             self.fresh.pop(h[:2], None)
 
     def _lose(self, lost: list[Held]) -> None:
+        # Only leases still held: a renewal abandoned under load may answer long after its
+        # leases were given up, when the node holds the partition again under a newer epoch;
+        # reported lost, the new tenure was resigned while its lease stayed held and renewed,
+        # so no node served the partition (found by the fault harness under load).
+        lost = [h for h in lost if h in self.held]
         if lost:
             for h in lost:
                 self.discard(h)

@@ -88,6 +88,7 @@ class ClusterNode:
             rt.on_fenced = functools.partial(self._fenced, rt.topic)
             rt.lease_valid = functools.partial(self.keeper.valid, rt.topic)
         data.lease_valid = self.keeper.valid
+        data.on_log_failed = self._log_failed
         self._task: asyncio.Task[None] | None = None
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
@@ -337,12 +338,70 @@ class ClusterNode:
                 if part is not None:
                     part.leading = False  # now, not when the task runs
                 task = self._spawn(self._resign_lost(topic, partition))
-            self._unloads[topic, partition] = task
+            self._track_unload((topic, partition), task)
+
+    def _track_unload(self, key: tuple[str, int], task: asyncio.Task[None]) -> None:
+        """Register an unload for a take of the partition to wait for. One still running for
+        the same partition (a failed write's give-up, then the lease lost) stays awaited: the
+        entry becomes a task that ends when both have (a take that waited only for the later
+        one overlapped the earlier one's resignation, which closed the new tenure's share
+        state while it was read back)."""
+        # The loop keeps only weak references to tasks: hold each until it is done.
+        self._loading.add(task)
+        task.add_done_callback(self._loading.discard)
+        earlier = self._unloads.get(key)
+        if earlier is not None and not earlier.done():
+            both = asyncio.get_running_loop().create_task(_both(earlier, task))
+            self._loading.add(both)
+            both.add_done_callback(self._loading.discard)
+            self._unloads[key] = both
+            both.add_done_callback(self._unloaded)
+        else:
+            self._unloads[key] = task
             task.add_done_callback(self._unloaded)
 
     def _unloaded(self, task: asyncio.Task[None]) -> None:
         for key in [k for k, t in self._unloads.items() if t is task]:
             del self._unloads[key]
+
+    def _log_failed(self, topic: str, partition: int, exc: BaseException) -> None:
+        """A write of a topic partition led here failed (its log, or its share state log):
+        that log takes no more appends, and the producer state or share state in memory may
+        hold what it did not store. The partition stops being served now and is given up
+        (the lease released, or forgotten if the write was fenced); the next round takes it
+        again, reading the producer state and the share state back from what the database
+        committed. Found by the fault harness: after a PostgreSQL failover a partition kept
+        its lease but not its log, refusing every write until the lease happened to lapse."""
+        key = (topic, partition)
+        part = self.data.partition(topic, partition)
+        if part is not None:
+            part.leading = False
+        if key in self._unloads:
+            return  # already being given up
+        held = [h for h in self.keeper.held if h[:2] == key]
+        if not held:
+            return  # lost meanwhile: its unload runs
+        fenced = isinstance(exc, FencedError)
+        log.warning(
+            "%s-%d: a write failed (%s); giving the partition up to take it again",
+            topic,
+            partition,
+            exc,
+        )
+        task = asyncio.get_running_loop().create_task(self._give_up_failed(held[0], fenced))
+        self._track_unload(key, task)
+
+    async def _give_up_failed(self, h: Held, fenced: bool) -> None:
+        topic, partition, epoch = h
+        self.view.own.pop((topic, partition), None)
+        self.keeper.discard(h)  # no longer renewed, whatever the release does
+        await self._resign(topic, partition)
+        if fenced:
+            return
+        try:
+            await L.release(self.db, topic, partition, self.node_id, epoch)
+        except Exception as e:  # noqa: BLE001 - the lease then expires by itself
+            log.debug("releasing %s-%d after a failed write: %r", topic, partition, e)
 
     def _spawn(self, coro: Coroutine[object, None, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -356,3 +415,7 @@ class ClusterNode:
         self.view.own.pop((topic, partition), None)
         for h in [h for h in self.keeper.held if h[:2] == (topic, partition)]:
             self.keeper.discard(h)
+
+
+async def _both(a: asyncio.Task[None], b: asyncio.Task[None]) -> None:
+    await asyncio.gather(a, b, return_exceptions=True)

@@ -33,6 +33,9 @@ async def lead(store: TopicStore, topic: str, index: int, epoch: int) -> bool:
         return False
     new = await Partition.open_on(store.engine, topic, index, store.settings[topic], epoch=epoch)
     new.on_grown = store.maintenance.schedule_check
+    if store.on_log_failed is not None:
+        failed = store.on_log_failed
+        new.on_failed = lambda part, exc: failed(part.topic, part.index, exc)
     old, parts[index] = parts[index], new
     await _retire(old)
     return True
@@ -64,8 +67,14 @@ async def refresh(store: TopicStore) -> None:
     """Register topics created on other nodes (not led here until their leases say so) and
     drop the ones deleted there. Every round calls it: nothing is parsed unless the stored
     catalog changed."""
+    era = store.eras.begin()
+    # Offsets committed since the latest read that completed began are kept by a deletion
+    # this read finds (catalog_eras.py).
+    since = store.eras.seen
     raw = await store.engine.read_meta(CATALOG_FILE)
     if raw is None or (isinstance(store.catalog, EngineCatalog) and raw == store.catalog.stored):
+        if raw is not None:
+            store.eras.saw(era)
         return
     fresh = EngineCatalog.from_bytes(store.engine, raw)
     known = store.catalog.topics
@@ -77,7 +86,7 @@ async def refresh(store: TopicStore) -> None:
             # Deleted and created again elsewhere: the old topic's offsets, share state and
             # share sessions go as for any deletion, and the new one starts clean.
             await _forget(store, name)
-            _deleted(store, name, mine.topic_id)
+            _deleted(store, name, mine.topic_id, since)
             mine = None
         have = len(store.partitions.get(name, ()))
         if mine is None:
@@ -95,19 +104,20 @@ async def refresh(store: TopicStore) -> None:
     gone = [(n, r.topic_id) for n, r in known.items() if not r.internal and n not in fresh.topics]
     for name, topic_id in gone:
         await _forget(store, name)
-        _deleted(store, name, topic_id)
+        _deleted(store, name, topic_id, since)
     store.catalog.producer_id_block_end = max(
         store.catalog.producer_id_block_end, fresh.producer_id_block_end
     )
     if isinstance(store.catalog, EngineCatalog):
         # What this node's next save replaces: the state it has just merged.
         store.catalog.stored = fresh.stored
+    store.eras.saw(era)
 
 
-def _deleted(store: TopicStore, name: str, topic_id: uuid.UUID) -> None:
+def _deleted(store: TopicStore, name: str, topic_id: uuid.UUID, since: int) -> None:
     for listener in store.on_topic_deleted:
         try:
-            listener(name, 0, topic_id)
+            listener(name, 0, topic_id, since)
         except Exception:
             log.exception("topic deletion listener failed")
 

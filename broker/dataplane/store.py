@@ -28,6 +28,7 @@ from broker.dataplane.catalog import (
     ProducerIdAllocator,
     TopicRecord,
 )
+from broker.dataplane.catalog_eras import CatalogEras
 from broker.dataplane.maintenance import Maintenance
 from broker.dataplane.partition import Partition
 from broker.dataplane.producers import ProducerStateTable
@@ -101,6 +102,9 @@ class TopicStore:
         # Cluster mode: LeaseKeeper.valid; while it is false (this node's leases may have
         # expired, as after a long pause) no partition is served as its leader.
         self.lease_valid: Callable[[str, int], bool] | None = None
+        # Cluster mode: called with (topic, partition, error) when a write of a partition
+        # led here fails; its log takes no more appends (ClusterNode gives it up).
+        self.on_log_failed: Callable[[str, int, BaseException], None] | None = None
         self.config = config
         self.catalog = catalog
         self.registry = TopicRegistry()
@@ -108,9 +112,11 @@ class TopicStore:
         self.settings: dict[str, TopicSettings] = {}
         self.producer_ids = ProducerIdAllocator(catalog)
         self.now_ms = now_ms
-        # Called with (topic name, partition count) after a topic is deleted, so the group
-        # runtime can drop committed offsets of it.
-        self.on_topic_deleted: list[Callable[[str, int, uuid.UUID], None]] = []
+        # Called with (topic name, partition count, topic id, era) after a topic is deleted,
+        # so the group runtime can drop committed offsets of it: those set before the era
+        # (catalog_eras.py; None: all of them).
+        self.on_topic_deleted: list[Callable[[str, int, uuid.UUID, int | None], None]] = []
+        self.eras = CatalogEras()
         self._admin = asyncio.Lock()
         self._admin_tasks: set[asyncio.Future] = set()
         self.maintenance = Maintenance(
@@ -150,6 +156,8 @@ class TopicStore:
         else:
             catalog = await EngineCatalog.load_from(engine)
         store = cls(data_dir, config, catalog, now_ms=now_ms, engine=engine, cluster=cluster)
+        if engine is not None:
+            store.eras.saw(store.eras.begin())  # the catalog was read just now
         await (store._load() if engine is None else store._load_from_engine())
         store.maintenance.start()
         return store
@@ -447,6 +455,8 @@ class TopicStore:
             except BaseException:
                 self.catalog.topics[name] = rec
                 raise
+            # Offsets committed from now on may be of a topic of that name created again.
+            since = self.eras.begin() if self.cluster else None
             self.registry.remove(name)
             self.settings.pop(name, None)
             count = len(self.partitions.get(name, ()))
@@ -455,7 +465,7 @@ class TopicStore:
             log.info("deleted topic %s", name)
         for listener in self.on_topic_deleted:
             try:
-                listener(name, topic.partitions, topic.topic_id)
+                listener(name, topic.partitions, topic.topic_id, since)
             except Exception:
                 log.exception("topic deletion listener failed")
         return topic

@@ -66,6 +66,11 @@ class ShareSettings:
         )
 
 
+class NotLedHere(Exception):
+    """Cluster mode: this node does not hold the share state of the topic partition now (it
+    gave the partition up, or has not read the state back yet)."""
+
+
 class SharePartitions:
     def __init__(self, settings: ShareSettings) -> None:
         self.settings = settings
@@ -147,6 +152,18 @@ class SharePartitions:
     def get(self, key: Key) -> SharePartition | None:
         return self.partitions.get(key)
 
+    def check_led(self, key: Key) -> None:
+        """Raise NotLedHere unless this node holds key's share state. In cluster mode the
+        state is read back when a node takes the topic partition and dropped when it gives
+        it up: one made afresh meanwhile would start from share.auto.offset.reset, forget
+        what was acknowledged, and replace the stored state at its first snapshot (a fault
+        run saw a fetch woken by the handoff do that)."""
+        state_log = self.state_log
+        if state_log is None or state_log.engine is None:
+            return
+        if not state_log.leads(key):
+            raise NotLedHere(key)
+
     def new_by_duration_ms(self, key: Key) -> int | None:
         """The duration of the group's by_duration reset when get_or_create would make a new
         share-partition for key (the caller then looks up the offset by time), else None."""
@@ -168,6 +185,7 @@ class SharePartitions:
         if sp is not None:
             sp.config = self.config_for(key[0])  # a group config may have changed
             return sp
+        self.check_led(key)
         config = self.config_for(key[0])
         stored = self.state_log.take_stored(key) if self.state_log is not None else None
         if stored is not None:
@@ -209,6 +227,7 @@ class SharePartitions:
     def reset(self, key: Key, start_offset: int, state_epoch: int) -> Awaitable[Any] | None:
         """Start the share-partition afresh at start_offset: nothing in flight, the delivery
         counts forgotten (Kafka's InitializeShareGroupState), persisted as a new snapshot."""
+        self.check_led(key)
         if self.state_log is not None:
             self.state_log.take_stored(key)
         sp = self.partitions[key] = SharePartition(

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.share.partitions import NotLedHere
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -193,7 +194,10 @@ class SharePersister:
         for tp in tps:
             where = self._leader(tp)
             if where is None:
-                out[tp] = local(tp)
+                try:
+                    out[tp] = local(tp)
+                except NotLedHere:  # given up just now: asked again, it is found elsewhere
+                    out[tp] = failed(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             elif isinstance(where, int):
                 out[tp] = failed(where)
             else:

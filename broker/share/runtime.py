@@ -66,7 +66,9 @@ class ShareRuntime:
         if isinstance(event, ShareMemberGone):
             self.member_gone(event.group_id, event.member_id)
 
-    def on_topic_deleted(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
+    def on_topic_deleted(
+        self, name: str, partitions: int, topic_id: uuid.UUID, since: int | None = None
+    ) -> None:
         """Its share-partitions (state, acquired records, locks) and its partitions in the
         share sessions go; a topic created again under the name starts clean (a new id)."""
         self.partitions.drop_topic(topic_id)

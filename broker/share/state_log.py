@@ -296,6 +296,10 @@ class ShareStateLog:
 
     # -- what is stored -------------------------------------------------------------------
 
+    def leads(self, key: Key) -> bool:
+        """Whether key's slot is loaded and served here now."""
+        return self._slot_of(key) is not None
+
     def _slot_of(self, key: Key) -> ShareSlot | None:
         slot = self.place(key)
         return None if slot < 0 else self.runtime.states[slot]

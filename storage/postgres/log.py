@@ -96,6 +96,11 @@ class PgLog(PgReads):
     def flush_epoch(self) -> int:
         return self._flush_epoch
 
+    @property
+    def failed(self) -> bool:
+        """A transaction failed: no more appends (the owner opens the partition again)."""
+        return self.failure is not None
+
     # -- appending ----------------------------------------------------------------------------
 
     def append(

@@ -432,3 +432,60 @@ def test_users_and_acls_are_shared_by_the_nodes(tmp_path: Path, pg_url: str) -> 
             wait_for(lambda n=n: acls(n) == ["orders"], 15, f"node {n} to see the ACL")
     finally:
         cluster.stop_all()
+
+
+def _fail_inserts_of(url: str, topic: str | None) -> None:
+    """A trigger that makes PostgreSQL refuse the batches of ``topic`` (a LIKE pattern;
+    None: drop the trigger)."""
+    import asyncio
+
+    import asyncpg
+
+    async def go() -> None:
+        con = await asyncpg.connect(url)
+        try:
+            if topic is None:
+                await con.execute("DROP TRIGGER IF EXISTS refuse ON kcoord_batches")
+                return
+            await con.execute(
+                "CREATE OR REPLACE FUNCTION refuse_batches() RETURNS trigger AS $$ BEGIN"
+                f" IF NEW.topic LIKE '{topic}' THEN RAISE EXCEPTION 'refused by the test'; END IF;"
+                " RETURN NEW; END $$ LANGUAGE plpgsql"
+            )
+            await con.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON kcoord_batches"
+                " FOR EACH ROW EXECUTE FUNCTION refuse_batches()"
+            )
+        finally:
+            await con.close()
+
+    asyncio.run(go())
+
+
+def test_a_partition_whose_write_failed_is_served_again_without_losing_its_lease(
+    tmp_path: Path,
+    pg_url: str,  # noqa: F811
+) -> None:
+    """A failed write fails the partition's log for good (what the node has in memory may be
+    ahead of the database). The node keeps its lease (its renewals succeed), so it must give
+    the partition up and take it again itself, reading what was stored. Found by the fault
+    harness: after a PostgreSQL failover that left leases alone, partitions refused every
+    batch KAFKA_STORAGE_ERROR until their lease happened to lapse."""
+    cluster = Cluster(tmp_path, pg_url)
+    try:
+        cluster.start(1)
+        with wire(cluster, 1) as c:
+            assert wire_create(c, TOPIC, 1).error_code == 0
+            wait_for(lambda: produce(c, TOPIC, 0, batch(2, "a")).error_code == 0, 15, "a leader")
+            _fail_inserts_of(pg_url, TOPIC)
+            assert produce(c, TOPIC, 0, batch(2, "b")).error_code != 0
+            _fail_inserts_of(pg_url, None)
+            wait_for(
+                lambda: produce(c, TOPIC, 0, batch(2, "c")).error_code == 0,
+                20,
+                "the partition to take batches again",
+            )
+            got = fetch(c, TOPIC, 0)
+            assert got.error_code == 0 and got.high_watermark == 4, got  # a and c, not b
+    finally:
+        cluster.stop_all()

@@ -5,6 +5,8 @@ over after a SIGKILL goes on from exactly what was acknowledged."""
 from __future__ import annotations
 
 import signal
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,14 +34,14 @@ SHARE = (
 
 
 def _acquire(
-    c: WireClient, topic_id: uuid.UUID, member: str, group: str = "sg"
+    c: WireClient, topic_id: uuid.UUID, member: str, group: str = "sg", wait_ms: int = 3000
 ) -> list[tuple[int, int]]:
     """A new share session's first fetch: (offset, delivery count) of what it acquired."""
     req = ShareFetchRequest(
         group_id=group,
         member_id=member,
         share_session_epoch=0,
-        max_wait_ms=3000,
+        max_wait_ms=wait_ms,
         min_bytes=1,
         max_bytes=1 << 20,
         max_records=100,
@@ -62,7 +64,13 @@ def _acquire(
 
 
 def _accept(
-    c: WireClient, topic_id: uuid.UUID, member: str, first: int, last: int, group: str = "sg"
+    c: WireClient,
+    topic_id: uuid.UUID,
+    member: str,
+    first: int,
+    last: int,
+    group: str = "sg",
+    epoch: int = 1,
 ) -> Any:
     batch = ShareAcknowledgeRequest.AcknowledgementBatch(
         first_offset=first, last_offset=last, acknowledge_types=[1]
@@ -73,7 +81,7 @@ def _accept(
     req = ShareAcknowledgeRequest(
         group_id=group,
         member_id=member,
-        share_session_epoch=1,
+        share_session_epoch=epoch,
         topics=[ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=topic_id, partitions=[part])],
     )
     resp = c.request(ApiKey.SHARE_ACKNOWLEDGE, 1, req)
@@ -233,5 +241,89 @@ def test_share_state_survives_a_takeover_and_the_handoff_back(tmp_path: Path, pg
         with WireClient(k.host, k.port) as c:
             got = wait_for(lambda: _acquire(c, topic_id, "m3"), 30, "records")
             assert got == [(o, 3) for o in range(7, 10)]
+    finally:
+        cluster.stop_all()
+
+
+def test_a_fetch_parked_while_the_partition_is_handed_off_acquires_nothing(
+    tmp_path: Path,
+    pg_url: str,  # noqa: F811
+) -> None:
+    """A ShareFetch waiting on a node when that node hands the partition off is woken by the
+    handoff; it must not make the share-partition afresh (share.auto.offset.reset) there,
+    nor deliver anything. Found by the fault harness: such a fetch started the partition from
+    the log start on the node that had just given it up, delivering accepted records again,
+    and the node kept that fresh state in memory, to serve it (and persist it) the next time
+    it led the partition."""
+    cluster, topic_id, leader = _two_nodes(tmp_path, pg_url)
+    other = 3 - leader
+    try:
+        k, o = cluster.nodes[leader], cluster.nodes[other]
+        k.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: cluster.leaders("q", other)[0] == other, 30, "the takeover")
+            with WireClient(o.host, o.port) as c:
+                got = wait_for(lambda: _acquire(c, topic_id, "m1"), 30, "records")
+                assert got == [(i, 1) for i in range(10)]
+                assert _accept(c, topic_id, "m1", 0, 9) == 0
+            parked: dict[str, Any] = {}
+
+            def fetch() -> None:
+                with WireClient(o.host, o.port) as c:
+                    c.sock.settimeout(30)
+                    try:
+                        parked["got"] = _acquire(c, topic_id, "m2", wait_ms=15000)
+                    except AssertionError as e:  # refused: not the leader any more
+                        parked["got"] = str(e)
+
+            waiting = threading.Thread(target=fetch)
+            waiting.start()
+            time.sleep(1.0)  # parked: nothing to acquire
+        finally:
+            k.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: cluster.leaders("q", other)[0] == leader, 30, "the handoff back")
+        waiting.join(30)
+        got = parked.get("got")
+        assert not isinstance(got, list) or got == [], f"accepted records delivered again: {got}"
+        with WireClient(k.host, k.port) as c:
+            assert _acquire(c, topic_id, "m3", wait_ms=500) == []
+        # and once more on the node that handed it off: it reads the state back
+        k.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: cluster.leaders("q", other)[0] == other, 30, "the takeover")
+            with WireClient(o.host, o.port) as c:
+                assert _acquire(c, topic_id, "m4", wait_ms=500) == []
+        finally:
+            k.proc.send_signal(signal.SIGCONT)
+    finally:
+        cluster.stop_all()
+
+
+def test_acknowledgements_refused_by_a_failed_state_write_are_not_kept(
+    tmp_path: Path,
+    pg_url: str,  # noqa: F811
+) -> None:
+    """A share state write that fails leaves the state log failed and the share-partition in
+    memory ahead of it: acknowledgements answered with an error but applied. The node gives
+    the topic partition up and reads the state back, so those records come again."""
+    from tests.cluster.test_cluster import _fail_inserts_of
+
+    cluster, topic_id, leader = _two_nodes(tmp_path, pg_url)
+    try:
+        k = cluster.nodes[leader]
+        with WireClient(k.host, k.port) as c:
+            assert _acquire(c, topic_id, "m1") == [(o, 1) for o in range(10)]
+            assert _accept(c, topic_id, "m1", 0, 4) == 0
+            _fail_inserts_of(pg_url, "__share_group_state:%")
+            try:
+                assert _accept(c, topic_id, "m1", 5, 9, epoch=2) != 0
+            finally:
+                _fail_inserts_of(pg_url, None)
+
+        def again() -> list[int]:
+            with WireClient(k.host, k.port) as c:
+                return [o for o, _ in _acquire(c, topic_id, "m2")]
+
+        assert wait_for(again, 30, "records") == list(range(5, 10))
     finally:
         cluster.stop_all()

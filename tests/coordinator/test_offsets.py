@@ -263,3 +263,26 @@ def test_deleting_a_topic_writes_tombstones_for_every_groups_offsets() -> None:
     assert h.fetch("b") == {}
     assert h.fetch("c") == {("kept", 0): (5, -1, "", 0)}
     assert h.apply(h.shard.delete_topic_offsets({"gone"}, h.now)).records == []
+
+
+def test_a_deletion_seen_late_keeps_the_offsets_set_since_the_era_it_names() -> None:
+    """Cluster mode: a node sees another node's topic deletion at its next catalog read, by
+    which time a client may have created the topic again and committed offsets of it here.
+    Offsets set before the era of the latest read that still showed the old topic go; those
+    set since stay (issue 35's race lost them)."""
+    h = Harness()
+    h.shard.state.offsets.track(1)
+    h.commit("a", {("t", 0): 1, ("t", 1): 2})
+    h.shard.state.offsets.begin_era(2)  # a read of the catalog began: it still shows "t"
+    h.commit("b", {("t", 0): 7})  # perhaps to the topic created again: kept
+    h.commit("a", {("t", 1): 9})
+    h.shard.state.offsets.forget_before(2)  # that read completed
+    h.shard.state.offsets.begin_era(3)  # the read that finds "t" deleted
+    result = h.apply(h.shard.delete_topic_offsets({"t"}, h.now, since=2))
+    assert [(k.group, k.topic, k.partition) for k, _ in result.records] == [("a", "t", 0)]
+    assert h.fetch("a") == {("t", 1): (9, -1, "", 0)}
+    assert h.fetch("b") == {("t", 0): (7, -1, "", 0)}
+    # Untracked (one node: its own deletions only), every offset goes whatever the era.
+    h = Harness()
+    h.commit("a", {("t", 0): 1})
+    assert len(h.apply(h.shard.delete_topic_offsets({"t"}, h.now, since=0)).records) == 1

@@ -149,7 +149,7 @@ async def test_delete_topic_removes_its_directories(open_store, data_dir: Path) 
     t = await store.create_topic("t", 2)
     await append(store, "t", 0, kv_batch())
     seen = []
-    store.on_topic_deleted.append(lambda name, n, _id: seen.append((name, n)))
+    store.on_topic_deleted.append(lambda name, n, _id, _since: seen.append((name, n)))
     assert (await store.delete_topic("t")) == t
     assert store.registry.get("t") is None and store.partition("t", 0) is None
     assert not any(p.name.startswith("t-") for p in data_dir.iterdir())

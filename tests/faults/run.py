@@ -405,7 +405,7 @@ def _share_done(out: Path) -> bool:
         for o in ops
         if o["op"] == "produce" and o["ok"] and o["topic"] == W.SHARE
     }
-    got = {(p, off) for o in ops if o["op"] == "ack" and o["ok"] for p, off, _ in o["recs"]}
+    got = {(p, off) for o in ops if o["op"] == "ack_result" and o["ok"] for p, off in o["recs"]}
     return want <= got
 
 

@@ -76,15 +76,51 @@ def test_produce_exactly_once_and_share_checks() -> None:
     found, _ = C.exactly_once([*ins, aborted], final)
     assert len(found) == 2  # x twice, and a record of the aborted t2 visible
 
-    def acq(m: str, t: float) -> dict:
-        return {"op": "acquire", "member": m, "t": t, "recs": [[0, 0, 1]]}
 
-    def ack(m: str, s: float) -> dict:
-        return {"op": "ack", "member": m, "s": s, "r": s + 0.1, "ok": True, "recs": [[0, 0, 1]]}
+def acq(m: str, t: float, dc: int = 1) -> dict:
+    return {"op": "acquire", "member": m, "t": t, "recs": [[0, 0, dc]]}
 
-    assert C.share_records([acq("a", 1), ack("a", 2)], {0: {0: "v"}})[0] == []
-    found, _ = C.share_records(
-        [acq("a", 1), acq("b", 1.5), ack("b", 1.8), ack("a", 2)], {0: {0: "v"}}
-    )
+
+def ack(m: str, s: float, ok: bool = True, err: str | None = None) -> list[dict]:
+    """The acknowledgement sent at s, and its answer (the client's callback) just after."""
+    return [
+        {"op": "ack", "member": m, "s": s, "r": s + 0.1, "ok": ok, "recs": [[0, 0, 1]]},
+        {"op": "ack_result", "member": m, "t": s + 0.05, "ok": ok, "recs": [[0, 0]], "err": err},
+    ]
+
+
+def test_share_checks_report_what_the_broker_promises_only() -> None:
+    one = {0: {0: "v"}}
+    assert C.share_records([acq("a", 1), *ack("a", 2)], one)[0] == []
+    # held by two at once (and both accepted)
+    found, _ = C.share_records([acq("a", 1), acq("b", 1.5), *ack("b", 1.8), *ack("a", 2)], one)
     assert any("at once" in f for f in found) and any("2 times" in f for f in found)
-    assert C.share_records([], {0: {0: "v"}})[0] == ["shared-0@0: never acknowledged"]
+    assert C.share_records([], one)[0] == ["shared-0@0: never acknowledged"]
+    # at least once: an acknowledgement that failed, then the record again: no anomaly
+    failed = [acq("a", 1), *ack("a", 2, ok=False, err="KafkaError{code=INVALID_RECORD_STATE}")]
+    assert C.share_records([*failed, acq("b", 8, dc=2), *ack("b", 9)], one)[0] == []
+    # ... but the record never given out again after a definite failure: never acknowledged
+    assert C.share_records(failed, one)[0] == ["shared-0@0: never acknowledged"]
+    # an acknowledgement of unknown outcome, never given out again: perhaps accepted
+    timed_out = [acq("a", 1), *ack("a", 2, ok=False, err="Local: Timed out")]
+    found, stats = C.share_records(timed_out, one)
+    assert found == [] and stats["share.ack_outcome_unknown"] == 1
+    # accepted, then handed out again: the state lost its acceptance
+    again = [acq("a", 1), *ack("a", 2), acq("b", 5, dc=1)]
+    assert any("redelivered after it was accepted" in f for f in C.share_records(again, one)[0])
+    # an older delivery the client had buffered, received after the acceptance: counted only
+    stale = [acq("a", 1, dc=2), *ack("a", 2), acq("b", 3, dc=1)]
+    found, stats = C.share_records(stale, one)
+    assert found == [] and stats["share.stale_deliveries"] == 1
+
+
+def test_aiokafka_resets_by_out_of_range_fetches_are_counted() -> None:
+    def reset(why: str) -> dict:
+        return {"op": "position_reset", "t": 1.0, "group": "cg-aio", "why": why}
+
+    ops = [
+        reset("No committed offset found for TopicPartition(topic='data', partition=0)"),
+        reset("Fetch offset 5879 is out of range for partition TopicPartition(...), resetting"),
+    ]
+    rep = C.check(ops, {"committed": {}, "records": {}}, [], 3.0)
+    assert rep.stats["position-reset.out-of-range"] == 1 and rep.anomalies == []

@@ -20,7 +20,12 @@ SEED = 29
 # Open anomalies (docs/reliability.md, "Open"), by the fault after which they were seen: found
 # by these runs and not fixed yet. A run reports them; it fails on every other kind.
 OPEN_AFTER = {
-    "failover": ("produce-duplicate", "share-accepted-twice", "share-never-acknowledged"),
+    "failover": (
+        "produce-duplicate",
+        "share-redelivered",
+        "share-accepted-twice",
+        "share-never-acknowledged",
+    ),
     "file-kill": ("produce-duplicate",),
 }
 # The bound a group must commit again within after a heal is two lease periods (the long runs

@@ -67,6 +67,9 @@ def produce(h: History, bootstrap: str, stop: Stop) -> None:
             "linger.ms": 5,
             "message.timeout.ms": 300000,
             "socket.timeout.ms": 5000,
+            # Why the producer bumps its epoch, if it does (a bump renumbers batches perhaps
+            # stored, the way an idempotent producer's records get stored twice): in its log.
+            "debug": "eos",
         }
     )
     seq = 0
@@ -177,6 +180,7 @@ def aiokafka_group(h: History, bootstrap: str, stop: Stop) -> None:
     from aiokafka.errors import KafkaError
 
     group = GROUPS["aiokafka"]
+    _record_position_resets(h, group)
 
     class Listener(ConsumerRebalanceListener):
         def __init__(self, name: str) -> None:
@@ -244,6 +248,24 @@ def aiokafka_group(h: History, bootstrap: str, stop: Stop) -> None:
         await asyncio.gather(*(member(f"aio-m{i}") for i in range(MEMBERS)))
 
     asyncio.run(main())
+
+
+def _record_position_resets(h: History, group: str) -> None:
+    """aiokafka says only in its log why a member starts a partition from
+    auto_offset_reset: the fetcher found no committed offset, or a Fetch was answered
+    OFFSET_OUT_OF_RANGE. Both go to the history (``position_reset``), to tell which."""
+    import logging
+
+    class Resets(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            msg = record.getMessage()
+            if msg.startswith(("Fetch offset", "No committed offset")):
+                h.add("position_reset", t=now(), group=group, why=msg[:200])
+
+    fetcher = logging.getLogger("aiokafka.consumer.fetcher")
+    fetcher.setLevel(logging.DEBUG)
+    fetcher.addHandler(Resets())
+    fetcher.propagate = False
 
 
 # -- transactions ---------------------------------------------------------------------------------
@@ -329,6 +351,17 @@ def share(h: History, bootstrap: str, stop: Stop) -> None:
                 "socket.timeout.ms": 5000,
             }
         )
+
+        def on_commit(offsets: Any, exc: Any) -> None:
+            # The broker's answer to acknowledgements, whichever request carried them (a
+            # commit_sync, or a ShareFetch of the background thread): what was accepted.
+            recs = [[tp.partition, off] for tp, offs in offsets.items() for off in sorted(offs)]
+            h.add(
+                "ack_result", t=now(), member=name, ok=exc is None, recs=recs,
+                err=None if exc is None else _err(exc),
+            )  # fmt: skip
+
+        c.set_acknowledgement_commit_callback(on_commit)
         c.subscribe([SHARE])
         while not stop():
             try:
@@ -363,14 +396,10 @@ def share(h: History, bootstrap: str, stop: Stop) -> None:
         t.join()
 
 
-def _share_failures(out: Any) -> list[list[int]]:
-    """The (partition, offset) pairs a commit_sync result says failed; its shape differs by
-    client version, so anything with an error attribute counts."""
-    failed: list[list[int]] = []
-    for x in out or []:
-        if getattr(x, "error", None) is not None:
-            failed.append([getattr(x, "partition", -1), getattr(x, "offset", -1)])
-    return failed
+def _share_failures(out: Any) -> list[int]:
+    """The partitions whose acknowledgements a commit_sync result says failed: it maps each
+    TopicPartition to None or the partition's KafkaException."""
+    return sorted(tp.partition for tp, e in (out or {}).items() if e is not None)
 
 
 # -- probe ----------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,17 @@ async def test_the_keeper_gives_leases_up_when_the_database_stops_answering(
         await keeper.stop()
         store.pool.terminate()
         await hole.close()
+
+
+def test_a_late_answer_about_a_lease_given_up_does_not_lose_its_successor() -> None:
+    """A renewal abandoned under load may answer after its lease was given up and the
+    partition taken again under a newer epoch: only leases still held are reported lost (the
+    old epoch's loss resigned the new tenure, whose lease stayed held: nobody served it)."""
+    lost: list = []
+    keeper = LeaseKeeper(None, 1, 1000, 100, lost.extend)
+    keeper.held = {(T, P, 7)}
+    keeper.fresh[(T, P)] = time.monotonic()
+    keeper._lose([(T, P, 5)])  # the late renewal's verdict on the old epoch
+    assert lost == [] and keeper.held == {(T, P, 7)} and keeper.valid(T, P)
+    keeper._lose([(T, P, 7)])
+    assert lost == [(T, P, 7)] and keeper.held == set() and not keeper.valid(T, P)
