@@ -20,7 +20,8 @@ record encoding, log append and group commit, reply encoding and writing.
 * kip848: a consumer group (KIP-848) of --members members, joined through the same path and
   reconciled until stable, sends steady-state ConsumerGroupHeartbeats v1 (member id and epoch,
   every other field null: nothing changed), as the classic heartbeat case does.
-* commit P: OffsetCommit v8 of P partitions per request by those members.
+* commit P: OffsetCommit v8 of P partitions per request by those members (``--commit-groups
+  G``: by G groups without members instead, spread over the coordinator partitions).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +264,7 @@ async def run(args: argparse.Namespace) -> None:
             overrides=[
                 "group.initial.rebalance.delay.ms=0",
                 f"kcoord.durability={args.durability}",
+                *args.set,
             ],
         )
         broker = Broker(("127.0.0.1", 0), None, Path(d), cfg)
@@ -334,6 +337,12 @@ async def run(args: argparse.Namespace) -> None:
                 out["kip848"] = await repeat(
                     args, lambda f=frames, e=err_at: measure(client, f, args.window, e, profiler)
                 )
+            committers: list[Any] = members
+            if args.commit_groups > 1:  # groups without members, as simple consumers commit
+                committers = [
+                    types.SimpleNamespace(group=f"pipeline-commit-{j}", generation=-1, member_id="")
+                    for j in range(args.commit_groups)
+                ]
             for p in args.commit_partitions:
                 n = max(args.requests // max(p // 10, 1), 500)
                 frames = [
@@ -341,7 +350,7 @@ async def run(args: argparse.Namespace) -> None:
                         G.OFFSET_COMMIT,
                         G.COMMIT_V,
                         G.commit_request(
-                            members[k % len(members)],
+                            committers[k % len(committers)],
                             [(k * p + j) % parts for j in range(p)],
                             1000 + k,
                         ),
@@ -379,6 +388,21 @@ def main() -> None:
     ap.add_argument("--commit-partitions", type=int, nargs="*", default=[1, 100])
     ap.add_argument("--scenarios", nargs="*", default=["heartbeat"])
     ap.add_argument("--durability", default="always")
+    ap.add_argument(
+        "--commit-groups",
+        type=int,
+        default=1,
+        metavar="G",
+        help="commits of G groups without members (generation -1), over the coordinator "
+        "partitions they hash to, instead of the formed group's members (1)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker setting (e.g. kcoord.journal.enable=false)",
+    )
     ap.add_argument(
         "--gc",
         choices=["served", "default", "off"],

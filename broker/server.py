@@ -34,6 +34,8 @@ from broker.share.persister import SharePersister
 from broker.state import BrokerState
 from broker.txn_runtime import TxnRuntime
 from protocol.coordinator_records import OFFSETS_TOPIC
+from storage.journal import Journal
+from storage.journal import recover as recover_journal
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError, TopicLog
 
@@ -75,6 +77,7 @@ class Broker:
         self.cluster_node: ClusterNode | None = None  # cluster mode (the PostgreSQL engine)
         self._peers: PeerClients | None = None  # requests to other nodes (txn markers)
         self._first_round: asyncio.Future | None = None
+        self.journal: Journal | None = None  # the file engine's (storage/journal.py)
 
     async def start(self) -> None:
         cfg = self.config
@@ -115,6 +118,8 @@ class Broker:
         state.metrics = self.metrics
         state.cluster = ClusterView(identity.node_id, clustered, rack=cfg.get("broker.rack"))
         self.metrics.state = state
+        if not clustered:
+            await self._open_journal()
         state.credentials = await CredentialStore.open(
             self.data_dir, cfg.durability, self._credentials_opener()
         )
@@ -316,6 +321,27 @@ class Broker:
             await self.state._group_configs.close()
         if self._group_store is not None:
             await self._group_store.close()
+        if self.journal is not None:
+            await self.journal.close()  # last: every log of the directory has closed
+
+    async def _open_journal(self) -> None:
+        """Before any log opens: redo what the journal of the data directory holds (an
+        earlier run's), then, for durability always or interval, start the journal that
+        makes every log's flushes durable with one sync."""
+        cfg, loop = self.config, asyncio.get_running_loop()
+        durability = cfg.durability
+        if durability.mode == "none" or not cfg.get("kcoord.journal.enable"):
+            await loop.run_in_executor(None, recover_journal, self.data_dir)
+            return
+        self.journal = await loop.run_in_executor(
+            None,
+            functools.partial(
+                Journal.open,
+                self.data_dir,
+                durability,
+                file_bytes=cfg.get("kcoord.journal.file.bytes"),
+            ),
+        )
 
     def _credentials_opener(self) -> Any:
         """The engine of the security logs (credentials, ACLs): the database's when the group
