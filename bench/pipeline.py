@@ -20,6 +20,9 @@ record encoding, log append and group commit, reply encoding and writing.
 * kip848: a consumer group (KIP-848) of --members members, joined through the same path and
   reconciled until stable, sends steady-state ConsumerGroupHeartbeats v1 (member id and epoch,
   every other field null: nothing changed), as the classic heartbeat case does.
+* txn: --txn-producers transactional producers, each with its own id and connection, run
+  AddPartitionsToTxn, Produce (acks=-1, --txn-records records), AddOffsetsToTxn,
+  TxnOffsetCommit and EndTxn one after another (bench/pipeline_txn.py); CPU per transaction.
 * commit P: OffsetCommit v8 of P partitions per request by those members (``--commit-groups
   G``: by G groups without members instead, spread over the coordinator partitions).
 """
@@ -43,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import groups as G  # noqa: E402
+import pipeline_txn as T  # noqa: E402
 
 from broker.config import load_config  # noqa: E402
 from broker.connection import Connection  # noqa: E402
@@ -309,7 +313,8 @@ async def run(args: argparse.Namespace) -> None:
 
                 gc.callbacks.append(cb)
             client = Client(broker)
-            profiler = cProfile.Profile() if args.profile else None
+            # CPU time, not wall time: on a shared machine waiting for a core is not cost.
+            profiler = cProfile.Profile(time.thread_time) if args.profile else None
             parts = max(args.members, 100)
             out: dict[str, dict] = {}
             if "heartbeat" in args.scenarios:
@@ -343,6 +348,24 @@ async def run(args: argparse.Namespace) -> None:
                     types.SimpleNamespace(group=f"pipeline-commit-{j}", generation=-1, member_id="")
                     for j in range(args.commit_groups)
                 ]
+            if "txn" in args.scenarios:
+                producers = [
+                    T.Producer(Client(broker), i, TOPIC, parts) for i in range(args.txn_producers)
+                ]
+                for prod in producers:
+                    await prod.init()
+                per = max(args.requests // 10 // len(producers), 10)
+                out["txn"] = await repeat(
+                    args,
+                    lambda: T.measure(
+                        producers,
+                        per,
+                        args.txn_records,
+                        G.encode_frame,
+                        G.decode_response,
+                        profiler,
+                    ),
+                )
             for p in args.commit_partitions:
                 n = max(args.requests // max(p // 10, 1), 500)
                 frames = [
@@ -369,7 +392,8 @@ async def run(args: argparse.Namespace) -> None:
                 if args.repeat > 1:
                     spread = f" [best of {args.repeat}; median {r['median_cpu_us']:.1f} us]"
                 print(
-                    f"{name:14s} {r['cpu_us']:8.1f} us CPU/request ({r['loop_thread_us']:.1f} in "
+                    f"{name:14s} {r['cpu_us']:8.1f} us CPU/{'txn' if name == 'txn' else 'request'}"
+                    f" ({r['loop_thread_us']:.1f} in "
                     f"the loop thread), {r['rate']:10,.0f} requests/s, {r['errors']} errors, "
                     f"{r['requests']} requests{spread}"
                 )
@@ -386,7 +410,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--window", type=int, default=512, help="requests fed at once")
     ap.add_argument("--commit-partitions", type=int, nargs="*", default=[1, 100])
-    ap.add_argument("--scenarios", nargs="*", default=["heartbeat"])
+    ap.add_argument("--scenarios", nargs="*", default=["heartbeat"], help="heartbeat, kip848, txn")
+    ap.add_argument("--txn-producers", type=int, default=8)
+    ap.add_argument("--txn-records", type=int, default=10, help="records per transaction")
     ap.add_argument("--durability", default="always")
     ap.add_argument(
         "--commit-groups",
