@@ -1,6 +1,8 @@
-"""EndTxn v0-5: commit or abort the producer's transaction. Answered once the markers are in
-every partition of the transaction and its completion is durable (a client that asks again
-meanwhile gets CONCURRENT_TRANSACTIONS, then NONE)."""
+"""EndTxn v0-5: commit or abort the producer's transaction. Answered once the markers are
+durable in every partition of the transaction; its completion (CompleteCommit/CompleteAbort,
+which a restart redoes from the prepared state) is written after, and the producer's next
+request about its transactional id waits for it (as one asking again meanwhile does: then
+NONE)."""
 
 from __future__ import annotations
 
