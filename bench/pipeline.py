@@ -47,6 +47,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import groups as G  # noqa: E402
 import pipeline_txn as T  # noqa: E402
+from cpusample import Sampler  # noqa: E402
 
 from broker.config import load_config  # noqa: E402
 from broker.connection import Connection  # noqa: E402
@@ -314,7 +315,9 @@ async def run(args: argparse.Namespace) -> None:
                 gc.callbacks.append(cb)
             client = Client(broker)
             # CPU time, not wall time: on a shared machine waiting for a core is not cost.
-            profiler = cProfile.Profile(time.thread_time) if args.profile else None
+            profiler: Any = cProfile.Profile(time.thread_time) if args.profile else None
+            if args.sample:
+                profiler = Sampler()
             parts = max(args.members, 100)
             out: dict[str, dict] = {}
             if "heartbeat" in args.scenarios:
@@ -397,7 +400,9 @@ async def run(args: argparse.Namespace) -> None:
                     f"the loop thread), {r['rate']:10,.0f} requests/s, {r['errors']} errors, "
                     f"{r['requests']} requests{spread}"
                 )
-            if profiler is not None:
+            if args.sample:
+                print(profiler.report(args.sample))
+            elif profiler is not None:
                 profiler.dump_stats(args.profile)
                 print(f"profile of the measured requests: {args.profile}")
         finally:
@@ -438,6 +443,12 @@ def main() -> None:
     ap.add_argument("--gc-stats", action="store_true", help="CPU spent in each generation")
     ap.add_argument("--repeat", type=int, default=1, help="runs per case: best and median")
     ap.add_argument("--profile", metavar="FILE", help="cProfile of the measured requests")
+    ap.add_argument(
+        "--sample",
+        type=int,
+        metavar="TOP",
+        help="sample the measured requests' CPU time (bench/cpusample.py); print TOP functions",
+    )
     args = ap.parse_args()
     try:
         import uvloop
