@@ -442,6 +442,30 @@ class GroupRuntime:
         self._apply(p, result, now)
         return fut
 
+    def renew(self, group_id: str, fn: Callable[[Shard, int], tuple | None]) -> bool:
+        """A request whose only effect is a renewed timer (a steady heartbeat): ``fn`` gives
+        the timer's key and deadline, or None. True if it did: the caller answers at once;
+        False (also while earlier writes of the partition are not durable): ``call``."""
+        p = self.partition_of(group_id)
+        shard = self.shards[p]
+        if shard is None or not self._settled(p):
+            return False
+        now = now_ms()
+        renewed = fn(shard, now)
+        if renewed is None:
+            return False
+        key, deadline = renewed
+        loop = asyncio.get_running_loop()
+        when = loop.time() + max(0.0, (deadline - now) / 1000)
+        k = (p, key)
+        old = self._timers.get(k)
+        if old is not None:
+            if old.when() <= when:
+                return True  # fires early and is asked for again (see _apply)
+            old.cancel()
+        self._timers[k] = loop.call_at(when, self._fire, p, key)
+        return True
+
     def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
         """A read of the group's shard, answered once earlier writes are durable."""
         p = self.partition_of(group_id)

@@ -20,6 +20,7 @@ from coordinator.classic import rebalance as _classic
 from coordinator.classic.heartbeat import expire_heartbeat, heartbeat
 from coordinator.classic.join import join_group
 from coordinator.classic.leave import leave_group
+from coordinator.classic.steady import steady_heartbeat as steady_classic_heartbeat
 from coordinator.classic.sync import expire_pending_sync, sync_group
 from coordinator.config import GroupConfig
 from coordinator.context import Ctx
@@ -197,6 +198,11 @@ class Shard:
         ctx = Ctx(self.state, now)
         heartbeat(ctx, req, meta, req_id)
         return ctx.result()
+
+    def steady_heartbeat(self, req: HeartbeatRequest, now: int) -> tuple | None:
+        """A steady-state classic heartbeat (coordinator/classic/steady.py): the session
+        timer's key and renewed deadline, its reply being NONE; None: call ``heartbeat``."""
+        return steady_classic_heartbeat(self.state, req, now)
 
     def leave_group(
         self, req: LeaveGroupRequest, meta: RequestMeta, req_id: int, now: int
