@@ -442,29 +442,30 @@ class GroupRuntime:
         self._apply(p, result, now)
         return fut
 
-    def renew(self, group_id: str, fn: Callable[[Shard, int], tuple | None]) -> bool:
+    def renew(self, group_id: str, fn: Callable[[Shard, int], tuple | None]) -> tuple | None:
         """A request whose only effect is a renewed timer (a steady heartbeat): ``fn`` gives
-        the timer's key and deadline, or None. True if it did: the caller answers at once;
-        False (also while earlier writes of the partition are not durable): ``call``."""
+        the timer's key and deadline (and whatever else the caller needs) or None. Returns
+        what ``fn`` gave once the loop timer is pushed, and the caller answers at once; None
+        (also while earlier writes of the partition are not durable): use ``call``."""
         p = self.partition_of(group_id)
         shard = self.shards[p]
         if shard is None or not self._settled(p):
-            return False
+            return None
         now = now_ms()
         renewed = fn(shard, now)
         if renewed is None:
-            return False
-        key, deadline = renewed
+            return None
+        key, deadline = renewed[0], renewed[1]
         loop = asyncio.get_running_loop()
         when = loop.time() + max(0.0, (deadline - now) / 1000)
         k = (p, key)
         old = self._timers.get(k)
         if old is not None:
             if old.when() <= when:
-                return True  # fires early and is asked for again (see _apply)
+                return renewed  # fires early and is asked for again (see _apply)
             old.cancel()
         self._timers[k] = loop.call_at(when, self._fire, p, key)
-        return True
+        return renewed
 
     def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
         """A read of the group's shard, answered once earlier writes are durable."""

@@ -147,14 +147,30 @@ class Shard:
         if req.group_id not in self.consumer_rebalances:
             # Most heartbeats of a stable group change nothing: answered without a Ctx or
             # rebalance tracking (a group with a rebalance pending takes the full path).
-            steady = steady_heartbeat(self.state, req, meta, topics, req_id, now)
+            steady = steady_heartbeat(self.state, req, meta, topics, now)
             if steady is not None:
-                return steady
+                key, deadline, reply = steady
+                return Result([], {req_id: reply}, [Timer(key, deadline)], [], [], None, None)
         ctx = Ctx(self.state, now)
         before = self._epoch(req.group_id)
         consumer_group_heartbeat(ctx, req, meta, topics, req_id)
         self._track_consumer_rebalance(ctx, req.group_id, before)
         return ctx.result()
+
+    def steady_consumer_heartbeat(
+        self,
+        req: ConsumerGroupHeartbeatRequest,
+        meta: RequestMeta,
+        topics: TopicsImage,
+        now: int,
+    ) -> tuple[tuple, int, Any] | None:
+        """A steady-state ConsumerGroupHeartbeat (coordinator/modern/steady.py) answered
+        without a Result: the session timer's key, renewed deadline and the reply; None:
+        call ``consumer_group_heartbeat``."""
+        self.state.topics = topics
+        if req.group_id in self.consumer_rebalances:
+            return None
+        return steady_heartbeat(self.state, req, meta, topics, now)
 
     def share_group_heartbeat(
         self,

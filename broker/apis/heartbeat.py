@@ -22,7 +22,7 @@ def handle(ctx: RequestContext, req: HeartbeatRequest):
         return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     groups = ctx.broker.groups
     # A member of a stable group at its generation: only its session is renewed.
-    if groups.renew(req.group_id, lambda shard, now: shard.steady_heartbeat(req, now)):
+    if groups.renew(req.group_id, lambda shard, now: shard.steady_heartbeat(req, now)) is not None:
         return _OK[ctx.api_version]
     m = meta(ctx)
     return groups.call(
