@@ -85,19 +85,26 @@ __all__ = ["Chunk", "Journal", "JournalMember", "journal_for", "recover"]
 
 _Waiter = tuple[asyncio.Future, Any, bool]
 
+# A spare is zero-filled once a growing file (the first after a start) holds this much, a
+# broker with real traffic; before that nothing is spent on it (tests, idle brokers).
+PREPARE_AFTER = 256 * 1024
+
 # -- the running journal ----------------------------------------------------------------------
 
 
 class _File:
-    __slots__ = ("path", "fd", "seq", "pos", "synced", "names")
+    __slots__ = ("path", "fd", "seq", "pos", "synced", "names", "written")
 
-    def __init__(self, path: Path, fd: int, seq: int) -> None:
+    def __init__(self, path: Path, fd: int, seq: int, written: bool = False) -> None:
         self.path = path
         self.fd = fd
         self.seq = seq
         self.pos = 0  # written up to here
         self.synced = 0  # made durable up to here
         self.names: set[str] = set()  # directories with data in this file, not forgotten
+        # Its blocks are written already (a recycled or zero-filled file of full size): an
+        # overwrite changes no file size or extent, so its fdatasync commits no metadata.
+        self.written = written
 
 
 class JournalMember:
@@ -252,10 +259,10 @@ class Journal:
             fsync_dir(data)
         found = recover(data)
         _, spare_paths = journal_files(jdir)
-        spares = []
-        for i, p in enumerate(sorted(spare_paths)):
-            if i < MAX_SPARES:
-                spares.append(_File(p, os.open(p, os.O_RDWR), 0))
+        spares: list[_File] = []
+        for p in sorted(spare_paths):
+            if len(spares) < MAX_SPARES and p.stat().st_size >= file_bytes // 2:
+                spares.append(_File(p, os.open(p, os.O_RDWR), 0, written=True))
             else:
                 p.unlink()
         seq = found.max_seq + 1
@@ -300,12 +307,13 @@ class Journal:
         if self.failure is None:
             files = [*self._retired, self.current]
             names = set().union(*(f.names for f in files))
+            keep = [f.written or f.pos >= self.file_bytes // 2 for f in files]
             try:
                 await loop.run_in_executor(
                     self._background,
                     self._final_checkpoint,
                     names,
-                    [f.path for f in files],
+                    [(f.path, k) for f, k in zip(files, keep, strict=True)],
                 )
             except OSError as e:
                 log.error("journal checkpoint at close failed (the next start redoes it): %s", e)
@@ -314,12 +322,13 @@ class Journal:
         self._sync_thread.shutdown(wait=False)
         self._background.shutdown(wait=False)
 
-    def _final_checkpoint(self, names: set[str], paths: list[Path]) -> None:
+    def _final_checkpoint(self, names: set[str], paths: list[tuple[Path, bool]]) -> None:
         for name in names:
             sync_active_segment(self.data_dir / name)
         room = MAX_SPARES - len(self._spares)
-        for i, p in enumerate(paths):
-            if i < room:
+        for p, worth_keeping in paths:
+            if worth_keeping and room > 0:
+                room -= 1
                 n = self._next_spare
                 self._next_spare += 1
                 os.replace(p, self.directory / f"{SPARE_PREFIX}{n}{SUFFIX}")
@@ -460,7 +469,8 @@ class Journal:
         forgotten: list[str],
     ) -> None:
         cur = self.current
-        if cur.pos + size > self.file_bytes and cur.pos > 0:
+        if cur.pos and (cur.pos + size > self.file_bytes or (not cur.written and self._spares)):
+            # Full, or a growing file while a written one is ready: move on.
             cur = self._switch()
         parts[0] = BODY_HEAD.pack(cur.seq, count)
         body = b"".join(parts)
@@ -483,7 +493,11 @@ class Journal:
             cur.names.discard(name)
             for f in self._retired:
                 f.names.discard(name)
-        if cur.pos > self.file_bytes // 2 and not self._spares and not self._preparing:
+        if (
+            not self._spares
+            and not self._preparing
+            and cur.pos > (self.file_bytes // 2 if cur.written else PREPARE_AFTER)
+        ):
             self._prepare_spare()
 
     def _switch(self) -> _File:
@@ -647,8 +661,10 @@ class Journal:
         names = set().union(*(f.names for f in done))
         keep = max(0, MAX_SPARES - len(self._spares))
         moves = []
-        for i, f in enumerate(done):
-            if i < keep:
+        for f in done:
+            # A file left before it was full (for a written one) is not worth keeping.
+            if keep and (f.written or f.pos >= self.file_bytes // 2):
+                keep -= 1
                 target = self.directory / f"{SPARE_PREFIX}{self._next_spare}{SUFFIX}"
                 self._next_spare += 1
             else:
@@ -680,6 +696,7 @@ class Journal:
                     continue
                 f.path, f.seq, f.pos, f.synced = target, 0, 0, 0
                 f.names = set()
+                f.written = True
                 self._spares.append(f)
 
         self._background_running = True
@@ -717,7 +734,7 @@ class Journal:
             if self._closed:
                 os.close(cf.result())
                 return
-            self._spares.append(_File(path, cf.result(), 0))
+            self._spares.append(_File(path, cf.result(), 0, written=True))
 
         self.loop().run_in_executor(self._background, job).add_done_callback(finished)
 

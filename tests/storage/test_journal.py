@@ -27,7 +27,6 @@ from storage.journal_records import (
 )
 from storage.log import Log, LogFailedError
 from storage.logconfig import LogConfig
-from storage.segment import segment_name
 
 
 def batch(tag: str, i: int, n: int = 2) -> bytes:
@@ -424,16 +423,37 @@ async def test_a_failed_sync_fails_every_journaled_log_until_the_journal_resets(
 
 async def test_journal_files_are_reused_across_restarts(tmp_path: Path) -> None:
     for run in range(3):
-        j = await open_journal(tmp_path)
+        j = await open_journal(tmp_path, file_bytes=4096)
+        if run:
+            assert j.current.written  # a file kept from the run before
         lg = Log.open(tmp_path / "t-0")
-        await lg.append(batch("t", run))
+        for i in range(40):
+            await lg.append(batch("t", run * 100 + i))
         await lg.close()
         await j.close()
     names = sorted(p.name for p in (tmp_path / JOURNAL_DIR).iterdir())
-    assert all(n.startswith("spare-") for n in names) and len(names) <= 2
-    assert [k for _, k in keys(Log.open(tmp_path / "t-0"))][::2] == [
-        b"t-0-0",
-        b"t-1-0",
-        b"t-2-0",
-    ]
-    assert segment_name(0) + ".log" in os.listdir(tmp_path / "t-0")
+    assert names and all(n.startswith("spare-") for n in names) and len(names) <= 2
+    assert len(keys(Log.open(tmp_path / "t-0"))) == 3 * 40 * 2
+
+
+async def test_a_growing_file_gives_way_to_a_zero_filled_spare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first file after a start grows (each sync then commits its size too); once it
+    holds PREPARE_AFTER bytes a full-size spare is zero-filled in the background and the
+    journal moves to it at once."""
+    monkeypatch.setattr(journal_mod, "PREPARE_AFTER", 2000)
+    j = await open_journal(tmp_path, file_bytes=64 * 1024)
+    assert not j.current.written
+    lg = Log.open(tmp_path / "t-0")
+    for i in range(200):
+        await lg.append(batch("t", i))
+        if j.current.written:
+            break
+    assert j.current.written and j.current.path.name.endswith(".journal")
+    assert os.path.getsize(j.current.path) == 64 * 1024
+    await lg.append(batch("t", 999))
+    await quiet(j)
+    await lg.close()
+    await j.close()
+    assert len(keys(Log.open(tmp_path / "t-0"))) == 2 * (i + 2)
