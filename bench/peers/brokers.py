@@ -150,7 +150,9 @@ def start_kcoord(extra: dict[str, str] | None = None, profile: str | None = None
             notes = {
                 "storage": f"log on disk, durability {settings['kcoord.durability']} ("
                 + (
-                    "each log fsyncs its own files per group commit"
+                    "never synced but at roll and close"
+                    if settings["kcoord.durability"] == "none"
+                    else "each log fsyncs its own files per group commit"
                     if settings.get("kcoord.journal.enable") == "false"
                     else "one journal sync per group commit for every log"
                 )
