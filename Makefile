@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.kcoord-installed
 LISTEN   ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint format bench bench-compare bench-compare-quick bench-share clean venv
+.PHONY: run test test-librdkafka lint format bench bench-compare bench-compare-quick bench-share faults soak clean venv
 
 venv: $(STAMP)
 
@@ -39,6 +39,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	@set -e; for f in bench/*.py; do \
 		[ -e "$$f" ] || continue; \
+		[ "$$f" = bench/faults.py ] && continue; \
 		echo "== $$f"; $(PY) "$$f"; \
 	done
 
@@ -62,6 +63,25 @@ bench-compare-quick: $(STAMP) $(PEERS_STAMP)
 # writes bench/results/share-latest.json. About 10 minutes; ARGS="--quick" for one short run.
 bench-share: $(STAMP)
 	$(PY) bench/share.py $(ARGS)
+
+# librdkafka's share-consumer tests (0170-0185) against this kcoord: clones and builds
+# librdkafka outside the repository (~/.cache/kcoord/librdkafka), then about fifteen minutes of
+# tests; not part of `make test`. ARGS passes options (e.g. ARGS="--tests 0175,0179").
+test-librdkafka: $(STAMP)
+	$(PY) tests/librdkafka/run_share_tests.py $(ARGS)
+
+# Fault runs (docs/reliability.md; root: network namespaces, iptables, tmpfs). `faults`: random
+# nemesis schedules for MINUTES against three nodes over PostgreSQL with a synchronous standby,
+# every workload, then the checkers; `soak`: KILLS SIGKILLs of a file-engine node under load.
+# Both write bench/results/faults-*-latest.json and fail on an anomaly.
+MINUTES ?= 30
+KILLS   ?= 1000
+
+faults: $(STAMP)
+	nice -n 10 $(PY) bench/faults.py --minutes $(MINUTES) $(ARGS)
+
+soak: $(STAMP)
+	nice -n 10 $(PY) bench/faults.py --soak --kills $(KILLS) $(ARGS)
 
 # Removes the venv, build output and caches; never touches ./data.
 clean:

@@ -83,12 +83,19 @@ class ClusterNode:
             db, self.node_id, lease_ms, renew_interval_ms, self._lost, self.incarnation
         )
         groups.on_fenced = self._fenced_offsets
+        groups.lease_valid = lambda p: self.keeper.valid(OFFSETS_TOPIC, p)
+        data.lease_valid = self.keeper.valid
         if txns is not None:
             txns.on_fenced = lambda p: self._fenced(TXN_TOPIC, p)
+            txns.lease_valid = lambda p: self.keeper.valid(TXN_TOPIC, p)
         self._task: asyncio.Task[None] | None = None
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
         self._loading: set[asyncio.Task[None]] = set()  # loads and unloads in flight
+        # The unload of a lost lease, per partition, until it is done: taking the partition
+        # again waits for it (else the old tenure's unload, running late, would close the new
+        # tenure's logs and drop the share state it just read back).
+        self._unloads: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.first_round = asyncio.Event()
         self.stopping = False
 
@@ -223,6 +230,9 @@ class ClusterNode:
     # -- taking and giving partitions -------------------------------------------------------
 
     async def _take(self, topic: str, partition: int) -> None:
+        pending = self._unloads.get((topic, partition))
+        if pending is not None:
+            await asyncio.gather(pending, return_exceptions=True)
         async with self._slots:
             if self.stopping:
                 return
@@ -290,7 +300,7 @@ class ClusterNode:
         if release:
             await self.keeper.release(*h)
         else:
-            self.keeper.held.discard(h)
+            self.keeper.discard(h)
 
     def _lost(self, lost: list[Held]) -> None:
         """The keeper lost these leases: stop serving them now (no flush: they are fenced)."""
@@ -302,10 +312,19 @@ class ClusterNode:
             elif topic == TXN_TOPIC:
                 task = loop.create_task(self._txns().give_up(partition))
             else:
+                part = self.data.partition(topic, partition)
+                if part is not None:
+                    part.leading = False  # now, not when the task runs
                 task = loop.create_task(self._resign(topic, partition))
             # The loop keeps only weak references to tasks: hold each until it is done.
             self._loading.add(task)
             task.add_done_callback(self._loading.discard)
+            self._unloads[topic, partition] = task
+            task.add_done_callback(self._unloaded)
+
+    def _unloaded(self, task: asyncio.Task[None]) -> None:
+        for key in [k for k, t in self._unloads.items() if t is task]:
+            del self._unloads[key]
 
     def _fenced_offsets(self, partition: int) -> None:
         """A write of an offsets partition was refused as fenced: forget its lease."""
@@ -313,7 +332,8 @@ class ClusterNode:
 
     def _fenced(self, topic: str, partition: int) -> None:
         self.view.own.pop((topic, partition), None)
-        self.keeper.held = {h for h in self.keeper.held if h[:2] != (topic, partition)}
+        for h in [h for h in self.keeper.held if h[:2] == (topic, partition)]:
+            self.keeper.discard(h)
 
     def _txns(self) -> TxnRuntime:
         assert self.txns is not None

@@ -95,6 +95,16 @@ def _string(text: str) -> str:
     return text
 
 
+def _pattern(text: str) -> str:
+    """A regular expression over group ids ("" matches nothing as a deny list and everything
+    as an allow list)."""
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise ValueError(f"not a regular expression: {e}") from None
+    return text
+
+
 def _one_of(*choices: str) -> Parser:
     def parse(text: str) -> str:
         lowered = text.lower()
@@ -103,6 +113,18 @@ def _one_of(*choices: str) -> Parser:
         return lowered
 
     return parse
+
+
+def _auto_offset_reset(text: str) -> str:
+    """share.auto.offset.reset as Kafka's group config accepts it (the group config's check)."""
+    from broker.share.group_configs import InvalidGroupConfig, check_auto_offset_reset
+
+    try:
+        return check_auto_offset_reset(text)
+    except InvalidGroupConfig:
+        raise ValueError(
+            "expected earliest, latest or by_duration:<ISO-8601 duration, not negative>"
+        ) from None
 
 
 def _list(*choices: str) -> Parser:
@@ -274,10 +296,18 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("group.share.record.lock.duration.ms", "int", 30000, _integer(1000, 3600000),
             "How long a share consumer holds the records a ShareFetch acquired for it before "
             "they are released for redelivery."),
-    Setting("group.share.delivery.count.limit", "int", 5, _integer(2, 10),
+    Setting("group.share.delivery.count.limit", "int", 5, _int(2),
             "Deliveries of a record before a share group archives it."),
-    Setting("group.share.partition.max.record.locks", "int", 2000, _integer(100, 10000),
+    Setting("group.share.min.delivery.count.limit", "int", 2, _int(2),
+            "Lower bound of a share group's share.delivery.count.limit (KIP-1240)."),
+    Setting("group.share.max.delivery.count.limit", "int", 10, _int(2),
+            "Upper bound of a share group's share.delivery.count.limit (KIP-1240)."),
+    Setting("group.share.partition.max.record.locks", "int", 2000, _int(100),
             "Most records in flight (acquired or awaiting redelivery) in one share-partition."),
+    Setting("group.share.min.partition.max.record.locks", "int", 100, _int(100),
+            "Lower bound of a share group's share.partition.max.record.locks (KIP-1240)."),
+    Setting("group.share.max.partition.max.record.locks", "int", 4000, _int(100),
+            "Upper bound of a share group's share.partition.max.record.locks (KIP-1240)."),
     Setting("group.share.max.share.sessions", "int", 2000, _int(1),
             "Most share fetch sessions this broker keeps."),
     Setting("share.coordinator.state.topic.num.partitions", "int", 50, _int(1),
@@ -290,9 +320,10 @@ _SETTINGS: tuple[Setting, ...] = (
             "so that idle share-partitions do not hold back pruning."),
     Setting("share.coordinator.state.topic.prune.interval.ms", "int", 300000, _int(1),
             "How often the redundant prefix of each __share_group_state partition is deleted."),
-    Setting("share.auto.offset.reset", "enum", "latest", _one_of("earliest", "latest"),
-            "Where a share group starts consuming a partition it has no state for (Kafka's "
-            "group config; here a broker-wide default)."),
+    Setting("share.auto.offset.reset", "string", "latest", _auto_offset_reset,
+            "Where a share group starts consuming a partition it has no state for: earliest,"
+            " latest or by_duration:<ISO-8601 duration> (KIP-1106; Kafka's group config, here"
+            " also a broker-wide default)."),
     # offsets and __consumer_offsets
     Setting("offsets.topic.num.partitions", "int", 50, _int(1),
             "Partitions of __consumer_offsets; must not change once data exists."),
@@ -317,6 +348,12 @@ _SETTINGS: tuple[Setting, ...] = (
             "How long an idle transactional id is kept."),
     Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
             _int(1), "How often timed-out transactions are looked for (and aborted)."),
+    Setting("transaction.version", "int", 1, _integer(0, 2),
+            "The finalized level of Kafka's transaction.version feature. 2 advertises it in"
+            " ApiVersions, so that clients use transactions version 2 (KIP-890 part 2: the"
+            " broker adds partitions to a transaction, every commit or abort bumps the epoch)"
+            " and the coordinator's own aborts bump as version 2 does; 0 and 1: not"
+            " advertised, clients keep version 1."),
     # network
     Setting("socket.request.max.bytes", "int", 104857600, _int(1),
             "Largest request frame accepted; a larger one closes the connection."),
@@ -460,6 +497,10 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("inter.broker.listener.name", "string", None, _string,
             "The listener other nodes of a cluster connect to, and the address this node"
             " registers for them (cluster mode); if not set, the first of listeners."),
+    Setting("connection.failed.authentication.delay.ms", "int", 100, _int(0),
+            "After a failed authentication the error reply is sent at once and the connection"
+            " closed this many ms later (KIP-306), so that clients read the reply rather than a"
+            " disconnect and a client retrying wrong credentials is slowed down (0: at once)."),
     Setting("connections.max.reauth.ms", "long", 0, _long(0),
             "Lifetime of a SASL session: a client must re-authenticate (KIP-368) before it"
             " ends or its connection is closed (0: no limit)."),
@@ -485,6 +526,31 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("kcoord.metrics.authentication", "string", "none", _one_of("none", "basic"),
             "basic: the metrics endpoint wants HTTP Basic credentials of a kcoord user (its"
             " SCRAM password). With an authorizer, scrapes need DESCRIBE on the cluster."),
+    Setting("kcoord.console.enabled", "bool", True, _bool,
+            "Serve the web console (/console/), Burrow's HTTP API (/v3/kafka/...) and the lag"
+            " JSON (/api/) on the metrics listener, behind its TLS, credentials and ACLs."),
+    Setting("kcoord.burrow.cluster.name", "string", "kcoord", _string,
+            "The cluster name Burrow's API (/v3/kafka/<name>/...) answers to."),
+    Setting("kcoord.lag.sample.interval.ms", "long", 5000, _long(100),
+            "How often the live lag model samples log end offsets, reads the times of first"
+            " uncommitted records and evaluates statuses (Burrow's offset-refresh)."),
+    Setting("kcoord.lag.intervals", "int", 10, _integer(1, 100),
+            "Commits per partition in the lag status window (Burrow's intervals)."),
+    Setting("kcoord.lag.allowed.lag", "long", 0, _long(0),
+            "A partition whose lag is at most this is OK whatever its commits (Burrow's"
+            " allowed-lag)."),
+    Setting("kcoord.lag.min.distance.ms", "long", 1000, _long(0),
+            "A commit closer than this to the window's newest one replaces it (Burrow's"
+            " min-distance)."),
+    Setting("kcoord.lag.history.interval.ms", "long", 15000, _long(100),
+            "Spacing of the per-group lag samples kept for the console's last-hour chart."),
+    Setting("kcoord.metrics.lag.partition.groups", "int", 1000, _int(0),
+            "Groups (the first by name) whose lag metrics are per partition; the others get"
+            " group-level series only."),
+    Setting("kcoord.metrics.lag.groups.include", "string", ".*", _pattern,
+            "Regular expression: only groups whose id matches it get lag metrics."),
+    Setting("kcoord.metrics.lag.groups.exclude", "string", "", _pattern,
+            "Regular expression: groups whose id matches it get no lag metrics (empty: none)."),
     Setting("kcoord.ssl.reload.interval.ms", "long", 10000, _long(100),
             "How often the key and trust store files are checked for changes (reloaded"
             " without a restart)."),
@@ -793,6 +859,15 @@ def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
     require("streams", "min.assignment.interval.ms", "max.assignment.interval.ms")
     require("streams", "min.assignment.interval.ms", "assignment.interval.ms")
     require("streams", "assignment.interval.ms", "max.assignment.interval.ms")
+
+    # Kafka's ShareGroupConfig: each broker default lies within the bounds set on groups'.
+    for what in ("delivery.count.limit", "partition.max.record.locks"):
+        low, mid, high = (f"group.share.{b}{what}" for b in ("min.", "", "max."))
+        if not values[low] <= values[mid] <= values[high]:
+            raise ConfigError(
+                f"{mid} ({values[mid]}) must be between {low} ({values[low]}) and"
+                f" {high} ({values[high]})"
+            )
     lease, renew = values["kcoord.cluster.lease.ms"], values["kcoord.cluster.renew.interval.ms"]
     if renew * 2 >= lease:
         raise ConfigError(

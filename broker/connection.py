@@ -3,7 +3,9 @@
 Requests are pipelined: a client may send many before reading any reply. Handlers answer
 either at once or with an awaitable (a JoinGroup parked until the rebalance completes, a
 commit waiting for fsync); replies still leave in the order the requests came in.
-Malformed input closes this connection only, never the server.
+Malformed input closes this connection only, never the server; a handler that fails gets
+its request answered with its API's error response (UNKNOWN_SERVER_ERROR) and the connection
+carries on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
 from broker.config import listener_setting
 from broker.context import RequestContext
+from broker.error_responses import error_response
 from broker.listeners import Listener
 from broker.registry import APIS
 from broker.security.session import SecuritySession
@@ -46,7 +49,7 @@ _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-decode")
 
 
 class _Pending:
-    __slots__ = ("correlation_id", "api_key", "version", "response", "done", "started")
+    __slots__ = ("correlation_id", "api_key", "version", "response", "done", "started", "ctx")
 
     def __init__(self, correlation_id: int, api_key: int, version: int) -> None:
         self.correlation_id = correlation_id
@@ -55,6 +58,8 @@ class _Pending:
         self.response: Any = None
         self.done = False
         self.started = 0.0  # perf_counter() at dispatch, for the request metrics
+        # An awaited reply's request: answered with its API's error response if it fails.
+        self.ctx: tuple[RequestContext, Any] | None = None
 
 
 class Connection(asyncio.Protocol):
@@ -291,19 +296,56 @@ class Connection(asyncio.Protocol):
         started = time.perf_counter()
         try:
             result = api.handler(ctx, request)
-        except Exception:
-            log.exception("handler for %s v%d failed", REQUESTS[key].name, version)
-            self.abort("internal error")
-            return
+        except Exception as e:
+            result = self._failed(ctx, request, e)
+            if result is None:
+                return
         # Most handlers answer with a message object: no need to ask whether it is awaitable.
         awaitable = not isinstance(result, MessageBase) and inspect.isawaitable(result)
         metrics = self.broker.metrics
         if metrics is not None and not awaitable:
             metrics.request_done(key, started)
         # An awaited reply's duration is recorded when it completes (_completed).
-        self.respond(header.correlation_id, key, version, result, awaitable, started)
+        self.respond(
+            header.correlation_id, key, version, result, awaitable, started, (ctx, request)
+        )
         if self.security.close_after_reply:
             self._close_after_replies()
+
+    def _failed(self, ctx: RequestContext, request: Any, exc: BaseException) -> Any:
+        """A handler raised: log it with the request's API, version and client id, count it,
+        and return the API's error response (UNKNOWN_SERVER_ERROR), so that this one request
+        fails and the connection carries on, as Kafka's request handler does. None when the
+        request owes no reply (Produce with acks=0): the connection is closed instead, as
+        Kafka closes it, so that the client notices."""
+        name = REQUESTS[ctx.api_key].name
+        log.error(
+            "handler for %s v%d failed (client %s, correlation id %d): %s",
+            name,
+            ctx.api_version,
+            ctx.client_id,
+            ctx.correlation_id,
+            exc,
+            exc_info=exc,
+            extra={
+                "fields": {
+                    "api": name,
+                    "version": ctx.api_version,
+                    "client_id": ctx.client_id,
+                    "peer": self.peer,
+                }
+            },
+        )
+        if self.broker.metrics is not None:
+            self.broker.metrics.handler_failed(ctx.api_key)
+        try:
+            response = error_response(ctx.api_key, ctx.api_version, request)
+        except Exception:  # noqa: BLE001 - nothing sensible left to answer
+            log.exception("building the error response of %s v%d", name, ctx.api_version)
+            response = None
+        if response is None:
+            self.abort(f"{name} v{ctx.api_version} failed and owes no reply")
+        return response
 
     def _raw_sasl_token(self, token: bytes) -> None:
         """A bare SASL token after SaslHandshake v0: answered bare, by the same exchange as a
@@ -333,13 +375,19 @@ class Connection(asyncio.Protocol):
             self.transport.write(len(resp.auth_bytes).to_bytes(4, "big") + resp.auth_bytes)
 
     def _close_after_replies(self) -> None:
-        """After a failed authentication: send what is owed, then close (Kafka closes such
-        a connection once its error reply is out)."""
+        """After a failed authentication: send what is owed, then close once
+        connection.failed.authentication.delay.ms has passed (KIP-306): a client reads the
+        error reply before the connection goes, and one that keeps retrying is slowed."""
         self.closed_for_reading = True
         if self.transport is not None and not self.pending:
             self._send_outbox()
             self.closed = True
-            self.transport.close()  # the reply written above leaves before the close
+            self.transport.pause_reading()
+            delay = self.broker.config.get("connection.failed.authentication.delay.ms")
+            if delay > 0:
+                asyncio.get_running_loop().call_later(delay / 1000, self.transport.close)
+            else:
+                self.transport.close()  # the reply written above leaves before the close
         elif self.transport is not None:
             self.abort("authentication failed")
 
@@ -351,11 +399,14 @@ class Connection(asyncio.Protocol):
         result: Any,
         awaitable: bool | None = None,
         started: float | None = None,
+        origin: tuple[RequestContext, Any] | None = None,
     ) -> None:
+        """``origin``: the request's context and body, for an error response if its reply
+        fails (an awaited one raises, or a reply cannot be encoded)."""
         if awaitable is None:
             awaitable = inspect.isawaitable(result)
         if not awaitable and not self.pending:
-            self.write_response(correlation_id, key, version, result)
+            self.write_response(correlation_id, key, version, result, origin)
             return
         entry = _Pending(correlation_id, key, version)
         self.pending.append(entry)
@@ -364,20 +415,25 @@ class Connection(asyncio.Protocol):
                 result if asyncio.isfuture(result) else asyncio.ensure_future(result)
             )
             entry.response = fut
+            entry.ctx = origin
             if started is not None:
                 entry.started = started
             # One callback per awaited request: it also records the request's duration (a
             # second callback for the metrics would cost another wake-up per request).
             fut.add_done_callback(functools.partial(self._completed, entry))
         else:
-            self._park(entry, result)
+            self._park(entry, result, origin)
             self._flush()
         self._update_reading()
 
-    def _park(self, entry: _Pending, response: Any) -> None:
+    def _park(
+        self, entry: _Pending, response: Any, origin: tuple[RequestContext, Any] | None = None
+    ) -> None:
         """A reply that must wait for earlier ones is encoded now, so that its bytes count
         towards the connection's bound (a long poll can hold back many large replies)."""
-        entry.response = self._encode(entry.correlation_id, entry.api_key, entry.version, response)
+        entry.response = self._encode(
+            entry.correlation_id, entry.api_key, entry.version, response, origin
+        )
         if entry.response is not None:
             self._parked_bytes += len(entry.response)
         entry.done = True
@@ -392,10 +448,17 @@ class Connection(asyncio.Protocol):
             return
         exc = fut.exception()
         if exc is not None:
-            log.error("handler for api %d failed", entry.api_key, exc_info=exc)
-            self.abort("internal error")
-            return
-        self._park(entry, fut.result())
+            if entry.ctx is None:
+                log.error("handler for api %d failed", entry.api_key, exc_info=exc)
+                self.abort("internal error")
+                return
+            response = self._failed(*entry.ctx, exc)
+            if response is None:
+                return
+        else:
+            response = fut.result()
+        origin, entry.ctx = entry.ctx, None
+        self._park(entry, response, origin)
         self._flush()
         if self.security.close_after_reply:  # an authentication that failed after a wait
             self._close_after_replies()
@@ -423,13 +486,25 @@ class Connection(asyncio.Protocol):
         self._send_outbox()
         self.transport.close()
 
-    def write_response(self, correlation_id: int, key: int, version: int, response: Any) -> None:
-        out = self._encode(correlation_id, key, version, response)
+    def write_response(
+        self,
+        correlation_id: int,
+        key: int,
+        version: int,
+        response: Any,
+        origin: tuple[RequestContext, Any] | None = None,
+    ) -> None:
+        out = self._encode(correlation_id, key, version, response, origin)
         if out is not None:
             self._enqueue(out)
 
     def _encode(
-        self, correlation_id: int, key: int, version: int, response: Any
+        self,
+        correlation_id: int,
+        key: int,
+        version: int,
+        response: Any,
+        origin: tuple[RequestContext, Any] | None = None,
     ) -> bytearray | None:
         if response is None or self.closed or self.transport is None:
             return None  # e.g. Produce with acks=0 owes no reply
@@ -438,7 +513,14 @@ class Connection(asyncio.Protocol):
             assert response.version == version
             out += response.body
         else:
-            RESPONSES[key].encode_into(response, version, out)
+            try:
+                RESPONSES[key].encode_into(response, version, out)
+            except Exception as e:
+                if origin is None:
+                    raise
+                # A reply the handler built wrong is its failure too: the error response.
+                fallback = self._failed(*origin, e)
+                return self._encode(correlation_id, key, version, fallback)
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
         return out
 

@@ -15,7 +15,7 @@ import logging
 import operator
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -212,11 +212,22 @@ class GroupRuntime:
         self.offset_commits = 0  # OffsetCommit records written (for the metrics)
         # Called with every event a shard reports (a RebalanceEvent...), after it is logged.
         self.on_event: Callable[[Any], None] | None = None
+        # Called with every result whose records (or marker) are written, as it is applied
+        # (the live lag model's commit feed: broker/lag/tracker.py).
+        self.on_result: Callable[[int, Result], None] | None = None
         # Called with the partition after each durable append (wakes fetches of the topic).
         self.on_durable: Callable[[int], None] | None = None
         # Called with the partition once its log was reopened after a failed write (and, in
         # cluster mode, whenever this node starts or stops serving it).
         self.on_reload: Callable[[int], None] | None = None
+        # Cluster mode: whether this node's lease of a partition is certainly its own right
+        # now (LeaseKeeper.valid); its requests are refused with NOT_COORDINATOR while not.
+        self.lease_valid: Callable[[int], bool] | None = None
+        # Per partition, bumped by every take, give-up and reload after a failed write: a
+        # load installs its shard and log only if its generation is still the current one (a
+        # fault run saw a reload and a take of one partition race, the slower one replacing
+        # the shard that had just acknowledged a commit with one loaded before it).
+        self._gen = [0] * self.partitions
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -234,6 +245,20 @@ class GroupRuntime:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 
+    def _serving(self, p: int) -> Shard | None:
+        """The partition's shard, if this node may answer for it now: loaded, and (cluster
+        mode) its lease not possibly expired, as after a pause longer than the lease, before
+        the lease keeper has run again."""
+        shard = self.shards[p]
+        if shard is not None and self.lease_valid is not None and not self.lease_valid(p):
+            return None
+        return shard
+
+    def _refusal(self, p: int) -> ErrorCode:
+        if self.shards[p] is not None:  # loaded, but the lease may have expired
+            return ErrorCode.NOT_COORDINATOR
+        return self.unavailable(p)
+
     async def take(self, p: int, epoch: int) -> None:
         """Cluster mode: this node acquired partition ``p``'s lease under ``epoch``: load it
         (retrying as at start-up) and serve it. Requests meanwhile get
@@ -241,6 +266,7 @@ class GroupRuntime:
         assert self.owned is not None
         self.owned[p] = epoch
         self.health[p] = PartitionHealth()
+        self._gen[p] += 1
         try:
             await self._load_partition(p)
         except FencedError:
@@ -253,25 +279,33 @@ class GroupRuntime:
         except PartitionGivenUp:
             pass
 
-    async def give_up(self, p: int, *, flush: bool) -> None:
-        """Cluster mode: stop coordinating partition ``p``. A handoff (``flush``) lets the
-        writes in flight become durable first, so their replies go out; a lost lease does not
-        wait (they fail, fenced). Parked requests get NOT_COORDINATOR; the log is closed."""
+    def give_up(self, p: int, *, flush: bool) -> Coroutine[Any, Any, None]:
+        """Cluster mode: stop coordinating partition ``p``, at once (no request is answered
+        for it from this call on), and return what finishes the unload: a handoff (``flush``)
+        lets the writes in flight become durable first, so their replies go out; a lost lease
+        does not wait (they fail, fenced). Parked requests get NOT_COORDINATOR; the log is
+        closed."""
         assert self.owned is not None
         self.owned.pop(p, None)
+        self._gen[p] += 1
         shard, self.shards[p] = self.shards[p], None
-        if flush:
-            tail = self._tail[p]
-            if tail is not None and not tail.done():
-                await asyncio.gather(tail, return_exceptions=True)
-        if shard is not None:
-            self._release(shard.on_unloaded().replies, None)
+        # Everything of this tenure is taken now: the partition may be taken again (a new
+        # log, timers, tail) before the returned coroutine runs, and that must not touch them.
+        plog, self.logs[p] = self.logs[p], None
+        tail, self._tail[p] = self._tail[p], None
         for key in [k for k in self._timers if k[0] == p]:
             self._timers.pop(key).cancel()
-        plog, self.logs[p] = self.logs[p], None
-        self._tail[p] = None
         if self.on_reload is not None:
             self.on_reload(p)  # no longer served here
+        return self._unload(p, shard, plog, tail if flush else None)
+
+    async def _unload(
+        self, p: int, shard: Shard | None, plog: Any, tail: asyncio.Future | None
+    ) -> None:
+        if tail is not None and not tail.done():
+            await asyncio.gather(tail, return_exceptions=True)
+        if shard is not None:
+            self._release(shard.on_unloaded().replies, None)
         if plog is not None:
             try:
                 await plog.close()
@@ -298,9 +332,11 @@ class GroupRuntime:
         """Load partition ``p`` on its own, retrying and quarantining (broker/loading.py)."""
         name = f"{OFFSETS_TOPIC}-{p}"
 
+        gen = self._gen[p]
+
         async def attempt() -> int:
             async with self._load_slots:
-                return await self._load(p)
+                return await self._load(p, gen)
 
         return await load_until_served(
             name,
@@ -314,7 +350,7 @@ class GroupRuntime:
         """Partitions failing to load or serving with quarantined data."""
         return {p: h for p, h in enumerate(self.health) if not h.healthy}
 
-    async def _load(self, p: int) -> int:
+    async def _load(self, p: int, gen: int) -> int:
         loop = asyncio.get_running_loop()
         path = self.data_dir / f"{OFFSETS_TOPIC}-{p}"
         epoch: int | None = None
@@ -334,10 +370,11 @@ class GroupRuntime:
             except Exception as e:  # the replay's error is the one to report
                 log.debug("closing %s after a failed load: %s", path.name, e)
             raise
-        if self.owned is not None and self.owned.get(p) != epoch:
+        if (self.owned is not None and self.owned.get(p) != epoch) or self._gen[p] != gen:
             await plog.close()  # given up while it loaded (and perhaps taken again since)
             raise PartitionGivenUp(p)
         self.logs[p] = plog
+        self._tail[p] = None  # a failed write of the previous shard is not this one's
         self.shards[p] = shard
         if self.owned is not None and self.on_reload is not None:
             self.on_reload(p)  # cluster mode: now served here
@@ -427,9 +464,9 @@ class GroupRuntime:
     def call(self, group_id: str, op: Op, on_error: ErrorReply) -> Any | Awaitable[Any]:
         """Run `op` on the group's shard; its reply now, or an awaitable of it."""
         p = self.partition_of(group_id)
-        shard = self.shards[p]
+        shard = self._serving(p)
         if shard is None:
-            return on_error(self.unavailable(p))
+            return on_error(self._refusal(p))
         rid = next(self._ids)
         now = now_ms()
         result = op(shard, rid, now)
@@ -470,12 +507,24 @@ class GroupRuntime:
     def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
         """A read of the group's shard, answered once earlier writes are durable."""
         p = self.partition_of(group_id)
-        shard = self.shards[p]
+        shard = self._serving(p)
         if shard is None:
-            return on_error(self.unavailable(p))
-        if self._settled(p):
+            return on_error(self._refusal(p))
+        tail = self._tail[p]
+        if tail is None or (tail.done() and (tail.cancelled() or tail.exception() is None)):
             return fn(shard, now_ms())
-        return self._after_tail(p, lambda: fn(shard, now_ms()))
+        if tail.done():
+            # The last write failed and the shard holds its records until the failure's
+            # callbacks drop it (a fault run read an offset that was never stored here).
+            return on_error(ErrorCode.NOT_COORDINATOR)
+
+        def answer() -> Any:
+            # The shard may have been given up (or the lease lapsed) while the write waited.
+            if self._serving(p) is not shard:
+                return on_error(ErrorCode.NOT_COORDINATOR)
+            return fn(shard, now_ms())
+
+        return self._after_tail(p, answer, on_error)
 
     def all_loaded_shards(self) -> list[Shard] | None:
         """Every shard this node coordinates, or None while any of them is still loading."""
@@ -503,13 +552,22 @@ class GroupRuntime:
         tail = self._tail[p]
         return tail is None or tail.done()
 
-    def _after_tail(self, p: int, fn: Callable[[], Any]) -> asyncio.Future:
+    def _after_tail(
+        self, p: int, fn: Callable[[], Any], on_error: ErrorReply | None = None
+    ) -> asyncio.Future:
+        """``fn()`` once the partition's writes so far are durable. If one of them failed:
+        ``on_error(NOT_COORDINATOR)`` when given (a read after a fenced write is answered as
+        one to a moved partition), else that failure."""
         fut = asyncio.get_running_loop().create_future()
         tail = self._tail[p]
 
         def done(_: Any = None) -> None:
             if not fut.done():
-                if tail is not None and not tail.cancelled() and tail.exception() is not None:
+                failed = tail is not None and not tail.cancelled() and tail.exception() is not None
+                if failed and on_error is not None:
+                    fut.set_result(on_error(ErrorCode.NOT_COORDINATOR))
+                elif failed:
+                    assert tail is not None
                     fut.set_exception(tail.exception())  # type: ignore[arg-type]
                 else:
                     fut.set_result(fn())
@@ -557,6 +615,8 @@ class GroupRuntime:
                 write.set_exception(e)
             self._tail[p] = write
             self._release_after(p, write, replies)
+            if self.on_result is not None:
+                self.on_result(p, result)
         elif replies:
             tail = self._tail[p]
             if tail is None or tail.done():
@@ -661,19 +721,24 @@ class GroupRuntime:
         self._release(shard.on_unloaded().replies, None)
         for key in [k for k in self._timers if k[0] == p]:
             self._timers.pop(key).cancel()
-        self._tasks.spawn(self._reload(p))
+        self._gen[p] += 1
+        failed, self.logs[p] = self.logs[p], None
+        self._tasks.spawn(self._reload(p, self._gen[p], failed))
 
-    async def _reload(self, p: int) -> None:
+    async def _reload(self, p: int, gen: int, failed: Any) -> None:
+        if failed is not None:
+            try:
+                await failed.close()
+            except Exception as e:  # it failed already; what matters is the reopen
+                log.debug("closing failed log %s-%d: %s", OFFSETS_TOPIC, p, e)
         delay = 0.1
         while True:
-            plog, self.logs[p] = self.logs[p], None
-            if plog is not None:
-                try:
-                    await plog.close()
-                except Exception as e:  # it failed already; what matters is the reopen
-                    log.debug("closing failed log %s-%d: %s", OFFSETS_TOPIC, p, e)
+            if self._gen[p] != gen:
+                return  # given up, or taken again (that take loads it)
             try:
-                await self._load(p)
+                await self._load(p, gen)
+            except PartitionGivenUp:
+                return
             except Exception:
                 log.exception("reloading %s-%d failed; retrying in %.1fs", OFFSETS_TOPIC, p, delay)
                 await asyncio.sleep(delay)

@@ -4,8 +4,17 @@ Every ``kcoord.cluster.renew.interval.ms`` it renews the node and, in one statem
 lease it holds; leases the database no longer gives it (another node took them over after
 they expired) are reported through ``on_lost``. When it cannot reach the database, it stops
 claiming its leases before they could have expired: once ``lease.ms - 3 x renew.interval.ms``
-has passed on its own monotonic clock since the last renewal that succeeded, every lease is
-reported lost, so this node stops serving them before another node may take them over.
+has passed on its own monotonic clock since the last acquisition or renewal of a lease that
+succeeded was *sent* (the database's expiry counts from a moment after that), that lease is
+reported lost, so this node stops serving it before another node may take it over.
+:meth:`LeaseKeeper.valid` says the same at any instant, for the request paths to check before
+they answer as an owner: a process resumed after a pause may handle requests before this task
+has run.
+
+A renewal that does not answer within its interval is abandoned, not awaited: asyncpg's
+cancellation of a statement opens a connection of its own to send PostgreSQL's cancel request,
+which hangs as long as the network to the database does (a fault test found this task stuck
+there for the whole cut, its leases served past their expiry).
 """
 
 from __future__ import annotations
@@ -42,30 +51,50 @@ class LeaseKeeper:
         self.renew_interval_ms = renew_interval_ms
         self.on_lost = on_lost
         self.held: set[Held] = set()
-        self.last_renewed = time.monotonic()
+        # Per held lease: when the last successful acquisition or renewal of it was sent (the
+        # database's expiry counts from later). Per lease, since one acquired after a long
+        # outage is fresh while the rest are not.
+        self.fresh: dict[tuple[str, int], float] = {}
+        self.give_up_s = (lease_ms - 3 * renew_interval_ms) / 1000
         self._task: asyncio.Task[None] | None = None
+        self._abandoned: set[asyncio.Task[None]] = set()
+
+    def valid(self, topic: str, partition: int) -> bool:
+        """Whether this node's lease of the partition is certainly still its own now (by its
+        monotonic clock, counted from the last successful acquisition or renewal): requests
+        for the partition are answered only while this holds."""
+        since = self.fresh.get((topic, partition))
+        return since is not None and time.monotonic() - since < self.give_up_s
 
     def start(self) -> None:
-        self.last_renewed = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def acquire(self, topic: str, partition: int) -> int | None:
+        sent = time.monotonic()
         epoch = await L.acquire(self.db, topic, partition, self.node_id, self.lease_ms)
         if epoch is not None:
             self.held.add((topic, partition, epoch))
+            self.fresh[(topic, partition)] = sent
         return epoch
 
     async def release(self, topic: str, partition: int, epoch: int) -> None:
-        self.held.discard((topic, partition, epoch))
+        self.discard((topic, partition, epoch))
         await L.release(self.db, topic, partition, self.node_id, epoch)
+
+    def discard(self, h: Held) -> None:
+        self.held.discard(h)
+        if not any(x[:2] == h[:2] for x in self.held):
+            self.fresh.pop(h[:2], None)
 
     def _lose(self, lost: list[Held]) -> None:
         if lost:
-            self.held.difference_update(lost)
+            for h in lost:
+                self.discard(h)
             log.warning("lost %d partition lease(s): %s", len(lost), lost[:5])
             self.on_lost(lost)
 
     async def renew_once(self) -> None:
+        sent = time.monotonic()
         if not await L.renew_node(self.db, self.node_id, self.lease_ms, self.incarnation):
             # Expired and taken by another process under this id (this one was paused): it
             # may hold these partitions now. Nothing is renewed until the node registers again.
@@ -73,26 +102,43 @@ class LeaseKeeper:
             self._lose(sorted(self.held))
             return
         self.registered = True
-        lost = await L.renew(self.db, self.node_id, sorted(self.held), self.lease_ms)
-        self.last_renewed = time.monotonic()
-        self._lose(lost)
+        asked = sorted(self.held)
+        lost = await L.renew(self.db, self.node_id, asked, self.lease_ms)
+        self._lose(lost)  # before valid() holds again: those are not served any more
+        kept = set(asked).difference(lost)
+        for h in self.held & kept:
+            # only forward: an abandoned renewal finishing late must not make a lease look
+            # older than a later acquisition of it
+            self.fresh[h[:2]] = max(self.fresh.get(h[:2], sent), sent)
 
     async def _run(self) -> None:
         every = self.renew_interval_ms / 1000
-        # Checks come at least every two intervals (a sleep, then an attempt that may take
-        # its whole timeout): giving up three intervals before the lease ends means the first
-        # check past this point still comes before the database could let another node in.
-        give_up = (self.lease_ms - 3 * self.renew_interval_ms) / 1000
+        # Checks come at least every interval (a sleep, then an attempt bounded by one more):
+        # giving up three intervals before the lease ends means the first check past this
+        # point still comes before the database could let another node in.
         while True:
             await asyncio.sleep(every)
-            try:
-                await asyncio.wait_for(self.renew_once(), timeout=every)
-            except Exception as e:  # noqa: BLE001 - any failure to renew counts the same
-                log.warning("renewing leases failed: %s", e)
-            if self.held and time.monotonic() - self.last_renewed >= give_up:
-                self._lose(sorted(self.held))
+            attempt = asyncio.get_running_loop().create_task(self.renew_once())
+            done, _ = await asyncio.wait({attempt}, timeout=every)
+            if not done:
+                self._abandon(attempt)
+                log.warning("renewing leases failed: no answer within %.1fs", every)
+            elif attempt.exception() is not None:
+                log.warning("renewing leases failed: %s", attempt.exception())
+            stale = [h for h in self.held if not self.valid(h[0], h[1])]
+            if stale:
+                self._lose(sorted(stale))
+
+    def _abandon(self, attempt: asyncio.Task[None]) -> None:
+        """Cancel without waiting for the cancellation to finish (see the module's note)."""
+        attempt.cancel()
+        self._abandoned.add(attempt)
+        attempt.add_done_callback(self._abandoned.discard)
+        attempt.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def stop(self) -> None:
+        for t in list(self._abandoned):
+            t.cancel()
         if self._task is not None:
             self._task.cancel()
             try:

@@ -10,9 +10,7 @@ one.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import ssl
 import time
 from bisect import bisect_left
 from collections import Counter as Tally
@@ -28,7 +26,7 @@ from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
-    from broker.security.metrics_access import MetricsAccess
+    from broker.lag.exposition import LagExposition
     from broker.share.runtime import ShareRuntime
     from broker.state import BrokerState
 
@@ -83,6 +81,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.state: BrokerState | None = None
+        self.lag: LagExposition | None = None  # the lag model's families (broker.lag)
         self._requests = Counter(
             "kcoord_requests", "Requests answered, per API.", ["api"], registry=self.registry
         )
@@ -111,6 +110,13 @@ class Metrics:
             "kcoord_authentication_failures",
             "Failed SASL authentications, per mechanism.",
             ["mechanism"],
+            registry=self.registry,
+        )
+        self.handler_errors = Counter(
+            "kcoord_handler_errors",
+            "Requests whose handler failed unexpectedly, per API: each was answered with "
+            "UNKNOWN_SERVER_ERROR (the log has the cause).",
+            ["api"],
             registry=self.registry,
         )
         self.connections_accepted = 0
@@ -149,6 +155,9 @@ class Metrics:
             children[0].inc(len(durations))
             _observe_all(children[1], durations)
 
+    def handler_failed(self, api_key: int) -> None:
+        self.handler_errors.labels(api_name(api_key)).inc()
+
     def connection_opened(self) -> None:
         self.connections_accepted += 1
         self.connections_open += 1
@@ -173,61 +182,10 @@ class Metrics:
 
     def render(self) -> bytes:
         self.flush()
-        return generate_latest(self.registry)
-
-    async def serve(
-        self,
-        host: str,
-        port: int,
-        tls: ssl.SSLContext | None = None,
-        access: MetricsAccess | None = None,
-    ) -> asyncio.Server:
-        """An HTTP(S) endpoint on the event loop: GET /metrics (and /) answers the exposition,
-        once ``access`` (TLS client certificate, Basic credentials, ACLs) allows it."""
-
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-                request_line, *lines = head.decode("latin-1").split("\r\n")
-                method, _, rest = request_line.partition(" ")
-                path = rest.split(" ", 1)[0].split("?", 1)[0]
-                headers = {}
-                for line in lines:
-                    name, sep, value = line.partition(":")
-                    if sep:
-                        headers[name.strip().lower()] = value.strip()
-                peer = writer.get_extra_info("peername") or ("?", 0)
-                refusal = (
-                    None
-                    if access is None
-                    else access.check(headers, writer.get_extra_info("ssl_object"), str(peer[0]))
-                )
-                extra = ""
-                if refusal is not None:
-                    status, body, ctype = refusal.status, b"", "text/plain"
-                    if refusal.challenge:
-                        extra = 'WWW-Authenticate: Basic realm="kcoord metrics"\r\n'
-                elif method not in ("GET", "HEAD"):
-                    status, body, ctype = "405 Method Not Allowed", b"", "text/plain"
-                elif path in ("/metrics", "/"):
-                    status, body, ctype = "200 OK", self.render(), CONTENT_TYPE
-                else:
-                    status, body, ctype = "404 Not Found", b"see /metrics\n", "text/plain"
-                writer.write(
-                    f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n{extra}"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                )
-                if method != "HEAD":
-                    writer.write(body)
-                await writer.drain()
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-                pass
-            except ConnectionError:
-                pass
-            finally:
-                writer.close()
-
-        return await asyncio.start_server(handle, host, port, ssl=tls)
+        text = generate_latest(self.registry)
+        if self.lag is not None:
+            text += self.lag.text()
+        return text
 
 
 class _StateCollector:

@@ -19,6 +19,9 @@ from broker.config import Config, ConfigView, listener_setting, listener_view
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
 from broker.group_runtime import GroupRuntime, LogOpener
+from broker.lag.exposition import LagExposition
+from broker.lag.remote import RemoteLogs
+from broker.lag.tracker import LagTracker, group_filter
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
@@ -33,6 +36,8 @@ from broker.share.group_configs import GroupConfigs
 from broker.share.persister import SharePersister
 from broker.state import BrokerState
 from broker.txn_runtime import TxnRuntime
+from broker.web.app import HttpServer
+from broker.web.cluster import HTTP_ENDPOINT, HttpPeers
 from protocol.coordinator_records import OFFSETS_TOPIC
 from storage.journal import Journal
 from storage.journal import recover as recover_journal
@@ -59,7 +64,7 @@ class Broker:
         self.listen = listen
         self.metrics_address = metrics  # serve /metrics there (None: collect only)
         self.metrics = Metrics()
-        self._metrics_server: asyncio.Server | None = None
+        self._http: HttpServer | None = None  # the metrics listener (broker.web.app)
         self.metrics_port = 0
         self.advertised = advertised
         self.data_dir = Path(data_dir)
@@ -154,12 +159,19 @@ class Broker:
             per_group=state.group_configs.table,
         )
         metrics_event, share_event = self.metrics.on_event, state.share.on_event
+        state.lag = LagTracker(state, cfg)
+        state.groups.on_result = state.lag.on_result
+        lag_event = state.lag.on_event
 
         def on_event(event: object) -> None:
             metrics_event(event)
             share_event(event)
+            lag_event(event)
 
         state.groups.on_event = on_event
+        self.metrics.lag = LagExposition(
+            state.lag, group_filter(cfg), cfg.get("kcoord.metrics.lag.partition.groups")
+        )
         share_on = "share" in cfg.get("group.coordinator.rebalance.protocols")
         if share_on and clustered:
             state.share.use_engine(self._group_store)
@@ -171,7 +183,9 @@ class Broker:
             )
         state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
         state.data.on_topic_deleted.append(state.share.on_topic_deleted)
+        state.data.on_topic_deleted.append(state.lag.on_topic_deleted)
         state.groups.start()
+        state.lag.start()
         self._peers = PeerClients(f"kcoord-node-{identity.node_id}", peer_security)
         state.share.persister = SharePersister(
             state.share.partitions, state.topics, state.cluster, self._peers
@@ -189,18 +203,23 @@ class Broker:
         state.txns.start()
         self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
         if self.metrics_address is not None:
-            self._metrics_server = await self.metrics.serve(
-                *self.metrics_address,
-                tls=self.tls[METRICS_LISTENER].context if METRICS_LISTENER in self.tls else None,
-                access=self._metrics_access(),
+            metrics_tls = self.tls.get(METRICS_LISTENER)
+            peers = None
+            if clustered:
+                peers = HttpPeers(state.cluster, _peer_http_tls(cfg) if metrics_tls else None)
+                state.lag.remote = RemoteLogs(state, self._peers)
+            self._http = HttpServer(self.metrics, state, cfg, self._metrics_access(), peers)
+            self.metrics_port = await self._http.start(
+                *self.metrics_address, metrics_tls.context if metrics_tls is not None else None
             )
-            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
             log.info(
                 "metrics endpoint: %s://%s:%d/metrics",
                 "https" if METRICS_LISTENER in self.tls else "http",
                 self.metrics_address[0],
                 self.metrics_port,
             )
+        elif clustered:
+            state.lag.remote = RemoteLogs(state, self._peers)
 
         if clustered:
             self.cluster_node = ClusterNode(
@@ -217,6 +236,11 @@ class Broker:
                 + ([state.authorizer.refresh] if state.authorizer is not None else []),
                 endpoints=format_endpoints(
                     [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
+                    + (
+                        [(HTTP_ENDPOINT, inter_broker.advertised_host, self.metrics_port)]
+                        if self.metrics_port
+                        else []
+                    )
                 ),
             )
             await self.cluster_node.start()
@@ -288,8 +312,8 @@ class Broker:
             self._idle_sweeper.cancel()
         if self._publisher is not None:
             self._publisher.cancel()
-        if self._metrics_server is not None:
-            self._metrics_server.close()
+        if self._http is not None:
+            await self._http.close()
         if self._tls_reloader is not None:
             self._tls_reloader.cancel()
         if self._servers:
@@ -307,6 +331,8 @@ class Broker:
         if self.state is not None and self.state._streams_topics is not None:
             for task in self.state._streams_topics.close():
                 await asyncio.gather(task, return_exceptions=True)
+        if self.state is not None and self.state.lag is not None:
+            await self.state.lag.close()
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
         if self.state is not None and self.state.data is not None:
@@ -487,6 +513,12 @@ def _peer_security(cfg: Config, listener: Listener) -> PeerSecurity:
             f' credentials as {own}=... username="..." password="...";'
         )
     return PeerSecurity(tls, mechanism, user, password)
+
+
+def _peer_http_tls(cfg: Config) -> Any:
+    """The client side of the metrics listener's TLS, for the console's requests to other
+    nodes' listeners (their certificates checked against the trust store)."""
+    return client_context(listener_view(cfg, METRICS_LISTENER))
 
 
 def _bind(host: str, port: int) -> socket.socket:

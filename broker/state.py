@@ -12,6 +12,7 @@ from broker.topics import TopicRegistry
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
+    from broker.lag.tracker import LagTracker
     from broker.metrics import Metrics
     from broker.security.acls import Authorizer
     from broker.security.credentials import CredentialStore
@@ -33,6 +34,7 @@ class BrokerState:
     groups: GroupRuntime = None  # type: ignore[assignment]  # set before serving
     txns: TxnRuntime | None = None  # the transaction coordinator (broker.txn_runtime)
     metrics: Metrics | None = None  # request, connection and rebalance metrics (broker.metrics)
+    lag: LagTracker | None = None  # the live lag model and what feeds it (broker.lag)
     credentials: CredentialStore | None = None  # SCRAM users (broker.security.credentials)
     authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name is set
     oauth: OAuthValidator | None = None  # when OAUTHBEARER is enabled (broker.security.oauth)

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +90,7 @@ def txn_config(cfg: Any) -> TxnConfig:
     return TxnConfig(
         max_timeout_ms=cfg.get("transaction.max.timeout.ms"),
         id_expiration_ms=cfg.get("transactional.id.expiration.ms"),
+        transaction_version=cfg.get("transaction.version"),
     )
 
 
@@ -143,6 +144,9 @@ class TxnRuntime:
         self.peers = peers
         # Called with a partition whose write was fenced (another node holds it now).
         self.on_fenced: Callable[[int], None] | None = None
+        # Cluster mode: LeaseKeeper.valid (requests are refused while this node's leases may
+        # have expired).
+        self.lease_valid: Callable[[int], bool] | None = None
         self.loaded = asyncio.Event()
         self.health = [PartitionHealth() for _ in range(self.partitions)]
         self._tasks = BackgroundTasks(log, "transaction runtime")
@@ -195,13 +199,17 @@ class TxnRuntime:
                 self._tasks.spawn(self._complete_in_turn(p, tid))
             return
 
-    async def give_up(self, p: int) -> None:
-        """Cluster mode: stop coordinating partition ``p`` (a handoff or a lost lease):
-        requests get NOT_COORDINATOR, the log is closed."""
+    def give_up(self, p: int) -> Coroutine[Any, Any, None]:
+        """Cluster mode: stop coordinating partition ``p`` (a handoff or a lost lease), at
+        once: requests get NOT_COORDINATOR from this call on; the returned coroutine closes the
+        log."""
         assert self.owned is not None
         self.owned.pop(p, None)
         plog, self.logs[p] = self.logs[p], None
         self.coordinators[p] = TxnCoordinator(self.config)
+        return self._close_given_up(p, plog)
+
+    async def _close_given_up(self, p: int, plog: Any) -> None:
         if plog is not None:
             try:
                 await plog.close()
@@ -285,12 +293,15 @@ class TxnRuntime:
 
     def _coordinator(self, transactional_id: str) -> tuple[int, TxnCoordinator | None]:
         p = self.partition_of(transactional_id)
-        if self.logs[p] is None:
+        if self.logs[p] is None or (self.lease_valid is not None and not self.lease_valid(p)):
             return p, None
         return p, self.coordinators[p]
 
     def _unavailable(self, p: int) -> Reply:
-        """Loading here, or (cluster mode) coordinated by another node."""
+        """Loading here, or (cluster mode) coordinated by another node, or this node's lease
+        possibly expired (it is about to be given up)."""
+        if self.lease_valid is not None and not self.lease_valid(p):
+            return Reply(ErrorCode.NOT_COORDINATOR)
         if self.owned is None or p in self.owned:
             return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         return Reply(ErrorCode.NOT_COORDINATOR)
@@ -304,12 +315,34 @@ class TxnRuntime:
         return await self._decide(tid, decide)
 
     async def add_partitions(
-        self, tid: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        client_version: int = 0,
     ) -> Reply:
+        """Add partitions to the producer's transaction: AddPartitionsToTxn / AddOffsetsToTxn
+        (``client_version`` 0), or the implicit add of transactions version 2 (2)."""
         wanted = list(partitions)
         return await self._decide(
-            tid, lambda coord, now, _: coord.add_partitions(tid, producer_id, epoch, wanted, now)
+            tid,
+            lambda coord, now, _: coord.add_partitions(
+                tid, producer_id, epoch, wanted, now, client_version
+            ),
         )
+
+    def is_local(self, tid: str) -> bool:
+        """Whether this node coordinates ``tid`` (always, outside cluster mode)."""
+        return self.owned is None or self.partition_of(tid) in self.owned
+
+    async def add_remote(
+        self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> ErrorCode:
+        """The implicit add of a transactions version 2 write, asked of the node that
+        coordinates ``tid`` (AddPartitionsToTxn v5, not verify_only, as Kafka's leaders ask);
+        NOT_ENOUGH_REPLICAS while it cannot answer."""
+        return await self._ask_remote(tid, producer_id, epoch, partition, verify_only=False)
 
     def verify(
         self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
@@ -330,6 +363,17 @@ class TxnRuntime:
         """``verify`` asked of the node that coordinates ``tid``, with AddPartitionsToTxn v4
         verify_only as Kafka's leaders ask. While that node cannot answer: NOT_ENOUGH_REPLICAS,
         which every producer retries (Kafka's answer too)."""
+        return await self._ask_remote(tid, producer_id, epoch, partition, verify_only=True)
+
+    async def _ask_remote(
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        partition: TopicPartition,
+        *,
+        verify_only: bool,
+    ) -> ErrorCode:
         assert self.view is not None and self.peers is not None
         node, _ = self.view.leader(TXN_TOPIC, self.partition_of(tid))
         address = self.view.address(node, ("", -1)) if node >= 0 else None
@@ -342,7 +386,7 @@ class TxnRuntime:
                     transactional_id=tid,
                     producer_id=producer_id,
                     producer_epoch=epoch,
-                    verify_only=True,
+                    verify_only=verify_only,
                     topics=[
                         A.AddPartitionsToTxnTopic(name=partition[0], partitions=[partition[1]])
                     ],
@@ -350,7 +394,8 @@ class TxnRuntime:
             ]
         )
         try:
-            resp = await self.peers.request(address, ApiKey.ADD_PARTITIONS_TO_TXN, 4, req)
+            version = 4 if verify_only else 5  # v5: an add of transactions version 2
+            resp = await self.peers.request(address, ApiKey.ADD_PARTITIONS_TO_TXN, version, req)
             code = ErrorCode(
                 resp.results_by_transaction[0]
                 .topic_results[0]
@@ -364,9 +409,16 @@ class TxnRuntime:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return code
 
-    async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> Reply:
+    async def end_txn(
+        self, tid: str, producer_id: int, epoch: int, commit: bool, client_version: int = 0
+    ) -> Reply:
+        """EndTxn; ``client_version`` 2 (v5) bumps the epoch, and the reply names the producer
+        id and epoch to go on with."""
         return await self._decide(
-            tid, lambda coord, now, _: coord.end_txn(tid, producer_id, epoch, commit, now)
+            tid,
+            lambda coord, now, fresh: coord.end_txn(
+                tid, producer_id, epoch, commit, now, client_version, fresh
+            ),
         )
 
     def describe(self, tid: str) -> TxnMetadata | None | ErrorCode:
@@ -468,7 +520,8 @@ class TxnRuntime:
         if plog is None:
             return False
         coord.begin(write)
-        value = None if write.target is None else encode_value(write.target.to_value())
+        target = write.target
+        value = None if target is None else encode_value(target.to_value(), target.record_version)
         batch = build_tail_batch([kv_record_tail(encode_key(write.transactional_id), value)])
         try:
             await plog.append(batch, built_here=True)
@@ -534,7 +587,12 @@ class TxnRuntime:
             waits: list[tuple[TopicPartition, Awaitable[Any]]] = []
             for tp in sorted(todo):
                 result = self._marker(
-                    tp, meta.producer_id, meta.producer_epoch, commit, coordinator_epoch
+                    tp,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    meta.client_version,
                 )
                 if isinstance(result, ErrorCode):
                     if result in _MARKER_DONE:
@@ -556,15 +614,27 @@ class TxnRuntime:
                 delay = min(delay * 2, MARKER_RETRY_MAX_S)
 
     def _marker(
-        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        version: int = 0,
     ) -> Awaitable[Any] | ErrorCode:
-        local = self._local_marker(tp, pid, epoch, commit, coordinator_epoch)
+        local = self._local_marker(tp, pid, epoch, commit, coordinator_epoch, version)
         if self.view is None or local not in _NOT_HERE:
             return local
-        return self._remote_marker(tp, pid, epoch, commit, coordinator_epoch)
+        return self._remote_marker(tp, pid, epoch, commit, coordinator_epoch, version)
 
     async def _remote_marker(
-        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        version: int = 0,
     ) -> None:
         """WriteTxnMarkers to the node that leads ``tp`` (raises while it cannot be
         written there, so the caller retries)."""
@@ -583,16 +653,26 @@ class TxnRuntime:
                     transaction_result=commit,
                     topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[index])],
                     coordinator_epoch=coordinator_epoch,
+                    transaction_version=version,
                 )
             ]
         )
-        resp = await self.peers.request(address, ApiKey.WRITE_TXN_MARKERS, 1, req)
+        # v2 (KIP-1228) carries the transaction version; a version 1 transaction keeps v1,
+        # which a node not yet upgraded understands.
+        request_version = 2 if version >= 2 else 1
+        resp = await self.peers.request(address, ApiKey.WRITE_TXN_MARKERS, request_version, req)
         code = resp.markers[0].topics[0].partitions[0].error_code
         if code != ErrorCode.NONE and code not in _MARKER_DONE:
             raise MarkerNotWritten(f"{topic}-{index} on node {node}: error {code}")
 
     def _local_marker(
-        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        version: int = 0,
     ) -> Awaitable[Any] | ErrorCode:
         topic, index = tp
         if topic == OFFSETS_TOPIC:
@@ -600,7 +680,9 @@ class TxnRuntime:
         part = self.data.partition(topic, index)
         if part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        error, durable = part.append_marker(pid, epoch, commit, coordinator_epoch, now_ms())
+        error, durable = part.append_marker(
+            pid, epoch, commit, coordinator_epoch, now_ms(), version
+        )
         if error != ErrorCode.NONE:
             return ErrorCode(error)
         if durable is None:

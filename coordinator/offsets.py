@@ -19,6 +19,7 @@ from protocol.messages import (
     OffsetDeleteRequest,
     OffsetDeleteResponse,
 )
+from protocol.types import ZERO_UUID
 
 if TYPE_CHECKING:
     from coordinator.request_meta import RequestMeta
@@ -150,7 +151,7 @@ def commit_offsets(ctx: Ctx, req: OffsetCommitRequest, meta: RequestMeta, req_id
             add(ok[index] if 0 <= index < len(ok) else _ok_partition(index))
         if records:
             ctx.append_offset_commits(group_id, name, records)
-        topics.append(make_topic(name, partitions))
+        topics.append(make_topic(name, ZERO_UUID, partitions))
     ctx.reply(req_id, OffsetCommitResponse(topics=topics))
 
 

@@ -63,6 +63,9 @@ from protocol.messages import (
     TxnOffsetCommitRequest,
 )
 
+# DescribeGroups from v6 (KIP-1043) answers GROUP_ID_NOT_FOUND for a group it cannot describe.
+DESCRIBE_GROUPS_NOT_FOUND_VERSION = 6
+
 # Per group type: what a group of that type does once its partition is loaded.
 _RESUME: dict[str, Callable[[Ctx, Any], None]] = {
     "classic": _classic.resume_after_load,
@@ -404,6 +407,17 @@ class Shard:
         self, group_id: str, api_version: int
     ) -> DescribeGroupsResponse.DescribedGroup:
         group = self.state.groups.get(group_id)
+        if api_version >= DESCRIBE_GROUPS_NOT_FOUND_VERSION and (
+            group is None or group.type != "classic"
+        ):
+            # KIP-1043: v6 tells a group DescribeGroups cannot describe, as Kafka 4.x does.
+            why = "not found" if group is None else "is not a classic group"
+            return DescribeGroupsResponse.DescribedGroup(
+                group_id=group_id,
+                group_state="Dead",
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                error_message=f"Group {group_id} {why}.",
+            )
         if group is None:
             # Kafka (DescribeGroups v0-5) reports an unknown group as Dead, without an error.
             return DescribeGroupsResponse.DescribedGroup(group_id=group_id, group_state="Dead")

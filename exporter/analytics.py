@@ -13,27 +13,27 @@ The inputs, built by :mod:`exporter.report`:
 * ``parts``: one row per topic partition, (topic, partition, log_start_offset,
   log_end_offset) as of ``at``.
 
-Burrow's evaluation (linkedin/Burrow ``core/internal/evaluator/caching.go``) is reproduced
-rule for rule on the last ``window`` commits of each partition (Burrow's ``intervals``):
-if the current lag is above ``allowed_lag``: STOP when the partition has not committed for
-longer than its window spans (unless the broker end offset was at or below the last commit
-within the last ``window`` offset refreshes), else REWIND when an offset went back and has not
-come back, else, only when the lag was never zero in the window, STALL when every commit was
-the same offset and WARN when the lag never decreased; OK otherwise. A group takes its worst
-partition, STOP/STALL/REWIND counting as ERR.
+Burrow's evaluation runs on the last ``window`` commits of each partition (Burrow's
+``intervals``) with the broker's own rules, :mod:`coordinator.lag.burrow` (the live lag model
+uses the same functions): STOP, REWIND, STALL, WARN or OK per partition, a group taking its
+worst partition with STOP/STALL/REWIND counting as ERR.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-STATUS_CODES = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+from coordinator.lag import burrow as rules
+
+# Burrow's codes without NOTFOUND (a report row is always a partition that was found).
+STATUS_CODES = {k: v for k, v in rules.STATUS_CODES.items() if v != rules.NOTFOUND}
 STATUS_NAMES = {v: k for k, v in STATUS_CODES.items()}
-GROUP_STATUSES = ("OK", "WARN", "ERR")
+GROUP_STATUSES = rules.GROUP_STATUSES
 
 KEY = ["group", "topic", "partition"]
 TP = ["topic", "partition"]
@@ -291,10 +291,6 @@ def lag_over_time(history: DataFrame) -> DataFrame:
 # Burrow
 
 
-def _sql(expr: str) -> Column:
-    return F.expr(expr)
-
-
 def burrow_windows(history: DataFrame, s: Settings) -> DataFrame:
     """Per key, the last ``window`` commits as arrays ordered oldest first, plus trend
     numbers over the same window."""
@@ -328,66 +324,51 @@ def burrow_windows(history: DataFrame, s: Settings) -> DataFrame:
     )
 
 
+_EVALUATION = (
+    "complete double, rule_stopped boolean, rule_recent_lag_zero boolean, rule_rewind boolean,"
+    " rule_lag_never_zero boolean, rule_stalled boolean, rule_lag_not_decreasing boolean,"
+    " status string"
+)
+
+
 def burrow_status(df: DataFrame, s: Settings) -> DataFrame:
     """Adds ``status`` (and the rule flags) to rows having ``window_offsets``, ``window_ts``,
     ``window_lags``, ``current_lag`` and ``recent_end`` (the end offset ``window`` offset
-    refreshes ago: Burrow's oldest stored broker offset)."""
-    at, allowed = s.at, s.allowed_lag
-    d = (
-        df.withColumn("_n", F.size("window_offsets"))
-        .withColumn("complete", F.least(F.col("_n") / F.lit(float(s.window)), F.lit(1.0)))
-        .withColumn(
-            "rule_stopped",
-            _sql(
-                f"({at} - element_at(window_ts, -1)) >"
-                " (element_at(window_ts, -1) - element_at(window_ts, 1))"
-            ),
+    refreshes ago: Burrow's oldest stored broker offset). The rules are the broker's own
+    (:func:`coordinator.lag.burrow.evaluate`), run per partition by an Arrow Python UDF: one
+    row per committed partition, so the report pays microseconds per partition for them."""
+    settings = rules.BurrowSettings(s.window, s.allowed_lag, s.minimum_complete)
+    at = s.at
+
+    def evaluate(
+        offsets: Any, ts: Any, lags: Any, current_lag: Any, recent_end: Any
+    ) -> tuple[Any, ...]:
+        e = rules.evaluate(
+            None if offsets is None else [int(x) for x in offsets],
+            None if ts is None else [int(x) for x in ts],
+            None if lags is None else [None if x is None else int(x) for x in lags],
+            None if current_lag is None else int(current_lag),
+            [None if recent_end is None else int(recent_end)],
+            at,
+            settings,
         )
-        .withColumn(
-            "rule_recent_lag_zero",
-            F.coalesce(F.col("recent_end") <= _sql("element_at(window_offsets, -1)"), F.lit(False)),
+        f = e.flags
+        if f is None:
+            return (None, None, None, None, None, None, None, e.status)
+        return (
+            e.complete,
+            e.stopped,
+            e.recent_lag_zero,
+            f.rewind,
+            f.lag_never_zero,
+            f.stalled,
+            f.lag_not_decreasing,
+            e.status,
         )
-        .withColumn(
-            "_rewind_idx",
-            _sql(
-                "array_min(filter(transform(window_offsets, (x, i) ->"
-                " IF(i > 0 AND x < window_offsets[i - 1], i, NULL)), x -> x IS NOT NULL))"
-            ),
-        )
-        .withColumn(
-            "rule_rewind",
-            _sql(
-                "_rewind_idx IS NOT NULL AND NOT exists(transform(window_offsets, (x, i) ->"
-                " i >= _rewind_idx AND x >= window_offsets[_rewind_idx - 1]), b -> b)"
-            ),
-        )
-        .withColumn(
-            "rule_lag_never_zero",
-            _sql(f"NOT exists(window_lags, l -> l IS NOT NULL AND l <= {allowed})"),
-        )
-        .withColumn(
-            "rule_stalled",
-            _sql(
-                "NOT exists(transform(window_offsets, (x, i) ->"
-                " IF(i > 0, x != window_offsets[i - 1], false)), b -> b)"
-            ),
-        )
-        .withColumn("_nl", _sql("filter(window_lags, l -> l IS NOT NULL)"))
-        .withColumn(
-            "rule_lag_not_decreasing",
-            _sql("NOT exists(transform(_nl, (x, i) -> IF(i > 0, x < _nl[i - 1], false)), b -> b)"),
-        )
-    )
-    status = (
-        F.when((F.col("_n") == 0) | (F.col("complete") < s.minimum_complete), "OK")
-        .when(F.coalesce(F.col("current_lag"), F.lit(0)) <= allowed, "OK")
-        .when(F.col("rule_stopped") & ~F.col("rule_recent_lag_zero"), "STOP")
-        .when(F.col("rule_rewind"), "REWIND")
-        .when(F.col("rule_lag_never_zero") & F.col("rule_stalled"), "STALL")
-        .when(F.col("rule_lag_never_zero") & F.col("rule_lag_not_decreasing"), "WARN")
-        .otherwise("OK")
-    )
-    return d.withColumn("status", status).drop("_n", "_rewind_idx", "_nl")
+
+    udf = F.udf(evaluate, _EVALUATION, useArrow=True)
+    ev = udf("window_offsets", "window_ts", "window_lags", "current_lag", "recent_end")
+    return df.withColumn("_ev", ev).select("*", "_ev.*").drop("_ev")
 
 
 def status_code(col: str = "status") -> Column:

@@ -53,16 +53,20 @@ class ProduceRequest(MessageBase):
     ) -> ProduceRequest: ...
     class TopicProduceData(MessageBase):
         name: str
+        topic_id: uuid.UUID
         partition_data: list[ProduceRequest.PartitionProduceData]
         def __init__(
             self,
             *,
             name: str = ...,
+            topic_id: uuid.UUID = ...,
             partition_data: list[ProduceRequest.PartitionProduceData] = ...,
         ) -> None: ...
         @staticmethod
         def make(
-            name: str, partition_data: list[ProduceRequest.PartitionProduceData]
+            name: str,
+            topic_id: uuid.UUID,
+            partition_data: list[ProduceRequest.PartitionProduceData],
         ) -> ProduceRequest.TopicProduceData: ...
 
     class PartitionProduceData(MessageBase):
@@ -91,16 +95,20 @@ class ProduceResponse(MessageBase):
     ) -> ProduceResponse: ...
     class TopicProduceResponse(MessageBase):
         name: str
+        topic_id: uuid.UUID
         partition_responses: list[ProduceResponse.PartitionProduceResponse]
         def __init__(
             self,
             *,
             name: str = ...,
+            topic_id: uuid.UUID = ...,
             partition_responses: list[ProduceResponse.PartitionProduceResponse] = ...,
         ) -> None: ...
         @staticmethod
         def make(
-            name: str, partition_responses: list[ProduceResponse.PartitionProduceResponse]
+            name: str,
+            topic_id: uuid.UUID,
+            partition_responses: list[ProduceResponse.PartitionProduceResponse],
         ) -> ProduceResponse.TopicProduceResponse: ...
 
     class PartitionProduceResponse(MessageBase):
@@ -537,6 +545,7 @@ class MetadataResponse(MessageBase):
     cluster_id: str | None
     controller_id: int
     topics: list[MetadataResponse.MetadataResponseTopic]
+    error_code: int
     cluster_authorized_operations: int
     def __init__(
         self,
@@ -546,6 +555,7 @@ class MetadataResponse(MessageBase):
         cluster_id: str | None = ...,
         controller_id: int = ...,
         topics: list[MetadataResponse.MetadataResponseTopic] = ...,
+        error_code: int = ...,
         cluster_authorized_operations: int = ...,
     ) -> None: ...
     @staticmethod
@@ -555,6 +565,7 @@ class MetadataResponse(MessageBase):
         cluster_id: str | None,
         controller_id: int,
         topics: list[MetadataResponse.MetadataResponseTopic],
+        error_code: int,
         cluster_authorized_operations: int,
     ) -> MetadataResponse: ...
     class MetadataResponseBroker(MessageBase):
@@ -1074,16 +1085,20 @@ class OffsetCommitRequest(MessageBase):
     ) -> OffsetCommitRequest: ...
     class OffsetCommitRequestTopic(MessageBase):
         name: str
+        topic_id: uuid.UUID
         partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition]
         def __init__(
             self,
             *,
             name: str = ...,
+            topic_id: uuid.UUID = ...,
             partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = ...,
         ) -> None: ...
         @staticmethod
         def make(
-            name: str, partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition]
+            name: str,
+            topic_id: uuid.UUID,
+            partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition],
         ) -> OffsetCommitRequest.OffsetCommitRequestTopic: ...
 
     class OffsetCommitRequestPartition(MessageBase):
@@ -1125,16 +1140,20 @@ class OffsetCommitResponse(MessageBase):
     ) -> OffsetCommitResponse: ...
     class OffsetCommitResponseTopic(MessageBase):
         name: str
+        topic_id: uuid.UUID
         partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition]
         def __init__(
             self,
             *,
             name: str = ...,
+            topic_id: uuid.UUID = ...,
             partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = ...,
         ) -> None: ...
         @staticmethod
         def make(
-            name: str, partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition]
+            name: str,
+            topic_id: uuid.UUID,
+            partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition],
         ) -> OffsetCommitResponse.OffsetCommitResponseTopic: ...
 
     class OffsetCommitResponsePartition(MessageBase):
@@ -1198,11 +1217,14 @@ class OffsetFetchRequest(MessageBase):
 
     class OffsetFetchRequestTopics(MessageBase):
         name: str
+        topic_id: uuid.UUID
         partition_indexes: list[int]
-        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+        def __init__(
+            self, *, name: str = ..., topic_id: uuid.UUID = ..., partition_indexes: list[int] = ...
+        ) -> None: ...
         @staticmethod
         def make(
-            name: str, partition_indexes: list[int]
+            name: str, topic_id: uuid.UUID, partition_indexes: list[int]
         ) -> OffsetFetchRequest.OffsetFetchRequestTopics: ...
 
 class OffsetFetchResponse(MessageBase):
@@ -1283,16 +1305,20 @@ class OffsetFetchResponse(MessageBase):
 
     class OffsetFetchResponseTopics(MessageBase):
         name: str
+        topic_id: uuid.UUID
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
         def __init__(
             self,
             *,
             name: str = ...,
+            topic_id: uuid.UUID = ...,
             partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = ...,
         ) -> None: ...
         @staticmethod
         def make(
-            name: str, partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
+            name: str,
+            topic_id: uuid.UUID,
+            partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions],
         ) -> OffsetFetchResponse.OffsetFetchResponseTopics: ...
 
     class OffsetFetchResponsePartitions(MessageBase):
@@ -2398,6 +2424,7 @@ class WriteTxnMarkersRequest(MessageBase):
         transaction_result: bool
         topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
         coordinator_epoch: int
+        transaction_version: int
         def __init__(
             self,
             *,
@@ -2406,6 +2433,7 @@ class WriteTxnMarkersRequest(MessageBase):
             transaction_result: bool = ...,
             topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = ...,
             coordinator_epoch: int = ...,
+            transaction_version: int = ...,
         ) -> None: ...
         @staticmethod
         def make(
@@ -2414,6 +2442,7 @@ class WriteTxnMarkersRequest(MessageBase):
             transaction_result: bool,
             topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic],
             coordinator_epoch: int,
+            transaction_version: int,
         ) -> WriteTxnMarkersRequest.WritableTxnMarker: ...
 
     class WritableTxnMarkerTopic(MessageBase):
@@ -3120,6 +3149,7 @@ class DescribeLogDirsResponse(MessageBase):
         topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic]
         total_bytes: int
         usable_bytes: int
+        is_cordoned: bool
         def __init__(
             self,
             *,
@@ -3128,6 +3158,7 @@ class DescribeLogDirsResponse(MessageBase):
             topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = ...,
             total_bytes: int = ...,
             usable_bytes: int = ...,
+            is_cordoned: bool = ...,
         ) -> None: ...
         @staticmethod
         def make(
@@ -3136,6 +3167,7 @@ class DescribeLogDirsResponse(MessageBase):
             topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic],
             total_bytes: int,
             usable_bytes: int,
+            is_cordoned: bool,
         ) -> DescribeLogDirsResponse.DescribeLogDirsResult: ...
 
     class DescribeLogDirsTopic(MessageBase):
@@ -5030,12 +5062,19 @@ class FetchSnapshotResponse(MessageBase):
 class DescribeClusterRequest(MessageBase):
     include_cluster_authorized_operations: bool
     endpoint_type: int
+    include_fenced_brokers: bool
     def __init__(
-        self, *, include_cluster_authorized_operations: bool = ..., endpoint_type: int = ...
+        self,
+        *,
+        include_cluster_authorized_operations: bool = ...,
+        endpoint_type: int = ...,
+        include_fenced_brokers: bool = ...,
     ) -> None: ...
     @staticmethod
     def make(
-        include_cluster_authorized_operations: bool, endpoint_type: int
+        include_cluster_authorized_operations: bool,
+        endpoint_type: int,
+        include_fenced_brokers: bool,
     ) -> DescribeClusterRequest: ...
 
 class DescribeClusterResponse(MessageBase):
@@ -5075,12 +5114,19 @@ class DescribeClusterResponse(MessageBase):
         host: str
         port: int
         rack: str | None
+        is_fenced: bool
         def __init__(
-            self, *, broker_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...
+            self,
+            *,
+            broker_id: int = ...,
+            host: str = ...,
+            port: int = ...,
+            rack: str | None = ...,
+            is_fenced: bool = ...,
         ) -> None: ...
         @staticmethod
         def make(
-            broker_id: int, host: str, port: int, rack: str | None
+            broker_id: int, host: str, port: int, rack: str | None, is_fenced: bool
         ) -> DescribeClusterResponse.DescribeClusterBroker: ...
 
 class DescribeProducersRequest(MessageBase):
@@ -5381,16 +5427,21 @@ class ListTransactionsRequest(MessageBase):
     state_filters: list[str]
     producer_id_filters: list[int]
     duration_filter: int
+    transactional_id_pattern: str | None
     def __init__(
         self,
         *,
         state_filters: list[str] = ...,
         producer_id_filters: list[int] = ...,
         duration_filter: int = ...,
+        transactional_id_pattern: str | None = ...,
     ) -> None: ...
     @staticmethod
     def make(
-        state_filters: list[str], producer_id_filters: list[int], duration_filter: int
+        state_filters: list[str],
+        producer_id_filters: list[int],
+        duration_filter: int,
+        transactional_id_pattern: str | None,
     ) -> ListTransactionsRequest: ...
 
 class ListTransactionsResponse(MessageBase):
@@ -6257,6 +6308,8 @@ class ShareFetchRequest(MessageBase):
     max_bytes: int
     max_records: int
     batch_size: int
+    share_acquire_mode: int
+    is_renew_ack: bool
     topics: list[ShareFetchRequest.FetchTopic]
     forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
     def __init__(
@@ -6270,6 +6323,8 @@ class ShareFetchRequest(MessageBase):
         max_bytes: int = ...,
         max_records: int = ...,
         batch_size: int = ...,
+        share_acquire_mode: int = ...,
+        is_renew_ack: bool = ...,
         topics: list[ShareFetchRequest.FetchTopic] = ...,
         forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ...,
     ) -> None: ...
@@ -6283,6 +6338,8 @@ class ShareFetchRequest(MessageBase):
         max_bytes: int,
         max_records: int,
         batch_size: int,
+        share_acquire_mode: int,
+        is_renew_ack: bool,
         topics: list[ShareFetchRequest.FetchTopic],
         forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic],
     ) -> ShareFetchRequest: ...
@@ -6449,6 +6506,7 @@ class ShareAcknowledgeRequest(MessageBase):
     group_id: str | None
     member_id: str | None
     share_session_epoch: int
+    is_renew_ack: bool
     topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
     def __init__(
         self,
@@ -6456,6 +6514,7 @@ class ShareAcknowledgeRequest(MessageBase):
         group_id: str | None = ...,
         member_id: str | None = ...,
         share_session_epoch: int = ...,
+        is_renew_ack: bool = ...,
         topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ...,
     ) -> None: ...
     @staticmethod
@@ -6463,6 +6522,7 @@ class ShareAcknowledgeRequest(MessageBase):
         group_id: str | None,
         member_id: str | None,
         share_session_epoch: int,
+        is_renew_ack: bool,
         topics: list[ShareAcknowledgeRequest.AcknowledgeTopic],
     ) -> ShareAcknowledgeRequest: ...
     class AcknowledgeTopic(MessageBase):
@@ -6514,6 +6574,7 @@ class ShareAcknowledgeResponse(MessageBase):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
     node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
     def __init__(
@@ -6522,6 +6583,7 @@ class ShareAcknowledgeResponse(MessageBase):
         throttle_time_ms: int = ...,
         error_code: int = ...,
         error_message: str | None = ...,
+        acquisition_lock_timeout_ms: int = ...,
         responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ...,
         node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ...,
     ) -> None: ...
@@ -6530,6 +6592,7 @@ class ShareAcknowledgeResponse(MessageBase):
         throttle_time_ms: int,
         error_code: int,
         error_message: str | None,
+        acquisition_lock_timeout_ms: int,
         responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse],
         node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint],
     ) -> ShareAcknowledgeResponse: ...

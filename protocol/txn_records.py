@@ -28,6 +28,9 @@ PartitionsSchema: Any = VALUE.classes["PartitionsSchema"]
 
 KEY_VERSION = 0
 VALUE_VERSION = 0  # the version Kafka writes for clients on transactions version 0/1
+# The flexible version, whose tagged fields carry NextProducerId and ClientTransactionVersion:
+# written for transactions version 2, whose epoch bumps and producer id rotation need them.
+FLEXIBLE_VALUE_VERSION = 1
 
 ABORT, COMMIT = 0, 1
 _INT16 = struct.Struct(">h")
@@ -41,9 +44,9 @@ def encode_key(transactional_id: str) -> bytes:
     return bytes(out)
 
 
-def encode_value(value: Any) -> bytes:
-    out = bytearray(_INT16.pack(VALUE_VERSION))
-    VALUE.encode_into(value, VALUE_VERSION, out)
+def encode_value(value: Any, version: int = VALUE_VERSION) -> bytes:
+    out = bytearray(_INT16.pack(version))
+    VALUE.encode_into(value, version, out)
     return bytes(out)
 
 

@@ -20,14 +20,16 @@ cache may have dropped the dirty pages, so retrying could acknowledge data that 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypeVar
 
 from storage.durability import Durability
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # write_pending() writes every queued byte and returns the log end offset now written.
 WriteFn = Callable[[], int]
@@ -41,6 +43,73 @@ _Waiter = tuple[asyncio.Future, Any, bool]
 
 class LogFailedError(OSError):
     """A write or fsync of this log failed; it accepts no more appends until reopened."""
+
+
+class LogClosedError(LogFailedError):
+    """The log was closed (its partition deleted, or handed to another owner): nothing is
+    read from or written to its files or rows any more. Readers answer as for a partition
+    that is not there."""
+
+
+class InFlight:
+    """The awaited operations on a log (a read the engine queries, a DeleteRecords, a
+    compaction): each refused once the log is closed, and waited for by its close, so that a
+    partition is never removed (nor one of the same name created) under an operation still
+    running on it."""
+
+    def __init__(self, name: Callable[[], str]) -> None:
+        self._name = name
+        self.closed = False
+        self._count = 0
+        self._idle: asyncio.Future[None] | None = None
+
+    def enter(self) -> None:
+        if self.closed:
+            raise LogClosedError(f"{self._name()} is closed")
+        self._count += 1
+
+    def leave(self) -> None:
+        self._count -= 1
+        if self._count == 0 and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
+    async def close(self) -> None:
+        """Refuse new operations, then wait for those running."""
+        self.closed = True
+        while self._count:
+            self._idle = asyncio.get_running_loop().create_future()
+            await self._idle
+
+    async def run(self, op: Awaitable[T]) -> T:
+        self.enter()
+        try:
+            return await op
+        finally:
+            self.leave()
+
+
+def in_flight(
+    fn: Callable[..., Coroutine[Any, Any, T]],
+) -> Callable[..., Coroutine[Any, Any, T]]:
+    """A log's async method that its ``_ops`` (:class:`InFlight`) tracks."""
+
+    @functools.wraps(fn)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> T:
+        ops: InFlight = self._ops
+        ops.enter()
+        try:
+            return await fn(self, *args, **kwargs)
+        finally:
+            ops.leave()
+
+    return run
+
+
+class IndeterminateWriteError(LogFailedError):
+    """A write whose outcome is unknown: the connection to the database was lost before its
+    transaction's COMMIT was answered, so it may be stored. A client must be told so (a
+    timeout, which idempotent producers retry with the same sequence), never that it was not
+    stored."""
 
 
 class FencedError(LogFailedError):

@@ -44,7 +44,7 @@ from protocol.records import (
 from protocol.records import decode_uncompressed_into as decode_into
 from storage.compaction import CleanerStats, compact, finish_interrupted_compaction
 from storage.durability import ALWAYS, Durability
-from storage.groupcommit import FencedError, GroupCommit, LogFailedError
+from storage.groupcommit import FencedError, GroupCommit, InFlight, LogClosedError, LogFailedError
 from storage.journal import Chunk, Journal, JournalMember, journal_for
 from storage.logconfig import LogConfig
 from storage.segment import (
@@ -62,6 +62,7 @@ __all__ = [
     "AppendResult",
     "Log",
     "FencedError",
+    "LogClosedError",
     "LogFailedError",
     "OffsetOutOfRangeError",
     "ReadResult",
@@ -193,6 +194,7 @@ class Log:
         self._hw_pos = (active.base_offset, active.size)
         self._dir_dirty = False
         self._closed = False
+        self._ops = InFlight(lambda: self.name)  # compaction, DeleteRecords: close waits
         self._compacting = False
         self._executor = executor
         # DeleteRecords' log start, when it falls inside a segment (Kafka's
@@ -492,6 +494,7 @@ class Log:
     async def close(self) -> None:
         if self._closed:
             return
+        await self._ops.close()
         committer = self._committer
         if committer.failure is None:
             await self.flush()
@@ -522,6 +525,7 @@ class Log:
             return
         if not self._committer.idle:
             raise RuntimeError("close_sync with appends in flight: use await close()")
+        self._ops.closed = True
         self._write_pending()
         self._segments[-1].sync_all()
         self._committer.cancel_timer()
@@ -544,7 +548,10 @@ class Log:
 
     def read(self, offset: int, max_bytes: int = 1024 * 1024) -> ReadResult:
         """Batches from the one containing ``offset``, up to ``max_bytes`` (at least one
-        whole batch), never past the high watermark. Reads within one segment."""
+        whole batch), never past the high watermark. Reads within one segment. Raises
+        LogClosedError once the log is closed."""
+        if self._closed:
+            raise LogClosedError(f"{self.name} is closed")
         start, hw = self.log_start_offset, self._hw
         if offset < start or offset > hw:
             raise OffsetOutOfRangeError(f"{self.name}: offset {offset} outside [{start}, {hw}]")
@@ -599,6 +606,8 @@ class Log:
         """(segment, file position) from which to walk the batches ending at or after
         ``start_offset`` (the log start if None): every segment from the one holding it, with
         the position of that batch in the first; pair with :meth:`LogSegment.batches`."""
+        if self._closed:
+            raise LogClosedError(f"{self.name} is closed")
         if start_offset is None:
             start_offset = self.log_start_offset
         for seg in list(self._segments):
@@ -631,7 +640,7 @@ class Log:
         # Retention must not delete segments that compaction is rewriting.
         self._compacting = True
         try:
-            return await compact(self, now_ms=now_ms, executor=self._executor)
+            return await self._ops.run(compact(self, now_ms=now_ms, executor=self._executor))
         finally:
             self._compacting = False
 
@@ -640,17 +649,24 @@ class Log:
     async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         from storage.timestamps import offset_for_timestamp
 
+        self._check_open()
         return offset_for_timestamp(self, timestamp)
 
     async def max_timestamp(self) -> tuple[int, int] | None:
         from storage.timestamps import max_timestamp
 
+        self._check_open()
         return max_timestamp(self)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"{self.name} is closed")
 
     async def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
         """Delete the oldest rolled segments time or size retention allows; how many went."""
         from storage.retention import deletable_count, delete_oldest_segments
 
+        self._check_open()
         n = deletable_count(self.segments, now_ms, retention_ms, retention_bytes, self._hw)
         return await delete_oldest_segments(self, n) if n else 0
 
@@ -658,6 +674,9 @@ class Log:
         """DeleteRecords: move the log start to ``offset`` (at most the high watermark), made
         durable before this returns; the segments wholly below it are deleted (now, or by
         retention if a compaction holds them)."""
+        await self._ops.run(self._delete_before(offset))
+
+    async def _delete_before(self, offset: int) -> None:
         offset = min(offset, self._hw)
         if offset <= self.log_start_offset:
             return

@@ -32,6 +32,7 @@ from protocol.records import (
     crc32c,
 )
 from storage.batches import batch_headers, read_batch_headers
+from storage.groupcommit import LogClosedError
 from storage.index import OffsetIndex, StaleIndexError, TimeIndex
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class LogSegment:
         # Time-based rolling counts from the first batch's max timestamp, as Kafka does.
         self.first_batch_timestamp: int | None = None
         self._log_fd = -1
+        self._closed = False  # for good: its log was closed, or it was replaced or deleted
         self._indexes_open = False
         self._bytes_since_index = 0
         self._offset_of_max_ts = -1
@@ -133,6 +135,10 @@ class LogSegment:
     def _fd(self) -> int:
         fd = self._log_fd
         if fd < 0:
+            if self._closed:
+                # Never reopened: a reader that raced its partition's deletion must not hold
+                # (or fail to find) a file of it.
+                raise LogClosedError(f"{self.log_path} is closed")
             fd = self._log_fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
         return fd
 
@@ -407,6 +413,7 @@ class LogSegment:
         self._close_indexes()
 
     def close(self) -> None:
+        self._closed = True
         self._close_indexes()
         self._close_log()
 

@@ -57,12 +57,17 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.cleanup()
 
 
-@pytest.fixture
-def pg_url(pg_server: str) -> str:
-    """A URL of a database of its own for this test."""
+def new_database(pg_server: str) -> str:
+    """The URL of a new, empty database on the server (for fixtures wider than a test)."""
     name = f"kcoord_test_{os.getpid()}_{next(_names)}"
     _run(_admin(pg_server, f"CREATE DATABASE {name} TEMPLATE template0"))
     return _with_database(pg_server, name)
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    """A URL of a database of its own for this test."""
+    return new_database(pg_server)
 
 
 class OwnPostgres:

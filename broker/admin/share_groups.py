@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from broker.admin.client import EARLIEST, LATEST, AdminClient, AdminError, client_of, error_name
 from broker.admin.tables import parse_topic, table
+from broker.share.group_configs import parse_duration_ms
 from protocol.api_keys import ApiKey as K
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -56,6 +58,11 @@ def add_parser(commands: Any, common: Any) -> None:
         "--to-datetime",
         metavar="YYYY-MM-DDTHH:mm:SS[.sss][+hh:mm]",
         help="the first offset at or after this time (UTC unless an offset is given)",
+    )
+    to.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMn.nS",
+        help="the first offset at or after now minus this ISO-8601 duration (KIP-1106)",
     )
     run = p.add_mutually_exclusive_group()
     run.add_argument("--execute", action="store_true", help="set the offsets")
@@ -196,9 +203,18 @@ def _reset(args: argparse.Namespace) -> int:
             chosen[topic] = sorted(set(chosen[topic]) | set(ps if ps is not None else parts[topic]))
         earliest = admin.list_offsets(chosen, EARLIEST)
         latest = admin.list_offsets(chosen, LATEST)
-        at_time = (
-            admin.list_offsets(chosen, _timestamp_ms(args.to_datetime)) if args.to_datetime else {}
-        )
+        when = None
+        if args.to_datetime:
+            when = _timestamp_ms(args.to_datetime)
+        elif args.by_duration:
+            ago = parse_duration_ms(args.by_duration)
+            if ago is None or ago < 0:
+                raise ValueError(
+                    f"--by-duration: expected a non-negative ISO-8601 duration such as PT1H,"
+                    f" got {args.by_duration!r}"
+                )
+            when = int(time.time() * 1000) - ago
+        at_time = admin.list_offsets(chosen, when) if when is not None else {}
         new: dict[tuple[str, int], int] = {}
         for topic, ps in chosen.items():
             for p in ps:
@@ -207,7 +223,7 @@ def _reset(args: argparse.Namespace) -> int:
                     new[(topic, p)] = lo
                 elif args.to_latest:
                     new[(topic, p)] = hi
-                elif args.to_datetime:
+                elif when is not None:
                     found = at_time[(topic, p)]
                     new[(topic, p)] = hi if found < 0 else found  # none that late: the end
                 else:

@@ -26,6 +26,11 @@ def add_parser(commands: Any, common: Any) -> None:
         metavar="MS",
         help="only transactions open for longer than this",
     )
+    p.add_argument(
+        "--transactional-id-pattern",
+        metavar="REGEX",
+        help="only ids the whole of which this regular expression (RE2) matches",
+    )
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(admin=_list)
     p = common(sub.add_parser("describe", help="state, timeout, start and partitions"))
@@ -39,12 +44,15 @@ def _list(args: argparse.Namespace) -> int:
         state_filters=args.state or [],
         producer_id_filters=[],
         duration_filter=args.running_longer_than_ms,
+        transactional_id_pattern=args.transactional_id_pattern,
     )
     found: dict[str, Any] = {}
     with client_of(args) as a:
         # Each node lists the transactional ids it coordinates (cluster mode splits them).
         for conn in a.brokers().values():
             version = 1 if args.running_longer_than_ms >= 0 else 0
+            if args.transactional_id_pattern:
+                version = 2  # KIP-1152: a broker without it cannot filter by id
             r = conn.request(ApiKey.LIST_TRANSACTIONS, version, req)
             if r.error_code:
                 raise AdminError(f"ListTransactions: {error_name(r.error_code)}", r.error_code)

@@ -11,6 +11,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.security.acls import Operation, ResourceType
+from broker.share.partitions import now_ms
 from broker.share.runtime import ShareRuntime
 from coordinator.share.partition import AckRange
 from protocol.errors import ErrorCode
@@ -41,7 +42,7 @@ def resolve(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Target:
     part = store.partition(topic.name, index) if store is not None else None
     if part is None or part.closed:
         return Target(topic_id, index, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not part.leading:
+    if store is None or not store.leads(part):
         return Target(topic_id, index, part, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     return Target(topic_id, index, part, ErrorCode.NONE)
 
@@ -50,11 +51,25 @@ def ack_ranges(batches) -> list[AckRange]:
     return [AckRange(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
 
 
+def may_renew(ctx: RequestContext, share: ShareRuntime, group_id: str, is_renew_ack: bool) -> bool:
+    """Whether the request's RENEW acknowledgements (KIP-1222) are allowed: v2, flagged
+    IsRenewAck, and the group's share.renew.acknowledge.enable not false. Otherwise a RENEW
+    is an unknown acknowledge type (INVALID_REQUEST for its partition)."""
+    return ctx.api_version >= 2 and is_renew_ack and share.partitions.renew_enabled(group_id)
+
+
 def acknowledge(
-    share: ShareRuntime, group_id: str, member_id: str, t: Target, writes: list[Awaitable[Any]]
+    share: ShareRuntime,
+    group_id: str,
+    member_id: str,
+    t: Target,
+    writes: list[Awaitable[Any]],
+    *,
+    renew: bool = False,
 ) -> ErrorCode:
     """Apply t.acks (all or none) and return the partition's acknowledgement error; the write
-    of the changed state goes to `writes` (the answer waits until it is durable)."""
+    of the changed state goes to `writes` (the answer waits until it is durable). `renew`:
+    RENEW acknowledgements are allowed (may_renew)."""
     if not t.acks:
         return ErrorCode.NONE
     if t.error != ErrorCode.NONE:
@@ -63,7 +78,8 @@ def acknowledge(
     sp = share.partitions.get(key)
     if sp is None:
         return ErrorCode.INVALID_RECORD_STATE  # nothing was ever acquired here
-    result = sp.acknowledge(member_id, t.acks)
+    sp.config = share.partitions.config_for(group_id)  # a group config may have changed
+    result = sp.acknowledge(member_id, t.acks, now_ms() if renew else None)
     if result.applied:
         share.partitions.wake()  # a RELEASE makes records available at once
         write = share.partitions.persist(key, sp)

@@ -4,7 +4,9 @@ v0-3 (producers): one transaction; each partition must exist (UNKNOWN_TOPIC_OR_P
 and be writable by the client (TOPIC_AUTHORIZATION_FAILED), else nothing is added and the
 other partitions get OPERATION_NOT_ATTEMPTED, as Kafka answers. v4+ (the batched broker
 form, CLUSTER_ACTION): several transactions, each possibly `verify_only` (KIP-890: is each
-partition in the ongoing transaction? INVALID_TXN_STATE where not).
+partition in the ongoing transaction? INVALID_TXN_STATE where not). v5 without verify_only is
+the implicit add of transactions version 2 (a leader's Produce v12+ or a group coordinator's
+TxnOffsetCommit v5 in cluster mode), `__consumer_offsets` partitions included.
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ def _precheck(ctx: RequestContext, topics) -> dict[tuple[str, int], int] | None:
     return codes
 
 
+IMPLICIT_ADD_VERSION = 5
+
+
 async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics, verify: bool):
     txns = ctx.broker.txns
     if txns is None:
@@ -78,10 +83,14 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics, veri
             for t in topics
             for p in t.partitions
         }
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    if ctx.api_version >= IMPLICIT_ADD_VERSION:
+        # A broker adding what a version 2 producer wrote: it checked the partitions.
+        reply = await txns.add_partitions(tid, pid, epoch, wanted, client_version=2)
+        return _uniform(topics, reply.error)
     bad = _precheck(ctx, topics)
     if bad is not None:
         return bad
-    wanted = [(t.name, p) for t in topics for p in t.partitions]
     reply = await txns.add_partitions(tid, pid, epoch, wanted)
     code = fenced_for(reply.error, ctx.api_version, PRODUCER_FENCED_VERSION)
     return _uniform(topics, code)

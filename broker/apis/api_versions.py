@@ -54,6 +54,32 @@ def unsupported_version_response(protocols: tuple[str, ...]) -> ApiVersionsRespo
     )
 
 
+# Kafka's transaction.version feature: levels 0-2 are supported; the level the operator
+# finalized (transaction.version) is advertised only at 2, so that clients use transactions
+# version 2 only when asked (KIP-890 part 2: Java clients from 4.0 follow it).
+TRANSACTION_VERSION = "transaction.version"
+SUPPORTED_TRANSACTION_VERSIONS = (0, 2)
+
+
+def with_features(resp: ApiVersionsResponse, level: int) -> ApiVersionsResponse:
+    """The v3+ feature fields, when transaction.version is finalized at 2."""
+    if level < 2:
+        return resp
+    lo, hi = SUPPORTED_TRANSACTION_VERSIONS
+    resp.supported_features = [
+        ApiVersionsResponse.SupportedFeatureKey(
+            name=TRANSACTION_VERSION, min_version=lo, max_version=hi
+        )
+    ]
+    resp.finalized_features_epoch = 1  # Kafka's is a metadata offset: any >= 0 means known
+    resp.finalized_features = [
+        ApiVersionsResponse.FinalizedFeatureKey(
+            name=TRANSACTION_VERSION, max_version_level=level, min_version_level=level
+        )
+    ]
+    return resp
+
+
 @serves(ApiKey.API_VERSIONS, 0, 4)
 def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     # v3+ clients send their software name and version; Kafka rejects malformed ones.
@@ -61,8 +87,10 @@ def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
         _valid_software(req.client_software_name) and _valid_software(req.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    protocols = tuple(ctx.broker.config.get("group.coordinator.rebalance.protocols"))
-    return ApiVersionsResponse(api_keys=advertised(protocols))
+    config = ctx.broker.config
+    protocols = tuple(config.get("group.coordinator.rebalance.protocols"))
+    resp = ApiVersionsResponse(api_keys=advertised(protocols))
+    return with_features(resp, config.get(TRANSACTION_VERSION))
 
 
 def _valid_software(text: str) -> bool:

@@ -20,6 +20,7 @@ from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
+from storage.groupcommit import LogClosedError
 
 Resp = DeleteRecordsResponse
 HIGH_WATERMARK = -1
@@ -67,8 +68,11 @@ def _check(ctx: RequestContext, store, topic: str, index: int, offset: int):
 async def _delete(r: Resp.DeleteRecordsPartitionResult, part, offset: int) -> None:
     try:
         await part.log.delete_before(offset)
-    except Exception:  # noqa: BLE001 - the log's failure is this partition's, not the request's
-        r.error_code, r.low_watermark = int(ErrorCode.KAFKA_STORAGE_ERROR), -1
+    except Exception as e:  # noqa: BLE001 - the log's failure is this partition's, not the request's
+        # A partition deleted before the write: Kafka's answer for one that is not there.
+        gone = isinstance(e, LogClosedError) or part.closed
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if gone else ErrorCode.KAFKA_STORAGE_ERROR
+        r.error_code, r.low_watermark = int(code), -1
         return
     start = part.log.log_start_offset
     if start < offset:  # the write was fenced: another node leads it now

@@ -1,3 +1,7 @@
+"""DescribeCluster v0-2. v2's IncludeFencedBrokers (KIP-1073) adds nothing here: a kcoord node
+is either live (it holds its registration's lease) or gone, never registered but fenced, so
+every broker listed has IsFenced false."""
+
 from __future__ import annotations
 
 from broker.context import RequestContext
@@ -8,7 +12,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
 
-@serves(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+@serves(ApiKey.DESCRIBE_CLUSTER, 0, 2)
 def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     b = ctx.broker
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER):

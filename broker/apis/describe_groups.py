@@ -13,7 +13,7 @@ from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 Resp = DescribeGroupsResponse
 
 
-@serves(ApiKey.DESCRIBE_GROUPS, 0, 5)
+@serves(ApiKey.DESCRIBE_GROUPS, 0, 6)
 def handle(ctx: RequestContext, req: DescribeGroupsRequest):
     version = ctx.api_version
     groups = ctx.broker.groups

@@ -1,7 +1,8 @@
-"""DescribeLogDirs v0-4: kcoord has one log directory, its data directory (with the
+"""DescribeLogDirs v0-5: kcoord has one log directory, its data directory (with the
 PostgreSQL engine, topic logs live in the database: the directory named is `postgresql`,
 with no disk figures). Every partition this node serves is in it, `__consumer_offsets` ones
-included, with its size; there are no future replicas and no replica lag.
+included, with its size; there are no future replicas and no replica lag, and it is never
+cordoned (v5, KIP-1066: kcoord places every partition in its one directory).
 
 DESCRIBE on the cluster is required (Kafka: CLUSTER_AUTHORIZATION_FAILED, v3+ at the top,
 nothing listed before)."""
@@ -21,7 +22,7 @@ from protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 Resp = DescribeLogDirsResponse
 
 
-@serves(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
+@serves(ApiKey.DESCRIBE_LOG_DIRS, 0, 5)
 def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER):
         return Resp(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])

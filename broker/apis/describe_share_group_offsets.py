@@ -79,15 +79,17 @@ async def _named(ctx: RequestContext, group_id: str, topics) -> list:
         ],
     )
     out = []
-    for t in topics:
+    for t, topic in zip(topics, known, strict=True):
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.topic_name):
             out.append(
                 _unanswered(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             )
             continue
-        topic = ctx.broker.topics.get(t.topic_name)
-        if topic is None:
-            out.append(_unanswered(t))  # Kafka: no error, just no start offset
+        now = ctx.broker.topics.get(t.topic_name)
+        if topic is None or now is None or now.topic_id != topic.topic_id:
+            # Unknown, or deleted (maybe created again) while the summaries were read: no
+            # error, just no start offset, as Kafka answers an unknown topic.
+            out.append(_unanswered(t))
             continue
         out.append(
             Resp.DescribeShareGroupOffsetsResponseTopic(

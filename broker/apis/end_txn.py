@@ -2,7 +2,9 @@
 durable in every partition of the transaction; its completion (CompleteCommit/CompleteAbort,
 which a restart redoes from the prepared state) is written after, and the producer's next
 request about its transactional id waits for it (as one asking again meanwhile does: then
-NONE)."""
+NONE). v5 is transactions version 2 (KIP-890 part 2): the epoch is bumped at every commit or
+abort, and the reply names the producer id and epoch the producer goes on with
+(`coordinator/txn/epoch_bump.py`)."""
 
 from __future__ import annotations
 
@@ -17,16 +19,23 @@ from protocol.messages import EndTxnRequest, EndTxnResponse
 PRODUCER_FENCED_VERSION = 2
 
 
-@serves(ApiKey.END_TXN, 0, 4)
+EPOCH_BUMP_VERSION = 5
+
+
+@serves(ApiKey.END_TXN, 0, 5)
 async def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     txns = ctx.broker.txns
     if txns is None:
         return EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    v2 = ctx.api_version >= EPOCH_BUMP_VERSION
     reply = await txns.end_txn(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, 2 if v2 else 0
     )
+    ok = reply.error == ErrorCode.NONE
     return EndTxnResponse(
-        error_code=fenced_for(reply.error, ctx.api_version, PRODUCER_FENCED_VERSION)
+        error_code=fenced_for(reply.error, ctx.api_version, PRODUCER_FENCED_VERSION),
+        producer_id=reply.producer_id if ok else -1,
+        producer_epoch=reply.producer_epoch if ok else -1,
     )

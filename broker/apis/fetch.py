@@ -35,6 +35,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.legacy_records import from_batches
 from protocol.messages import FetchRequest, FetchResponse
+from storage.groupcommit import LogClosedError
 from storage.partitionlog import NeedsRead
 
 READ_COMMITTED = 1
@@ -51,6 +52,9 @@ class _Wanted:
     error: int
     offset: int
     max_bytes: int
+    # The answer once the partition is closed (its topic deleted, maybe created again under
+    # the same name while a long poll waited): Kafka's for a partition that is not there.
+    gone: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 @dataclass(slots=True)
@@ -94,11 +98,13 @@ def _resolve(ctx: RequestContext, req) -> list[_Topic]:
                 error = missing
             elif part is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not part.leading:
+            elif store is None or not store.leads(part):
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 error = ErrorCode.NONE
             w = _Wanted(p.partition, part, error, p.fetch_offset, p.partition_max_bytes)
+            if by_id:
+                w.gone = ErrorCode.UNKNOWN_TOPIC_ID
             seen[key, p.partition] = w
             wanted.append(w)
         if not wanted and t.partitions:
@@ -128,7 +134,7 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
             part = w.part
             error = w.error
             if error == ErrorCode.NONE and (part is None or part.closed):
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                error = w.gone  # nothing of a deleted partition is read
             if error != ErrorCode.NONE:
                 failed = True
                 parts.append(_error(w.index, error))
@@ -146,7 +152,12 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
             aborted: list[Resp.AbortedTransaction] | None = None
             if w.offset < readable and (remaining > 0 or min_one):
                 limit = max(min(w.max_bytes, remaining), 0)
-                data = log.read(w.offset, limit).data
+                try:
+                    data = log.read(w.offset, limit).data
+                except LogClosedError:  # an owner's log closed under its attached partition
+                    failed = True
+                    parts.append(_error(w.index, w.gone))
+                    continue
                 if committed and readable < hw:
                     data = _below(data, readable)
                 if len(data) > limit and not min_one:
@@ -211,7 +222,7 @@ def _error(index: int, code: int) -> PartData:
     )
 
 
-@serves(ApiKey.FETCH, 0, 16)
+@serves(ApiKey.FETCH, 0, 18)
 def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     if ctx.api_version < 4:
         return _old_format(ctx, req)
@@ -276,7 +287,10 @@ async def _build_loaded(
         try:
             return _build(topics, max_bytes, committed)
         except NeedsRead as e:
-            await e.log.load(e.offset, e.max_bytes)
+            try:
+                await e.log.load(e.offset, e.max_bytes)
+            except LogClosedError:
+                pass  # its partition went meanwhile: the next build answers it as gone
     raise RuntimeError("a fetch kept needing reads")
 
 

@@ -1,11 +1,12 @@
-"""ListOffsets v0-9: earliest, latest, by timestamp, max timestamp (v7+); v0 (still sent by
+"""ListOffsets v0-11: earliest, latest, by timestamp, max timestamp (v7+); v0 (still sent by
 lag monitors) answers its list of offsets with the one offset found. Unlike Kafka's v0, which
 for a timestamp lists segment base offsets before it, a timestamp gets v1's answer (the first
 offset at or after it): kcoord has no segments on every engine, and monitors ask for -1/-2.
 
 Without transactions the last stable offset is the high watermark, so read_committed and
 read_uncommitted answer alike. There is no tiered storage: earliest-local (-4) is the log
-start and latest-tiered (-5) is -1, as Kafka answers with remote storage off.
+start, latest-tiered (-5) and earliest-pending-upload (-6, v11, KIP-1023) are -1, as Kafka
+answers with remote storage off, and v10's TimeoutMs (for remote lookups) waits for nothing.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from broker.security.acls import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from storage.groupcommit import LogClosedError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
 Resp = ListOffsetsResponse
 PartResp = Resp.ListOffsetsPartitionResponse
 
@@ -35,7 +38,7 @@ def _lookup(log, ts: int) -> tuple[int, int]:
     return -1, -1  # LATEST_TIERED: no tiered storage
 
 
-@serves(ApiKey.LIST_OFFSETS, 0, 9)
+@serves(ApiKey.LIST_OFFSETS, 0, 11)
 def handle(
     ctx: RequestContext, req: ListOffsetsRequest
 ) -> ListOffsetsResponse | Awaitable[ListOffsetsResponse]:
@@ -77,7 +80,7 @@ def handle(
             elif p.timestamp >= 0 or p.timestamp == MAX_TIMESTAMP:
                 r = PartResp(partition_index=p.partition_index)
                 parts.append(r)
-                queries.append((r, part.log, p.timestamp, part.leader_epoch))
+                queries.append((r, part, p.timestamp, part.leader_epoch))
                 continue
             elif p.timestamp == LATEST and committed:
                 offset, ts = part.last_stable_offset, -1
@@ -110,10 +113,17 @@ def _old_style(resp: ListOffsetsResponse) -> ListOffsetsResponse:
 async def _answer_queries(
     resp: ListOffsetsResponse, queries: list[tuple[PartResp, Any, int, int]], version: int
 ) -> ListOffsetsResponse:
-    for r, log_, ts, leader_epoch in queries:
-        found = await (
-            log_.max_timestamp() if ts == MAX_TIMESTAMP else log_.offset_for_timestamp(ts)
-        )
+    for r, part, ts, leader_epoch in queries:
+        log_ = part.log
+        try:
+            found = await (
+                log_.max_timestamp() if ts == MAX_TIMESTAMP else log_.offset_for_timestamp(ts)
+            )
+        except LogClosedError:
+            found = None
+        if part.closed:  # deleted while earlier lookups were awaited: nothing of it is read
+            r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
         r.offset, r.timestamp = found if found is not None else (-1, -1)
         r.leader_epoch = leader_epoch if r.offset >= 0 else -1
     return _old_style(resp) if version == 0 else resp
@@ -121,5 +131,5 @@ async def _answer_queries(
 
 def _too_new(ctx: RequestContext, ts: int) -> bool:
     """Special timestamps a request version does not know yet."""
-    need = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}.get(ts, 0)
-    return ctx.api_version < need
+    need = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
+    return ctx.api_version < need.get(ts, 0)

@@ -81,7 +81,7 @@ async def _create_then_answer(
     return _answer(ctx, req, errors)
 
 
-@serves(ApiKey.METADATA, 0, 12)
+@serves(ApiKey.METADATA, 0, 13)
 def handle(
     ctx: RequestContext, req: MetadataRequest
 ) -> MetadataResponse | Awaitable[MetadataResponse]:

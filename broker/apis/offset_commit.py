@@ -1,7 +1,14 @@
 """OffsetCommit: the broker answers partitions of unknown topics itself, as Kafka's request
-handler does, and hands the rest to the group's coordinator shard."""
+handler does, and hands the rest to the group's coordinator shard.
+
+v10 (Kafka 4.2) names topics by id only: the ids are resolved to names here (an unknown id's
+partitions get UNKNOWN_TOPIC_ID), the coordinator keeps offsets by name as before, and the
+reply names each topic by its id again."""
 
 from __future__ import annotations
+
+import inspect
+import uuid
 
 from broker.apis._groups import meta, when_ready
 from broker.context import RequestContext
@@ -11,12 +18,59 @@ from coordinator.offsets import commit_error_response
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
+from protocol.types import ZERO_UUID
 
 Resp = OffsetCommitResponse
 
 
-@serves(ApiKey.OFFSET_COMMIT, 0, 9)
+TOPIC_ID_VERSION = 10
+
+
+@serves(ApiKey.OFFSET_COMMIT, 0, 10)
 def handle(ctx: RequestContext, req: OffsetCommitRequest):
+    if ctx.api_version < TOPIC_ID_VERSION:
+        return _handle(ctx, req)
+    topics = ctx.broker.topics
+    unresolved = []
+    named = []
+    for t in req.topics:
+        topic = topics.by_id(t.topic_id)
+        if topic is None:
+            unresolved.append(t)
+        else:
+            t.name = topic.name
+            named.append(t)
+    req.topics = named
+    ids = {t.name: t.topic_id for t in named}
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return _with_ids(
+            commit_error_response(named, ErrorCode.GROUP_AUTHORIZATION_FAILED), ids, unresolved
+        )
+    got = _handle(ctx, req)
+    if not inspect.isawaitable(got):
+        return _with_ids(got, ids, unresolved)
+
+    async def later() -> OffsetCommitResponse:
+        return _with_ids(await got, ids, unresolved)
+
+    return later()
+
+
+def _with_ids(
+    resp: OffsetCommitResponse,
+    ids: dict[str, uuid.UUID],
+    unresolved: list[OffsetCommitRequest.OffsetCommitRequestTopic],
+) -> OffsetCommitResponse:
+    for t in resp.topics:
+        t.topic_id = ids.get(t.name, ZERO_UUID)
+    errors = commit_error_response(unresolved, ErrorCode.UNKNOWN_TOPIC_ID).topics
+    for u, t in zip(unresolved, errors, strict=True):
+        t.topic_id = u.topic_id
+        resp.topics.append(t)
+    return resp
+
+
+def _handle(ctx: RequestContext, req: OffsetCommitRequest):
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
         return commit_error_response(req.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics = ctx.broker.topics

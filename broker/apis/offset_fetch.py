@@ -1,4 +1,8 @@
-"""OffsetFetch: one group (v0-7) or many (v8+), each read from its own shard."""
+"""OffsetFetch: one group (v0-7) or many (v8+), each read from its own shard.
+
+v10 (Kafka 4.2) names topics by id: the ids asked for are resolved to names (an unknown id's
+partitions answer UNKNOWN_TOPIC_ID), and the reply names each topic by its id; asked for every
+topic, a group's offsets of topics that no longer exist (no id to name them by) are left out."""
 
 from __future__ import annotations
 
@@ -105,7 +109,57 @@ def _group(group_id: str, fetched: Fetched) -> Resp.OffsetFetchResponseGroup:
     return Resp.OffsetFetchResponseGroup(group_id=group_id, topics=topics, error_code=code)
 
 
-@serves(ApiKey.OFFSET_FETCH, 0, 9)
+TOPIC_ID_VERSION = 10
+Unresolved = list[OffsetFetchRequest.OffsetFetchRequestTopics]
+
+
+def _resolve(ctx: RequestContext, group: OffsetFetchRequest.OffsetFetchRequestGroup) -> Unresolved:
+    """v10: the group's topics named by their ids (in place); those with unknown ids, removed."""
+    if group.topics is None:
+        return []
+    registry = ctx.broker.topics
+    known, unknown = [], []
+    for t in group.topics:
+        topic = registry.by_id(t.topic_id)
+        if topic is None:
+            unknown.append(t)
+        else:
+            t.name = topic.name
+            known.append(t)
+    group.topics = known
+    return unknown
+
+
+def _group_by_id(
+    ctx: RequestContext, group_id: str, fetched: Fetched, unknown: Unresolved
+) -> Resp.OffsetFetchResponseGroup:
+    registry = ctx.broker.topics
+    answer = _group(group_id, fetched)
+    topics = []
+    for t in answer.topics:
+        topic = registry.get(t.name)
+        if topic is not None:
+            t.topic_id = topic.topic_id
+            topics.append(t)
+    if answer.error_code == ErrorCode.NONE:
+        P = Resp.OffsetFetchResponsePartitions
+        for u in unknown:
+            parts = [
+                P(
+                    partition_index=p,
+                    committed_offset=-1,
+                    committed_leader_epoch=-1,
+                    metadata="",
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                )
+                for p in u.partition_indexes
+            ]
+            topics.append(Resp.OffsetFetchResponseTopics(topic_id=u.topic_id, partitions=parts))
+    answer.topics = topics
+    return answer
+
+
+@serves(ApiKey.OFFSET_FETCH, 0, 10)
 def handle(
     ctx: RequestContext, req: OffsetFetchRequest
 ) -> OffsetFetchResponse | Awaitable[OffsetFetchResponse]:
@@ -115,6 +169,21 @@ def handle(
         return when_ready([got], lambda fetched: _single(version, fetched[0]))
 
     ids = [g.group_id for g in req.groups]
+    if version >= TOPIC_ID_VERSION:
+        unknown = [_resolve(ctx, g) for g in req.groups]
+        reads = [
+            _fetch(ctx, g.group_id, g.topics, req.require_stable, g.member_id, g.member_epoch)
+            for g in req.groups
+        ]
+        return when_ready(
+            reads,
+            lambda fetched: Resp(
+                groups=[
+                    _group_by_id(ctx, g, f, u)
+                    for g, f, u in zip(ids, fetched, unknown, strict=True)
+                ]
+            ),
+        )
     reads = [
         _fetch(ctx, g.group_id, g.topics, req.require_stable, g.member_id, g.member_epoch)
         for g in req.groups

@@ -1,4 +1,4 @@
-"""Produce v0-11: client record batches appended as they are (v0-2's message sets of magic 0
+"""Produce v0-13: client record batches appended as they are (v0-2's message sets of magic 0
 and 1 first up-converted to one v2 batch, as Kafka 3.x stores them: `protocol/legacy_records.py`).
 
 Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+). Its
@@ -12,6 +12,11 @@ batches go through the partition's producer state (duplicates answered with thei
 offsets). Offsets are assigned while the request is handled, so pipelined requests append in
 order; the reply waits until every batch is durable (acks 1 and -1 alike), and acks=0 gets
 none.
+
+v12 is transactions version 2 (KIP-890 part 2): a transactional batch for a partition not yet
+in its producer's transaction adds the partition to it (the coordinator, or AddPartitionsToTxn
+v5 to the node that coordinates the transactional id) instead of being refused, as Kafka's
+leader does. v13 names topics by id (UNKNOWN_TOPIC_ID for an unknown one).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from protocol.records import (
     RecordError,
     crc32c,
 )
+from storage.groupcommit import FencedError, IndeterminateWriteError
 from storage.log import LogFailedError
 
 Resp = ProduceResponse
@@ -135,6 +141,46 @@ def _produce_code(code: int) -> int:
     return ErrorCode.INVALID_TXN_STATE if code == ErrorCode.INVALID_PRODUCER_ID_MAPPING else code
 
 
+IMPLICIT_ADD_VERSION = 12
+TOPIC_ID_VERSION = 13
+# What a failed implicit add tells the producer (Kafka's leader maps the coordinator's answer
+# so that every client knows it): retriable where the coordinator cannot answer now.
+_ADD_ERRORS = {
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
+
+
+async def _append_added(
+    ctx: RequestContext, tid: str, checked: tuple, part: Partition, r: PartResp
+) -> None:
+    """Transactions version 2: add the partition to the producer's transaction, then append
+    (the reply waits; ``r`` is filled in here)."""
+    txns = ctx.broker.txns
+    assert txns is not None
+    h = checked[1]
+    tp = (part.topic, part.index)
+    if txns.is_local(tid):
+        reply = await txns.add_partitions(
+            tid, h.producer_id, h.producer_epoch, [tp], client_version=2
+        )
+        code = int(reply.error)
+    else:
+        code = await txns.add_remote(tid, h.producer_id, h.producer_epoch, tp)
+    if code != ErrorCode.NONE:
+        r.error_code = int(_ADD_ERRORS.get(ErrorCode(code), code))
+        r.base_offset, r.error_message = -1, _REFUSED_TXN
+        return
+    code, base, wait = part.append(*checked)
+    r.error_code, r.base_offset = code, base if code == ErrorCode.NONE else -1
+    if wait is not None:
+        await wait
+
+
 async def _append_verified(
     ctx: RequestContext, tid: str, checked: tuple, part: Partition, r: PartResp
 ) -> None:
@@ -174,8 +220,50 @@ def _refused(index: int, refusal: Refusal) -> PartResp:
     return r
 
 
-@serves(ApiKey.PRODUCE, 0, 11)
+@serves(ApiKey.PRODUCE, 0, 13)
 def handle(
+    ctx: RequestContext, req: ProduceRequest
+) -> ProduceResponse | Awaitable[ProduceResponse] | None:
+    if ctx.api_version < TOPIC_ID_VERSION:
+        return _handle(ctx, req)
+    registry = ctx.broker.topics
+    unknown = []
+    for t in req.topic_data:
+        topic = registry.by_id(t.topic_id)
+        if topic is None:
+            unknown.append(t)
+        else:
+            t.name = topic.name
+    gone = {id(t) for t in unknown}
+    req.topic_data = [t for t in req.topic_data if id(t) not in gone]
+    ids = {t.name: t.topic_id for t in req.topic_data}
+    missing = [
+        Resp.TopicProduceResponse(
+            topic_id=t.topic_id,
+            partition_responses=[
+                _part(p.index, ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_data
+            ],
+        )
+        for t in unknown
+    ]
+
+    def named(resp: ProduceResponse) -> ProduceResponse:
+        for r in resp.responses:
+            r.topic_id = ids.get(r.name, r.topic_id)
+        resp.responses.extend(missing)
+        return resp
+
+    got = _handle(ctx, req)
+    if got is None or isinstance(got, ProduceResponse):
+        return None if got is None else named(got)
+
+    async def later() -> ProduceResponse:
+        return named(await got)
+
+    return later()
+
+
+def _handle(
     ctx: RequestContext, req: ProduceRequest
 ) -> ProduceResponse | Awaitable[ProduceResponse] | None:
     acks = req.acks
@@ -227,27 +315,32 @@ def handle(
             if header is None or records is None:  # check_batch refuses a null batch too
                 parts.append(_part(p.index, code, msg=msg))
                 continue
-            remote = False
+            remote = add = False
             if (
                 header.attributes & TRANSACTIONAL_MASK
                 and header.producer_id not in part.producers.txns.open
             ):
                 # The first batch of a transaction in this partition is checked against the
-                # coordinator; the rest of it is in the partition's open transaction already.
-                refused = _verify_transactional(ctx, tid, header, t.name, p.index)
-                remote = refused is None
-                if refused is not None and refused != ErrorCode.NONE:
-                    parts.append(_part(p.index, refused, msg=_REFUSED_TXN))
-                    continue
+                # coordinator (v12+: added to the transaction by it); the rest of it is in the
+                # partition's open transaction already.
+                if ctx.api_version >= IMPLICIT_ADD_VERSION and tid is not None and ctx.broker.txns:
+                    add = True
+                else:
+                    refused = _verify_transactional(ctx, tid, header, t.name, p.index)
+                    remote = refused is None
+                    if refused is not None and refused != ErrorCode.NONE:
+                        parts.append(_part(p.index, refused, msg=_REFUSED_TXN))
+                        continue
             checked = validate(records, header, settings, now, ctx.api_version)
             if isinstance(checked, Refusal):
                 parts.append(_refused(p.index, checked))
                 continue
-            if remote:
+            if remote or add:
                 assert tid is not None
                 r = _part(p.index, ErrorCode.NONE, start=part.log.log_start_offset)
                 parts.append(r)
-                append = _append_verified(ctx, tid, checked, part, r)
+                then = _append_added if add else _append_verified
+                append = then(ctx, tid, checked, part, r)
                 deferred.append(append)
                 waits.append((r, part, append))
                 continue
@@ -272,6 +365,22 @@ def handle(
     return _when_durable(resp, waits, req.timeout_ms)
 
 
+def write_error(err: BaseException | None) -> ErrorCode:
+    """The answer for a batch whose write failed. librdkafka takes KAFKA_STORAGE_ERROR and
+    NOT_LEADER_OR_FOLLOWER as "not stored" (an idempotent producer may then reuse the
+    sequence numbers under a new epoch) and REQUEST_TIMED_OUT as "perhaps stored" (it retries
+    with the same ones, which the partition deduplicates): a write whose outcome is unknown
+    must be the latter, or a batch stored after all is stored again (found by the fault
+    harness: PostgreSQL failing over during a COMMIT)."""
+    if isinstance(err, IndeterminateWriteError):
+        return ErrorCode.REQUEST_TIMED_OUT
+    if isinstance(err, FencedError):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if isinstance(err, LogFailedError | OSError):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 async def _when_durable(
     resp: ProduceResponse, waits: list[tuple[PartResp, Partition, Awaitable]], timeout_ms: int
 ) -> ProduceResponse:
@@ -281,12 +390,7 @@ async def _when_durable(
         if fut not in done:
             r.error_code, r.base_offset = ErrorCode.REQUEST_TIMED_OUT, -1
         elif fut.exception() is not None:
-            err = fut.exception()
-            r.error_code = (
-                ErrorCode.KAFKA_STORAGE_ERROR
-                if isinstance(err, LogFailedError | OSError)
-                else ErrorCode.UNKNOWN_SERVER_ERROR
-            )
+            r.error_code = write_error(fut.exception())
             r.base_offset = -1
         else:
             r.log_start_offset = part.log.log_start_offset

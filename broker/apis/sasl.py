@@ -8,8 +8,9 @@ though it then uses v1.
 A SASL listener's connection may send only ApiVersions, SaslHandshake and SaslAuthenticate
 until it is authenticated (the connection enforces it). A failed authentication answers
 SASL_AUTHENTICATION_FAILED with Kafka's generic message (nothing about which part was wrong)
-and closes the connection. PLAIN checks the password against the user's SCRAM credential:
-kcoord keeps one user database, managed with AlterUserScramCredentials / ``kcoord users``.
+and closes the connection connection.failed.authentication.delay.ms later (KIP-306). PLAIN
+checks the password against the user's SCRAM credential: kcoord keeps one user database,
+managed with AlterUserScramCredentials / ``kcoord users``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""ShareAcknowledge 1 (KIP-932): a share group member's acknowledgements, outside a fetch.
+"""ShareAcknowledge 1-2 (KIP-932): a share group member's acknowledgements, outside a fetch.
+v2 (Kafka 4.2, KIP-1222) adds RENEW acknowledgements, flagged by IsRenewAck (a RENEW without it
+is an invalid type), and the group's lock duration in the response.
 
 The member's share session must exist: epoch N is the expected next epoch and moves it on;
 -1 applies the acknowledgements, then closes the session and releases every record the member
@@ -12,7 +14,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from broker.apis._consumer_groups import share_groups_enabled
-from broker.apis._share import Target, ack_ranges, acknowledge, durable, resolve
+from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
@@ -28,7 +30,7 @@ def _error(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeRespo
     return Resp(error_code=code, error_message=message, responses=[], node_endpoints=[])
 
 
-@serves(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
+@serves(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
     if not share_groups_enabled(ctx):
         return _error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled.")
@@ -51,8 +53,9 @@ def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
             target.acks.extend(ack_ranges(p.acknowledgement_batches))
     topics: dict[uuid.UUID, list[ShareAcknowledgeResponse.PartitionData]] = {}
     writes: list[Awaitable[Any]] = []
+    renew = may_renew(ctx, share, req.group_id, req.is_renew_ack)
     for target in named.values():
-        code = acknowledge(share, req.group_id, req.member_id, target, writes)
+        code = acknowledge(share, req.group_id, req.member_id, target, writes, renew=renew)
         topics.setdefault(target.topic_id, []).append(
             Resp.PartitionData(
                 partition_index=target.index,
@@ -66,6 +69,7 @@ def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
     if step.closed:
         share.partitions.release_member(req.group_id, req.member_id)
     resp = Resp(
+        acquisition_lock_timeout_ms=share.partitions.lock_duration_for(req.group_id),
         responses=[
             Resp.ShareAcknowledgeTopicResponse(topic_id=tid, partitions=parts)
             for tid, parts in topics.items()

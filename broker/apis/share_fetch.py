@@ -1,4 +1,4 @@
-"""ShareFetch 1 (KIP-932): acknowledge, then acquire records for a share group's member.
+"""ShareFetch 1-2 (KIP-932): acknowledge, then acquire records for a share group's member.
 
 * The member's share session (broker/share/sessions.py) decides which partitions the request
   fetches: those it names when it opens a session (epoch 0), every partition of the session
@@ -13,6 +13,15 @@
   ranges; the client keeps only the records inside `acquired_records`.
 * With nothing acquired the request waits up to max_wait_ms, woken by an append to one of its
   partitions or by records becoming available again (released, lock expired).
+* v2 (Kafka 4.2): ShareAcquireMode (KIP-1206) is 0 (batch-optimized) or 1 (record limit),
+  another value INVALID_REQUEST. kcoord never acquires more than max_records in either mode:
+  record-limit's strict bound, which batch-optimized allows (Kafka may exceed it there to end
+  on a batch boundary). IsRenewAck (KIP-1222) marks a request carrying RENEW
+  acknowledgements: it only acknowledges (max_wait_ms, min_bytes, max_bytes and max_records
+  must be 0, else INVALID_REQUEST) and acquires nothing, so the renewed locks are not spent
+  waiting for a fetch.
+* A group with share.isolation.level=read_committed acquires new records only below the last
+  stable offset and is not delivered aborted transactions' records (broker/share/isolation.py).
 """
 
 from __future__ import annotations
@@ -25,16 +34,19 @@ from functools import partial
 from typing import Any, TypeVar
 
 from broker.apis._consumer_groups import share_groups_enabled
-from broker.apis._share import Target, ack_ranges, acknowledge, durable, resolve
+from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
 from broker.context import RequestContext
+from broker.dataplane.partition import Partition
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
+from broker.share.isolation import committed_only
 from broker.share.partitions import now_ms
 from broker.share.reads import new_records, read_ranges
 from broker.share.sessions import ShareSessionError
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ShareFetchRequest, ShareFetchResponse
+from storage.groupcommit import LogClosedError
 from storage.partitionlog import NeedsRead
 
 Resp = ShareFetchResponse
@@ -46,12 +58,27 @@ def _error(code: ErrorCode, message: str | None = None) -> ShareFetchResponse:
     return Resp(error_code=code, error_message=message, responses=[], node_endpoints=[])
 
 
-@serves(ApiKey.SHARE_FETCH, 1, 1)
+RECORD_LIMIT_MODES = (0, 1)  # BATCH_OPTIMIZED, RECORD_LIMIT
+
+
+@serves(ApiKey.SHARE_FETCH, 1, 2)
 def handle(ctx: RequestContext, req: ShareFetchRequest):
     if not share_groups_enabled(ctx):
         return _error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled.")
     if not req.group_id or not req.member_id:
         return _error(ErrorCode.INVALID_REQUEST, "group id and member id are required")
+    renew_only = ctx.api_version >= 2 and req.is_renew_ack
+    if ctx.api_version >= 2:
+        if req.share_acquire_mode not in RECORD_LIMIT_MODES:
+            return _error(
+                ErrorCode.INVALID_REQUEST, f"Unknown ShareAcquireMode {req.share_acquire_mode}"
+            )
+        if renew_only and (req.max_wait_ms or req.min_bytes or req.max_bytes or req.max_records):
+            return _error(
+                ErrorCode.INVALID_REQUEST,
+                "A ShareFetch with renew acknowledgements must not fetch: MaxWaitMs, MinBytes,"
+                " MaxBytes and MaxRecords must be 0",
+            )
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     share = ctx.broker.share
@@ -76,13 +103,17 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
         return _error(e.code, str(e))
 
     writes: list[Awaitable[Any]] = []
+    renew = may_renew(ctx, share, group_id, req.is_renew_ack)
     for target in named.values():
-        target.ack_error = acknowledge(share, group_id, member_id, target, writes)
+        target.ack_error = acknowledge(share, group_id, member_id, target, writes, renew=renew)
+    if renew_only and not step.closed:
+        return _acked(writes, _response(ctx, group_id, list(named.values()), {}, full=step.full))
     if step.closed:
         share.partitions.release_member(group_id, member_id)
         return _acked(writes, _response(ctx, group_id, list(named.values()), {}, full=True))
     assert step.session is not None
-    targets = [named.get(tp) or resolve(ctx, tp[0], tp[1]) for tp in step.session.partitions]
+    wanted = dict.fromkeys([*step.session.partitions, *step.session.take_gone()])
+    targets = [named.get(tp) or resolve(ctx, tp[0], tp[1]) for tp in wanted]
     return _fetch(ctx, req, targets, writes, full=step.full)
 
 
@@ -118,8 +149,9 @@ async def _fetch(
         if share.sessions.get(req.group_id or "", req.member_id or "") is not session:
             # Closed or replaced while this request waited: acquire nothing for it.
             return _answer(ctx, req.group_id or "", targets, {}, full, acked)
-        got = await _acquire(ctx, req, targets)
-        if any(got.values()) or req.max_wait_ms <= 0 or loop.time() >= deadline:
+        got, gone = await _acquire(ctx, req, targets)
+        if any(got.values()) or gone or req.max_wait_ms <= 0 or loop.time() >= deadline:
+            # A partition deleted while the request waited is answered at once.
             return _answer(ctx, req.group_id or "", targets, got, full, acked)
         parts = [t.part for t in targets if t.part is not None and t.error == ErrorCode.NONE]
         if not parts:
@@ -156,63 +188,170 @@ def _wake(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-async def _loaded(fn: Callable[[], T]) -> T:
-    """fn(), after loading what a storage engine must read first (PostgreSQL)."""
+class _Gone(Exception):
+    """The partition was closed (its topic deleted) while the fetch awaited a read."""
+
+
+async def _loaded(part: Partition, fn: Callable[[], T]) -> T:
+    """fn(), after loading what a storage engine must read first (PostgreSQL). Raises _Gone
+    once the partition is closed: nothing of a deleted partition is read or acquired."""
     for _ in range(64):
+        if part.closed:
+            raise _Gone
         try:
             return fn()
         except NeedsRead as e:
-            await e.log.load(e.offset, e.max_bytes)
+            try:
+                await e.log.load(e.offset, e.max_bytes)
+            except LogClosedError:
+                raise _Gone from None
+        except LogClosedError:
+            raise _Gone from None
     raise RuntimeError("a share fetch kept needing reads")
 
 
 Acquired = tuple[list[ShareFetchResponse.AcquiredRecords], bytes]
 
 
+def _rotated(targets: list[Target], epoch: int) -> list[Target]:
+    """Kafka 4.2's partition rotation (SharePartitionManager.fetchMessages with
+    PartitionRotateStrategy ROUND_ROBIN): from session epoch 1 on, the partitions are served
+    from position epoch % count, so that max_records does not starve the last ones."""
+    n = len(targets)
+    if n < 2 or epoch < 1 or epoch % n == 0:
+        return targets
+    at = epoch % n
+    return targets[at:] + targets[:at]
+
+
 async def _acquire(
     ctx: RequestContext, req: ShareFetchRequest, targets: list[Target]
-) -> dict[tuple[uuid.UUID, int], Acquired]:
+) -> tuple[dict[tuple[uuid.UUID, int], Acquired], bool]:
+    """Acquire for the member: (what each partition gave, whether a partition turned out
+    deleted since the request resolved it).
+
+    Which partitions give records follows Kafka 4.2's share fetch path. A share-partition is
+    only acquirable once initialised (SharePartition.maybeAcquireFetchLock refuses one whose
+    state is not ACTIVE, while SharePartition.maybeInitialize reads its state from the share
+    coordinator); SharePartitionManager.processShareFetch parks the request in
+    DelayedShareFetch, which completes as soon as any acquirable partition has records
+    (tryComplete -> forceComplete), and each initialisation that finishes re-runs it
+    (initializationFuture.whenComplete -> completeDelayedShareFetchRequest). So the records
+    of share-partitions already initialised are answered at once and the new ones join later
+    fetches; when none of them has records, the first new one (in the rotated order) that
+    has records is answered alone: its initialisation completes the request before the
+    next one's does. librdkafka's 0179 share_consumer_destroy relies on this: two partitions
+    of 50 records each, read by a new member, come as two responses of 50.
+    """
     share = ctx.broker.share
     group_id, member_id = req.group_id or "", req.member_id or ""
-    records_left = req.max_records if req.max_records > 0 else 500
-    bytes_left = min(req.max_bytes, ctx.broker.config.get("fetch.max.bytes"))
+    limits = [req.max_records if req.max_records > 0 else 500]
+    limits.append(min(req.max_bytes, ctx.broker.config.get("fetch.max.bytes")))
     got: dict[tuple[uuid.UUID, int], Acquired] = {}
-    for t in targets:
-        if t.error != ErrorCode.NONE or t.part is None or records_left <= 0 or bytes_left <= 0:
+    gone = False
+    fresh: list[Target] = []
+    for t in _rotated(targets, req.share_session_epoch):
+        if t.part is not None and t.part.closed:
+            _refresh(ctx, t)
+            gone = True
+        if t.error != ErrorCode.NONE or t.part is None:
             continue
-        part = t.part
-        log = part.log
-        key = (group_id, t.topic_id, t.index)
+        if share.partitions.get((group_id, t.topic_id, t.index)) is None:
+            fresh.append(t)
+            continue
+        gone |= await _acquire_one(ctx, t, group_id, member_id, limits, got)
+    initialising = not got
+    for t in fresh:
+        if t.part is not None and t.part.closed:
+            _refresh(ctx, t)
+            gone = True
+        if t.error != ErrorCode.NONE or t.part is None:
+            continue
+        gone |= await _acquire_one(
+            ctx, t, group_id, member_id, limits if initialising else [0, 0], got
+        )
+        if got:
+            initialising = False
+    return got, gone
+
+
+def _refresh(ctx: RequestContext, t: Target) -> None:
+    """A target whose partition was closed: as the request would resolve it now (its topic
+    id is gone after a deletion: UNKNOWN_TOPIC_ID)."""
+    now = resolve(ctx, t.topic_id, t.index)
+    t.part, t.error = now.part, now.error
+    if t.part is not None and t.part.closed:  # closed by a handoff, not a deletion
+        t.part, t.error = None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def _acquire_one(
+    ctx: RequestContext,
+    t: Target,
+    group_id: str,
+    member_id: str,
+    limits: list[int],
+    got: dict[tuple[uuid.UUID, int], Acquired],
+) -> bool:
+    """Make (initialise) t's share-partition and acquire from it within limits ([records,
+    bytes] left over the request, updated); True if the partition went meanwhile."""
+    share = ctx.broker.share
+    part = t.part
+    assert part is not None
+    log = part.log
+    key = (group_id, t.topic_id, t.index)
+    try:
         by_time = None
         duration = share.partitions.new_by_duration_ms(key)
         if duration is not None:  # a new share-partition of a by_duration group
             found = await log.offset_for_timestamp(int(time.time() * 1000) - duration)
             by_time = found[0] if found is not None else None
+        if part.closed:
+            raise _Gone
         sp = share.partitions.get_or_create(key, log.log_start_offset, log.high_watermark, by_time)
         sp.advance_start(log.log_start_offset)
+        records_left, bytes_left = limits
+        if records_left <= 0 or bytes_left <= 0:
+            return False
+        # read_committed: nothing of a transaction still open is handed out.
+        committed = share.partitions.read_committed(group_id)
+        stable = part.last_stable_offset if committed else log.high_watermark
         new = await _loaded(
-            partial(new_records, log, sp.end_offset, log.high_watermark, bytes_left, records_left)
+            part,
+            partial(new_records, log, sp.end_offset, stable, bytes_left, records_left),
         )
+        if part.closed:
+            raise _Gone
         # No await between the bound and the acquisition: the bound is for this end offset.
         bound = max(new.bound, sp.end_offset)
         ranges = sp.acquire(member_id, bound, records_left, now_ms())
         if not ranges:
-            continue
+            return False
         share.partitions.changed(sp)
         share.partitions.persist(key, sp)  # the delivery counts: not waited for
-        data = await _loaded(partial(read_ranges, log, ranges, _CHUNK, new.prefetched))
-        records_left -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
-        bytes_left -= len(data)
-        acquired = [
-            Resp.AcquiredRecords(
-                first_offset=r.first_offset,
-                last_offset=r.last_offset,
-                delivery_count=r.delivery_count,
+        data = await _loaded(part, partial(read_ranges, log, ranges, _CHUNK, new.prefetched))
+        if committed:
+            ranges, data, archived = committed_only(
+                sp, member_id, ranges, data, part.producers.txns
             )
-            for r in ranges
-        ]
-        got[t.topic_id, t.index] = (acquired, data)
-    return got
+            if archived:
+                share.partitions.persist(key, sp)
+                if not ranges:
+                    return False
+    except (_Gone, LogClosedError):
+        _refresh(ctx, t)
+        return True
+    limits[0] -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+    limits[1] -= len(data)
+    acquired = [
+        Resp.AcquiredRecords(
+            first_offset=r.first_offset,
+            last_offset=r.last_offset,
+            delivery_count=r.delivery_count,
+        )
+        for r in ranges
+    ]
+    got[t.topic_id, t.index] = (acquired, data)
+    return False
 
 
 def _response(

@@ -1,10 +1,12 @@
-"""TxnOffsetCommit v0-4: offsets committed inside a producer's transaction (KIP-98, KIP-447).
+"""TxnOffsetCommit v0-5: offsets committed inside a producer's transaction (KIP-98, KIP-447).
 
 The broker checks what Kafka's request handler checks (WRITE on the transactional id, READ on
 the group and on each topic, unknown partitions) and that the group's `__consumer_offsets`
 partition is in the producer's ongoing transaction (AddOffsetsToTxn came first; KIP-890's
 verification), then hands the commit to the group's shard (`coordinator/txn_offsets.py`):
-the offsets stay pending until the transaction's marker.
+the offsets stay pending until the transaction's marker. v5 is transactions version 2
+(KIP-890 part 2): the producer sends no AddOffsetsToTxn, the partition is added to its
+transaction here, as Kafka's group coordinator adds it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ Resp = TxnOffsetCommitResponse
 PRODUCER_FENCED_VERSION = 3
 
 
-@serves(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+IMPLICIT_ADD_VERSION = 5
+
+
+@serves(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 def handle(ctx: RequestContext, req: TxnOffsetCommitRequest):
     b = ctx.broker
     if b.txns is None:
@@ -34,6 +39,8 @@ def handle(ctx: RequestContext, req: TxnOffsetCommitRequest):
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
         return error_response(req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     p = b.groups.partition_of(req.group_id)
+    if ctx.api_version >= IMPLICIT_ADD_VERSION:
+        return _after_add(ctx, req, p)
     verdict = b.txns.verify(
         req.transactional_id, req.producer_id, req.producer_epoch, (OFFSETS_TOPIC, p)
     )
@@ -56,11 +63,29 @@ async def _after_remote_verify(ctx: RequestContext, req: TxnOffsetCommitRequest,
     return await reply if hasattr(reply, "__await__") else reply
 
 
+async def _after_add(ctx: RequestContext, req: TxnOffsetCommitRequest, p: int) -> Resp:
+    """Transactions version 2: the group's partition joins the transaction, then the commit."""
+    txns = ctx.broker.txns
+    assert txns is not None
+    tid, pid, epoch = req.transactional_id, req.producer_id, req.producer_epoch
+    if txns.is_local(tid):
+        reply = await txns.add_partitions(tid, pid, epoch, [(OFFSETS_TOPIC, p)], client_version=2)
+        verdict = int(reply.error)
+    else:
+        verdict = await txns.add_remote(tid, pid, epoch, (OFFSETS_TOPIC, p))
+    if verdict != ErrorCode.NONE:
+        return error_response(req, _refusal(ctx, verdict))
+    reply = _commit(ctx, req)
+    return await reply if hasattr(reply, "__await__") else reply
+
+
 def _refusal(ctx: RequestContext, verdict: int) -> int:
     if verdict == ErrorCode.INVALID_PRODUCER_EPOCH:
         return fenced_for(ErrorCode.PRODUCER_FENCED, ctx.api_version, PRODUCER_FENCED_VERSION)
-    if verdict == ErrorCode.NOT_ENOUGH_REPLICAS:
+    if verdict in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.CONCURRENT_TRANSACTIONS):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE  # TxnOffsetCommit's retriable error
+    if verdict == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+        return ErrorCode.INVALID_TXN_STATE
     return verdict
 
 

@@ -1,7 +1,8 @@
-"""WriteTxnMarkers v0-1: a transaction coordinator on another node of the cluster asks this
+"""WriteTxnMarkers v0-2: a transaction coordinator on another node of the cluster asks this
 node, the partitions' leader (or `__consumer_offsets` coordinator), to write the markers that
 end a transaction. CLUSTER_ACTION on the cluster, as in Kafka. Answered once every marker is
-durable."""
+durable. v2 (KIP-1228) gives each marker its transaction version: a version 2 marker must
+carry an epoch newer than the producer's in the partition."""
 
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ Resp = WriteTxnMarkersResponse
 
 
 def write_marker(
-    ctx: RequestContext, topic: str, index: int, pid: int, epoch: int, commit: bool, coord: int
+    ctx: RequestContext,
+    topic: str,
+    index: int,
+    pid: int,
+    epoch: int,
+    commit: bool,
+    coord: int,
+    version: int = 0,
 ) -> Any:
     """The local write of one marker: an error code, or an awaitable of its durability."""
     b = ctx.broker
@@ -30,7 +38,7 @@ def write_marker(
     part = data.partition(topic, index) if data is not None else None
     if data is None or part is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    error, durable = part.append_marker(pid, epoch, commit, coord, data.now_ms())
+    error, durable = part.append_marker(pid, epoch, commit, coord, data.now_ms(), version)
     return ErrorCode(error) if error != ErrorCode.NONE else durable
 
 
@@ -44,7 +52,7 @@ async def _settle(result: Any) -> int:
     return ErrorCode.NONE
 
 
-@serves(ApiKey.WRITE_TXN_MARKERS, 0, 1)
+@serves(ApiKey.WRITE_TXN_MARKERS, 0, 2)
 async def handle(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     allowed = ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     results = []
@@ -60,6 +68,7 @@ async def handle(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMa
                     m.producer_epoch,
                     m.transaction_result,
                     m.coordinator_epoch,
+                    m.transaction_version if ctx.api_version >= 2 else 0,
                 )
                 if allowed
                 else ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -12,6 +12,7 @@ one in the database, which any node may have changed.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
 from broker.dataplane.catalog import CATALOG_FILE, EngineCatalog
@@ -53,6 +54,7 @@ async def _retire(part: Partition, keep: bool = False) -> None:
         await part.log.close()
     except Exception as e:  # a fenced or failed log: nothing in flight can succeed anyway
         log.debug("closing %s-%d: %s", part.topic, part.index, e)
+    part.retired = True  # what its log did not store by now, it never will
     if not keep:
         part.closed = True
     part.wake()  # long polls answer now; their next fetch is refused or goes elsewhere
@@ -72,7 +74,10 @@ async def refresh(store: TopicStore) -> None:
             continue
         mine = known.get(name)
         if mine is not None and mine.topic_id != rec.topic_id:
-            await _forget(store, name)  # deleted and created again elsewhere
+            # Deleted and created again elsewhere: the old topic's offsets, share state and
+            # share sessions go as for any deletion, and the new one starts clean.
+            await _forget(store, name)
+            _deleted(store, name, mine.topic_id)
             mine = None
         have = len(store.partitions.get(name, ()))
         if mine is None:
@@ -90,14 +95,21 @@ async def refresh(store: TopicStore) -> None:
     gone = [(n, r.topic_id) for n, r in known.items() if not r.internal and n not in fresh.topics]
     for name, topic_id in gone:
         await _forget(store, name)
-        for listener in store.on_topic_deleted:
-            listener(name, 0, topic_id)
+        _deleted(store, name, topic_id)
     store.catalog.producer_id_block_end = max(
         store.catalog.producer_id_block_end, fresh.producer_id_block_end
     )
     if isinstance(store.catalog, EngineCatalog):
         # What this node's next save replaces: the state it has just merged.
         store.catalog.stored = fresh.stored
+
+
+def _deleted(store: TopicStore, name: str, topic_id: uuid.UUID) -> None:
+    for listener in store.on_topic_deleted:
+        try:
+            listener(name, 0, topic_id)
+        except Exception:
+            log.exception("topic deletion listener failed")
 
 
 async def _forget(store: TopicStore, name: str) -> None:

@@ -23,6 +23,7 @@ from protocol.errors import ErrorCode
 from protocol.records import BatchHeader, parse_batch_header
 from protocol.txn_records import marker_batch
 from storage.durability import Durability
+from storage.groupcommit import IndeterminateWriteError
 from storage.log import AppendResult, Log, LogFailedError
 from storage.partitionlog import TopicLog
 
@@ -64,6 +65,8 @@ class Partition:
         self.bytes_since_check = 0
         self.on_grown: Callable[[Partition], None] | None = None
         self._failed = False
+        self._failure: BaseException | None = None
+        self.retired = False  # its log closed (given up or replaced): nothing more is stored
         self._snapshot_changes = producers.changes  # the state as of the last snapshot
 
     @classmethod
@@ -167,17 +170,28 @@ class Partition:
         return ErrorCode.NONE, base, fut
 
     def append_marker(
-        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: int = 0,
     ) -> tuple[int, Awaitable | None]:
         """Write the marker ending ``producer_id``'s transaction here: (error code, awaitable
         that completes when it is durable). A marker under an epoch older than the producer's
-        here is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does."""
+        here is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does; under transactions
+        version 2 (KIP-1228) also one under the producer's epoch here: a version 2 marker
+        always carries the bumped epoch, so an equal one is a duplicate, or late, and must not
+        end the transaction the producer has begun since under that epoch."""
         if self.closed:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         if not self.leading:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         entry = self.producers.entries.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is not None and (
+            epoch < entry.epoch or (transaction_version >= 2 and epoch == entry.epoch)
+        ):
             return ErrorCode.INVALID_PRODUCER_EPOCH, None
         batch = marker_batch(producer_id, epoch, commit, coordinator_epoch, now_ms)
         base = self.log.log_end_offset
@@ -199,6 +213,7 @@ class Partition:
     def _appended(self, fut: asyncio.Future[AppendResult]) -> None:
         if not fut.cancelled() and fut.exception() is not None and not self._failed:
             self._failed = True
+            self._failure = fut.exception()
             log.error("%s-%d: append failed: %s", self.topic, self.index, fut.exception())
         self.wake()
         if self.bytes_since_check >= self.settings.segment_bytes and self.on_grown is not None:
@@ -207,14 +222,29 @@ class Partition:
 
     def until_durable(self, end_offset: int) -> Awaitable | None:
         """None if every offset below ``end_offset`` is durable, else an awaitable that
-        completes when they are (a retried batch whose first append is still in flight)."""
+        completes when they are (a retried batch whose first append is still in flight), or
+        fails (LogFailedError) once they never will: the append failed, or the partition was
+        closed or given up meanwhile."""
         if self.log.high_watermark >= end_offset:
             return None
         return self._wait_durable(end_offset)
 
     async def _wait_durable(self, end_offset: int) -> None:
+        # Found by the fault harness: a producer's retry of a batch still in flight waited here
+        # and was acknowledged when the partition closed (its lease lost, its write fenced),
+        # though the batch was never stored; the next producer's batch took its offset.
         loop = asyncio.get_running_loop()
-        while self.log.high_watermark < end_offset and not self.closed:
+        while self.log.high_watermark < end_offset:
+            if self._failed and not isinstance(self._failure, IndeterminateWriteError):
+                raise LogFailedError(
+                    f"{self.topic}-{self.index}: offsets below {end_offset} were not stored"
+                )
+            if self._failed or self.closed or self.retired:
+                # Perhaps stored, perhaps not: the producer retries with the same sequence
+                # numbers, which the partition's next leader deduplicates.
+                raise IndeterminateWriteError(
+                    f"{self.topic}-{self.index}: offsets below {end_offset} not known stored"
+                )
             waiter = loop.create_future()
             self.waiters.add(waiter)
             try:

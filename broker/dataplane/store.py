@@ -101,6 +101,9 @@ class TopicStore:
         self.cluster = cluster
         # A storage engine holding the partitions and the catalog (PgStore), or None: files.
         self.engine = engine
+        # Cluster mode: LeaseKeeper.valid; while it is false (this node's leases may have
+        # expired, as after a long pause) no partition is served as its leader.
+        self.lease_valid: Callable[[str, int], bool] | None = None
         self.config = config
         self.catalog = catalog
         self.registry = TopicRegistry()
@@ -270,6 +273,12 @@ class TopicStore:
         return opened
 
     # -- lookups --------------------------------------------------------------------------
+
+    def leads(self, part: Partition) -> bool:
+        """Whether ``part`` is served here now as its leader."""
+        return part.leading and (
+            self.lease_valid is None or self.lease_valid(part.topic, part.index)
+        )
 
     def partition(self, topic: str, index: int) -> Partition | None:
         parts = self.partitions.get(topic)

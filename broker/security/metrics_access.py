@@ -3,7 +3,8 @@
 client certificates only when ``listener.name.metrics.ssl.client.auth`` asks for them), with
 HTTP Basic credentials of a kcoord user (``kcoord.metrics.authentication=basic``: the user's
 SCRAM password, checked as SASL/PLAIN checks it), and, with an authorizer, only for principals
-allowed DESCRIBE on the cluster.
+allowed DESCRIBE on the cluster. The console and the lag APIs on the same listener authenticate
+callers the same way and show them the groups they may DESCRIBE (``broker/web/``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import base64
 import binascii
 import logging
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +43,19 @@ class MetricsAccess:
         self.mapping_rules = mapping_rules
 
     def check(
-        self, headers: dict[str, str], ssl_object: ssl.SSLObject | None, host: str
+        self, headers: Mapping[str, str], ssl_object: ssl.SSLObject | None, host: str
     ) -> Refusal | None:
         """None if the scrape may proceed, else the refusal to answer."""
+        who = self.authenticate(headers, ssl_object)
+        if isinstance(who, Refusal):
+            return who
+        return self.authorize_scrape(who, host)
+
+    def authenticate(
+        self, headers: Mapping[str, str], ssl_object: ssl.SSLObject | None
+    ) -> str | Refusal:
+        """The caller's principal (its client certificate's, or its Basic credentials' user
+        when they are asked for), or the refusal to answer."""
         principal = ANONYMOUS
         if ssl_object is not None:
             principal = principal_of(ssl_object, self.mapping_rules)
@@ -52,6 +64,10 @@ class MetricsAccess:
             if user is None:
                 return UNAUTHORIZED
             principal = "User:" + user
+        return principal
+
+    def authorize_scrape(self, principal: str, host: str) -> Refusal | None:
+        """A scrape needs DESCRIBE on the cluster under an authorizer."""
         auth = self.state.authorizer
         if auth is not None and not auth.authorize(
             principal, host, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME

@@ -4,16 +4,23 @@ IncrementalAlterConfigs): the share-group settings a group may override.
 Served: `share.auto.offset.reset` (`earliest`, `latest` or `by_duration:<ISO-8601 duration>`,
 as Kafka 4.x accepts; where a new share-partition of the group starts),
 `share.record.lock.duration.ms` (the group's acquisition lock; between 1000 and 3600000 as the
-broker's group.share.record.lock.duration.ms), and the session timeouts and heartbeat
+broker's group.share.record.lock.duration.ms), Kafka 4.3's KIP-1240 configs
+`share.delivery.count.limit` and `share.partition.max.record.locks` (within the broker's
+`group.share.min/max.delivery.count.limit` and `group.share.min/max.partition.max.record.locks`
+when set, and capped to them when used, as Kafka's GroupConfig.evaluate does, should the bounds
+have changed since), `share.renew.acknowledge.enable` (KIP-1222's RENEW allowed; true by
+default), `share.isolation.level` (`read_uncommitted` by default, or `read_committed`: the group
+is delivered committed transactional records only), the session timeouts and heartbeat
 intervals of consumer, share and streams groups (`consumer.session.timeout.ms`,
 `consumer.heartbeat.interval.ms`, `share.*`, `streams.*`; within the broker's
 `group.<kind>.min/max...` bounds, as Kafka checks them), and a streams group's
 `streams.num.standby.replicas`, `streams.initial.rebalance.delay.ms` and
 `streams.assignment.interval.ms`. The group
 coordinator reads those through `coordinator.config.GroupConfig.per_group`, which is this
-module's live table. Without an override a group follows the broker setting, which
-DescribeConfigs reports as the default. Kafka's other group configs (isolation level, the
-streams assignor offload) are refused as unsupported rather than stored without effect.
+module's live table. Without an override a group follows the broker setting (or Kafka's
+default where there is none), which DescribeConfigs reports as the default. Kafka's other
+group configs (the streams assignor offload) are refused as unsupported rather than stored
+without effect.
 
 A group's configs exist whether or not the group does (as in Kafka, they may be set before it
 is first used) and are kept in a `KeyValueLog` of their own (one JSON object per group), so
@@ -37,6 +44,21 @@ DIRECTORY = "kcoord-group-configs"
 
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 RECORD_LOCK = "share.record.lock.duration.ms"
+DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+MAX_RECORD_LOCKS = "share.partition.max.record.locks"
+RENEW_ENABLE = "share.renew.acknowledge.enable"
+ISOLATION_LEVEL = "share.isolation.level"
+# The broker settings bounding a group's value: name -> (lower, upper).
+BOUNDS = {
+    DELIVERY_COUNT_LIMIT: (
+        "group.share.min.delivery.count.limit",
+        "group.share.max.delivery.count.limit",
+    ),
+    MAX_RECORD_LOCKS: (
+        "group.share.min.partition.max.record.locks",
+        "group.share.max.partition.max.record.locks",
+    ),
+}
 
 # Java's Duration.parse: PnDTnHnMn.nS, each part optional, a sign on the whole or on a part.
 _DURATION = re.compile(
@@ -72,7 +94,7 @@ def reset_duration_ms(value: str) -> int | None:
     return parse_duration_ms(rest.strip())
 
 
-def _auto_offset_reset(value: str, config: Any = None) -> str:
+def check_auto_offset_reset(value: str, config: Any = None) -> str:
     v = value.strip()
     if v.lower() in ("earliest", "latest"):
         return v.lower()
@@ -144,16 +166,30 @@ def _lock_duration(value: str, config: Any = None) -> str:
     return str(n)
 
 
+def _one_of(name: str, *allowed: str) -> Callable[[str, Any], str]:
+    def check(value: str, config: Any = None) -> str:
+        v = value.strip().lower()
+        if v not in allowed:
+            raise InvalidGroupConfig(
+                f"Invalid value {value} for configuration {name}: String must be one of:"
+                f" {', '.join(allowed)}"
+            )
+        return v
+
+    return check
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfigDef:
     name: str
     type: int  # DescribeConfigs' ConfigType: 2 STRING... see describe_configs
-    broker_setting: str  # the broker setting giving the default
+    broker_setting: str | None  # the broker setting giving the default (None: `default`)
     check: Callable[[str, Any], str]  # (value, broker config): as stored, or InvalidGroupConfig
     doc: str
+    default: str | None = None  # Kafka's GroupConfig default where no broker setting gives one
 
 
-TYPE_INT, TYPE_STRING = 3, 2
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT = 1, 2, 3
 DEFS: dict[str, GroupConfigDef] = {
     d.name: d
     for d in (
@@ -161,7 +197,7 @@ DEFS: dict[str, GroupConfigDef] = {
             AUTO_OFFSET_RESET,
             TYPE_STRING,
             "share.auto.offset.reset",
-            _auto_offset_reset,
+            check_auto_offset_reset,
             "The strategy to initialize the share-partition start offset: earliest, latest or"
             " by_duration:<PnDTnHnMn.nS>.",
         ),
@@ -171,6 +207,37 @@ DEFS: dict[str, GroupConfigDef] = {
             "group.share.record.lock.duration.ms",
             _lock_duration,
             "The record acquisition lock duration in milliseconds for share groups.",
+        ),
+        GroupConfigDef(
+            DELIVERY_COUNT_LIMIT,
+            TYPE_INT,
+            "group.share.delivery.count.limit",
+            _bounded(DELIVERY_COUNT_LIMIT, *BOUNDS[DELIVERY_COUNT_LIMIT]),
+            "Deliveries of a record before the share group archives it.",
+        ),
+        GroupConfigDef(
+            MAX_RECORD_LOCKS,
+            TYPE_INT,
+            "group.share.partition.max.record.locks",
+            _bounded(MAX_RECORD_LOCKS, *BOUNDS[MAX_RECORD_LOCKS]),
+            "Most records of one share-partition in flight for the share group.",
+        ),
+        GroupConfigDef(
+            ISOLATION_LEVEL,
+            TYPE_STRING,
+            None,
+            _one_of(ISOLATION_LEVEL, "read_committed", "read_uncommitted"),
+            "read_committed: only committed transactional records are delivered;"
+            " read_uncommitted: every record.",
+            default="read_uncommitted",
+        ),
+        GroupConfigDef(
+            RENEW_ENABLE,
+            TYPE_BOOLEAN,
+            None,
+            _one_of(RENEW_ENABLE, "true", "false"),
+            "Whether the share group's members may renew acquisition locks (RENEW).",
+            default="true",
         ),
         *(
             GroupConfigDef(
@@ -213,8 +280,6 @@ DEFS: dict[str, GroupConfigDef] = {
 # Kafka's group configs kcoord does not apply: refused by name rather than called unknown.
 UNSUPPORTED = frozenset(
     {
-        "share.isolation.level",
-        "share.delivery.count.limit",
         "streams.assignor.offload.enable",
     }
 )
@@ -277,6 +342,12 @@ class GroupConfigs:
         v = self.value_of(group_id, name)
         return None if v is None else int(v)
 
+    def bounded_int_of(self, group_id: str, name: str, bounds: tuple[int, int]) -> int | None:
+        """The group's value of a bounded int config, capped to the broker's bounds as they
+        are now (KIP-1240: a value set under wider bounds is used within the new ones)."""
+        v = self.int_of(group_id, name)
+        return None if v is None else min(max(v, bounds[0]), bounds[1])
+
     async def alter(self, group_id: str, overrides: dict[str, str]) -> None:
         """Replace the group's overrides (validated by `validate`); durable on return."""
         value = json.dumps(overrides, sort_keys=True).encode() if overrides else None
@@ -298,6 +369,8 @@ def describe(config: Any, overrides: dict[str, str]) -> list[tuple[GroupConfigDe
     for d in DEFS.values():
         if d.name in overrides:
             out.append((d, overrides[d.name], True))
+        elif d.broker_setting is None:
+            out.append((d, d.default or "", False))
         else:
             out.append((d, str(config.get(d.broker_setting)), False))
     return out

@@ -40,6 +40,9 @@ class ShareSettings:
     auto_offset_reset: str = "latest"  # share.auto.offset.reset
     # share.coordinator.snapshot.update.records.per.snapshot
     updates_per_snapshot: int = 500
+    # group.share.min/max.delivery.count.limit and .partition.max.record.locks (KIP-1240)
+    delivery_count_bounds: tuple[int, int] = (2, 10)
+    record_locks_bounds: tuple[int, int] = (100, 4000)
 
     @classmethod
     def from_config(cls, cfg) -> ShareSettings:
@@ -51,6 +54,14 @@ class ShareSettings:
             ),
             cfg.get("share.auto.offset.reset"),
             cfg.get("share.coordinator.snapshot.update.records.per.snapshot"),
+            (
+                cfg.get("group.share.min.delivery.count.limit"),
+                cfg.get("group.share.max.delivery.count.limit"),
+            ),
+            (
+                cfg.get("group.share.min.partition.max.record.locks"),
+                cfg.get("group.share.max.partition.max.record.locks"),
+            ),
         )
 
 
@@ -68,9 +79,10 @@ class SharePartitions:
         self.state_log: ShareStateLog | None = None  # persistence, when the broker has it
         self._updates: dict[Key, int] = {}  # updates written since the key's last snapshot
         self.group_configs: GroupConfigs | None = None  # per-group overrides, when opened
-        # The configs of groups with their own lock duration, by duration: config_for runs on
-        # every ShareFetch, and this spares it a new config object each time.
-        self._configs: dict[int, SharePartitionConfig] = {}
+        # The configs of groups with settings of their own, by (lock duration, delivery count
+        # limit, record locks): config_for runs on every ShareFetch, and this spares it a new
+        # config object each time.
+        self._configs: dict[tuple[int, int, int], SharePartitionConfig] = {}
 
     @property
     def lock_duration_ms(self) -> int:
@@ -82,14 +94,52 @@ class SharePartitions:
         return self.lock_duration_ms if own is None else own
 
     def config_for(self, group_id: str) -> SharePartitionConfig:
-        duration = self.lock_duration_for(group_id)
+        """The broker's share-partition settings with the group's own (share.record.lock.
+        duration.ms, share.delivery.count.limit, share.partition.max.record.locks), the last two
+        capped to the broker's bounds as they are now (KIP-1240)."""
         cfg = self.settings.partition
-        if duration == cfg.record_lock_duration_ms:
+        configs = self.group_configs
+        if configs is None or group_id not in configs.table:
             return cfg
-        own = self._configs.get(duration)
+        from broker.share.group_configs import DELIVERY_COUNT_LIMIT, MAX_RECORD_LOCKS
+
+        settings = self.settings
+        limit = configs.bounded_int_of(
+            group_id, DELIVERY_COUNT_LIMIT, settings.delivery_count_bounds
+        )
+        locks = configs.bounded_int_of(group_id, MAX_RECORD_LOCKS, settings.record_locks_bounds)
+        key = (
+            self.lock_duration_for(group_id),
+            cfg.delivery_count_limit if limit is None else limit,
+            cfg.max_in_flight_records if locks is None else locks,
+        )
+        if key == (
+            cfg.record_lock_duration_ms,
+            cfg.delivery_count_limit,
+            cfg.max_in_flight_records,
+        ):
+            return cfg
+        own = self._configs.get(key)
         if own is None:
-            own = self._configs[duration] = replace(cfg, record_lock_duration_ms=duration)
+            own = self._configs[key] = replace(
+                cfg,
+                record_lock_duration_ms=key[0],
+                delivery_count_limit=key[1],
+                max_in_flight_records=key[2],
+            )
         return own
+
+    def renew_enabled(self, group_id: str) -> bool:
+        """share.renew.acknowledge.enable of the group (true unless it says otherwise)."""
+        configs = self.group_configs
+        own = configs.value_of(group_id, "share.renew.acknowledge.enable") if configs else None
+        return own != "false"
+
+    def read_committed(self, group_id: str) -> bool:
+        """share.isolation.level of the group is read_committed."""
+        configs = self.group_configs
+        own = configs.value_of(group_id, "share.isolation.level") if configs else None
+        return own == "read_committed"
 
     def auto_offset_reset(self, group_id: str) -> str:
         """share.auto.offset.reset of the group, else the broker's."""

@@ -67,7 +67,10 @@ class ShareRuntime:
             self.member_gone(event.group_id, event.member_id)
 
     def on_topic_deleted(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
+        """Its share-partitions (state, acquired records, locks) and its partitions in the
+        share sessions go; a topic created again under the name starts clean (a new id)."""
         self.partitions.drop_topic(topic_id)
+        self.sessions.drop_topic(topic_id)
         if self.engine is not None:
             # The topic's own share state logs go with it (any node may do this: it is
             # idempotent, and a late write of a former leader then fails as fenced).

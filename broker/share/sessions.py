@@ -41,6 +41,9 @@ class ShareSession:
     epoch: int  # the epoch the next request must carry
     # The session's partitions, in the order they were added (dict: ordered set).
     partitions: dict[TopicPartition, None] = field(default_factory=dict)
+    # Partitions of deleted topics, dropped from the session: the next ShareFetch answers
+    # each once (UNKNOWN_TOPIC_ID), so that the client learns of it.
+    gone: dict[TopicPartition, None] = field(default_factory=dict)
 
     def add(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
@@ -49,6 +52,16 @@ class ShareSession:
     def forget(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
             self.partitions.pop(tp, None)
+            self.gone.pop(tp, None)
+
+    def drop_topic(self, topic_id: uuid.UUID) -> None:
+        for tp in [tp for tp in self.partitions if tp[0] == topic_id]:
+            del self.partitions[tp]
+            self.gone[tp] = None
+
+    def take_gone(self) -> list[TopicPartition]:
+        gone, self.gone = list(self.gone), {}
+        return gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +99,12 @@ class ShareSessionCache:
 
     def of_group(self, group_id: str) -> list[ShareSession]:
         return [s for (g, _), s in self._sessions.items() if g == group_id]
+
+    def drop_topic(self, topic_id: uuid.UUID) -> None:
+        """A topic was deleted: its partitions leave every session (a topic created again
+        under its name has another id, so nothing of the old one is served for it)."""
+        for session in self._sessions.values():
+            session.drop_topic(topic_id)
 
     def remove(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.pop((group_id, member_id), None)

@@ -11,6 +11,10 @@ offset never acquired). Every offset in it is in one state:
         ^                     |     --REJECT/GAP--> ARCHIVED
         +--RELEASE, lock expiry, member gone--+   (ARCHIVED instead once delivered `limit` times)
 
+RENEW (KIP-1222, ShareFetch/ShareAcknowledge v2) leaves an ACQUIRED record where it is and
+restarts its acquisition lock: the member keeps it for another lock duration, with the same
+delivery count, and nothing is persisted (locks never are).
+
 The window is kept as runs of consecutive offsets sharing state, delivery count, owner and
 lock deadline: a fetch of 500 records acknowledged at once stays one run, and a run is split
 only where its records diverge (a partial acknowledgement, a redelivery cut by max_records).
@@ -63,9 +67,13 @@ class AckType(IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222: keep the record acquired, its lock restarted
 
 
-_ACK_TYPES = frozenset(int(t) for t in AckType)
+# The types that finish a delivery (v1's; the metrics count acknowledgements of each).
+FINISHING = (AckType.GAP, AckType.ACCEPT, AckType.RELEASE, AckType.REJECT)
+_ACK_TYPES = frozenset(int(t) for t in FINISHING)
+_WITH_RENEW = _ACK_TYPES | {int(AckType.RENEW)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +166,7 @@ class PartitionStats:
     acknowledged_total: tuple[int, int, int, int] = (0, 0, 0, 0)
     lock_expiries_total: int = 0  # acquired records whose lock ran out since load
     archived_at_limit_total: int = 0  # records archived having had all their deliveries
+    renewals_total: int = 0  # acquired records whose lock a RENEW restarted since load
 
 
 @dataclass(slots=True)
@@ -194,9 +203,10 @@ class _Counters:
     archived: int = 0
     redelivered: int = 0
     acquired: int = 0
-    acknowledged: list[int] = field(default_factory=lambda: [0] * len(AckType))
+    acknowledged: list[int] = field(default_factory=lambda: [0] * len(FINISHING))
     expired: int = 0
     archived_at_limit: int = 0
+    renewed: int = 0
 
 
 class SharePartition:
@@ -296,6 +306,7 @@ class SharePartition:
             acknowledged_total=tuple(self._counters.acknowledged),  # type: ignore[arg-type]
             lock_expiries_total=self._counters.expired,
             archived_at_limit_total=self._counters.archived_at_limit,
+            renewals_total=self._counters.renewed,
         )
 
     # ---- acquiring
@@ -358,7 +369,9 @@ class SharePartition:
 
     # ---- acknowledging
 
-    def acknowledge(self, member_id: str, ranges: Sequence[AckRange]) -> AckResult:
+    def acknowledge(
+        self, member_id: str, ranges: Sequence[AckRange], now: int | None = None
+    ) -> AckResult:
         """Apply a member's acknowledgements, all or none (Kafka rolls back the partition's
         acknowledgements when one batch fails).
 
@@ -367,11 +380,14 @@ class SharePartition:
         range or one reaching past end_offset is INVALID_REQUEST. Offsets below the start
         offset are skipped: they were deleted from the log, as Kafka skips them.
         ACCEPT acknowledges, REJECT and GAP archive, RELEASE makes the records AVAILABLE again
-        at once (ARCHIVED once delivered delivery_count_limit times)."""
+        at once (ARCHIVED once delivered delivery_count_limit times). RENEW is allowed only
+        with `now` (the caller checked that the request may renew): the records stay
+        ACQUIRED by the member until now + the lock duration."""
+        allowed = _ACK_TYPES if now is None else _WITH_RENEW
         errors: list[ErrorCode] = []
         claimed: list[tuple[int, int]] = []
         for r in ranges:
-            error = self._check_ack(member_id, r, claimed)
+            error = self._check_ack(member_id, r, claimed, allowed)
             errors.append(error)
         if any(e != ErrorCode.NONE for e in errors):
             return AckResult(tuple(errors), applied=False)
@@ -380,16 +396,47 @@ class SharePartition:
             if lo > r.last_offset:
                 continue  # all below the start offset
             for first, last, ack in _runs_of_types(r, lo):
+                if ack == AckType.RENEW:
+                    assert now is not None
+                    self._renew(first, last, now + self.config.record_lock_duration_ms)
+                    continue
                 self._counters.acknowledged[ack] += last - first + 1
                 self._finish(first, last, AckType(ack))
         self._normalize()
         return AckResult(tuple(errors), applied=True)
 
-    def _check_ack(self, member_id: str, r: AckRange, claimed: list[tuple[int, int]]) -> ErrorCode:
+    def _renew(self, first: int, last: int, deadline: int) -> None:
+        for run in self._cut(first, last):
+            run.deadline = deadline
+            self._counters.renewed += run.size
+
+    def archive_acquired(self, member_id: str, first: int, last: int) -> int:
+        """Archive the records of first..last that member_id holds, as a delivery that never
+        reached it: records of aborted transactions, which a share group reading committed
+        records acquired in whole batches but must not deliver (Kafka's share-partition
+        archives them likewise). Returns how many records were archived."""
+        archived = 0
+        for run in list(self._overlapping(max(first, self._start), min(last, self._end - 1))):
+            if run.state != RecordState.ACQUIRED or run.member != member_id:
+                continue
+            lo, hi = max(run.first, first), min(run.last, last)
+            for part in self._cut(lo, hi):
+                archived += part.size
+                self._set(part, RecordState.ARCHIVED, counted=False)
+        self._normalize()
+        return archived
+
+    def _check_ack(
+        self,
+        member_id: str,
+        r: AckRange,
+        claimed: list[tuple[int, int]],
+        allowed: frozenset[int] = _ACK_TYPES,
+    ) -> ErrorCode:
         size = r.last_offset - r.first_offset + 1
         if r.first_offset < 0 or size < 1 or len(r.types) not in (1, size):
             return ErrorCode.INVALID_REQUEST
-        if any(t not in _ACK_TYPES for t in r.types):
+        if any(t not in allowed for t in r.types):
             return ErrorCode.INVALID_REQUEST
         lo = max(r.first_offset, self._start)
         if lo > r.last_offset:

@@ -1,6 +1,8 @@
 """The transaction coordinator's decisions, pure: Kafka's TransactionCoordinator rules for one
-`__transaction_state` partition (transactions version 1: partitions added by
-AddPartitionsToTxn / AddOffsetsToTxn).
+`__transaction_state` partition. Transactions version 1: partitions added by
+AddPartitionsToTxn / AddOffsetsToTxn; version 2 (KIP-890 part 2): partitions added implicitly
+by the broker (Produce v12+, TxnOffsetCommit v5, `client_version=2`) and every EndTxn v5
+bumping the epoch (`coordinator/txn/epoch_bump.py`).
 
 Every call takes `now` and returns what to do: a `Reply` to send at once, or a `Write` of the
 transactional id's next state. The runtime marks the id pending while the record is written
@@ -19,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from coordinator.txn import epoch_bump
 from coordinator.txn.metadata import (
     COMPLETED,
+    MAX_EPOCH,
     NO_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
@@ -35,6 +39,9 @@ from protocol.errors import ErrorCode
 class TxnConfig:
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
+    # The finalized transaction.version: what the coordinator's own aborts (a new
+    # incarnation's fencing, a timeout) follow, as Kafka uses the server's level for them.
+    transaction_version: int = 1
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,10 @@ class TxnCoordinator:
         epoch: int,
         partitions: Iterable[TopicPartition],
         now: int,
+        client_version: int = 0,
     ) -> Outcome:
+        """AddPartitionsToTxn / AddOffsetsToTxn (``client_version`` 0), or the implicit add of
+        a transactions version 2 producer's first write to a partition (2)."""
         error, meta = self._check_producer(transactional_id, producer_id, epoch)
         if meta is None:
             return Reply(error)
@@ -197,6 +207,7 @@ class TxnCoordinator:
             partitions=meta.partitions | wanted,
             start_ms=start,
             update_ms=now,
+            client_version=client_version,
         )
         return Write(transactional_id, target, Reply())
 
@@ -221,8 +232,19 @@ class TxnCoordinator:
     # -- ending -------------------------------------------------------------------------
 
     def end_txn(
-        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now: int
-    ) -> Outcome:
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        now: int,
+        client_version: int = 0,
+        fresh_pid: int | None = None,
+    ) -> Outcome | NeedProducerId:
+        """EndTxn; ``client_version`` 2 (EndTxn v5) ends it with an epoch bump, and at an
+        exhausted epoch needs a fresh producer id (NEED_PRODUCER_ID)."""
+        if client_version >= epoch_bump.VERSION_2:
+            return self._end_txn_v2(transactional_id, producer_id, epoch, commit, now, fresh_pid)
         meta = self.txns.get(transactional_id)
         if meta is None or meta.state == TxnState.DEAD or meta.producer_id != producer_id:
             return Reply(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -245,6 +267,38 @@ class TxnCoordinator:
             return Reply(ErrorCode.CONCURRENT_TRANSACTIONS)
         return Reply(ErrorCode.INVALID_TXN_STATE)
 
+    def _end_txn_v2(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        now: int,
+        fresh_pid: int | None,
+    ) -> Outcome | NeedProducerId:
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD:
+            return Reply(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        error, state, empty = epoch_bump.decide(meta, producer_id, epoch, commit)
+        if error != ErrorCode.NONE:
+            return Reply(error)
+        if state is None:  # a retry of the EndTxn that ended it: the epoch it gave out
+            return Reply(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
+        next_pid = NO_PRODUCER_ID
+        if meta.epoch_exhausted():
+            if fresh_pid is None:
+                return NEED_PRODUCER_ID
+            next_pid = fresh_pid
+        target = epoch_bump.prepare(meta, state, now, empty, next_pid)
+        pid, bumped = epoch_bump.client_view(target)
+        return Write(
+            transactional_id,
+            target,
+            Reply(producer_id=pid, producer_epoch=bumped),
+            markers=True,
+            reply_when_complete=True,
+        )
+
     def complete(self, transactional_id: str, now: int) -> Write | None:
         """The markers of a prepared transaction are written: its completing record."""
         meta = self.txns.get(transactional_id)
@@ -255,17 +309,23 @@ class TxnCoordinator:
             if meta.state == TxnState.PREPARE_COMMIT
             else TxnState.COMPLETE_ABORT
         )
+        if meta.client_version >= epoch_bump.VERSION_2:
+            return Write(transactional_id, epoch_bump.completed(meta, state, now))
         return Write(transactional_id, meta.but(state=state, partitions=frozenset(), update_ms=now))
 
     def _abort_fenced(self, meta: TxnMetadata, now: int, reply: Reply | None) -> Write:
-        """Abort ``meta``'s ongoing transaction under a bumped epoch, fencing its producer."""
-        bumped = meta.producer_epoch + 1 if meta.producer_epoch < 32767 else meta.producer_epoch
+        """Abort ``meta``'s ongoing transaction under a bumped epoch, fencing its producer.
+        Under transactions version 2 (the server's level, as Kafka's own aborts use) the
+        abort bumps once more, as any version 2 EndTxn does: the markers carry epoch + 2."""
+        bumped = min(meta.producer_epoch + 1, MAX_EPOCH)
         target = meta.but(
             producer_epoch=bumped,
             last_epoch=meta.producer_epoch,
             state=TxnState.PREPARE_ABORT,
             update_ms=now,
         )
+        if self.config.transaction_version >= epoch_bump.VERSION_2:
+            target = epoch_bump.prepare(target, TxnState.PREPARE_ABORT, now, empty=False)
         return Write(meta.transactional_id, target, reply, markers=True)
 
     # -- time ---------------------------------------------------------------------------

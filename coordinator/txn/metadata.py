@@ -2,7 +2,10 @@
 
 The persisted fields are exactly those of a `__transaction_state` record (TransactionLogValue);
 `pending` is transient: the state a write in flight will move to (requests meanwhile get
-CONCURRENT_TRANSACTIONS, as in Kafka).
+CONCURRENT_TRANSACTIONS, as in Kafka). `client_version` is the transaction version the
+producer's requests use (2: KIP-890 part 2, whose EndTxn bumps the epoch), and
+`next_producer_id` the producer id a version 2 transaction ending at an exhausted epoch moves
+to once it completes; both are in the record's tagged fields (TransactionLogValue v1).
 """
 
 from __future__ import annotations
@@ -11,7 +14,12 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any
 
-from protocol.txn_records import PartitionsSchema, TransactionLogValue
+from protocol.txn_records import (
+    FLEXIBLE_VALUE_VERSION,
+    VALUE_VERSION,
+    PartitionsSchema,
+    TransactionLogValue,
+)
 
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
@@ -64,9 +72,19 @@ class TxnMetadata:
     prev_producer_id: int = NO_PRODUCER_ID
     last_epoch: int = NO_EPOCH  # the epoch before the last bump (KIP-360 retries)
     pending: TxnState | None = field(default=None, compare=False)
+    next_producer_id: int = NO_PRODUCER_ID
+    client_version: int = 0
 
     def epoch_exhausted(self) -> bool:
         return self.producer_epoch >= MAX_EPOCH - 1
+
+    @property
+    def record_version(self) -> int:
+        """The TransactionLogValue version that carries this state: the flexible one when a
+        tagged field has something to say."""
+        if self.client_version > 0 or self.next_producer_id != NO_PRODUCER_ID:
+            return FLEXIBLE_VALUE_VERSION
+        return VALUE_VERSION
 
     def to_value(self) -> Any:
         by_topic: dict[str, list[int]] = {}
@@ -83,6 +101,8 @@ class TxnMetadata:
             ],
             transaction_last_update_timestamp_ms=self.update_ms,
             transaction_start_timestamp_ms=self.start_ms,
+            next_producer_id=self.next_producer_id,
+            client_transaction_version=self.client_version,
         )
 
     @classmethod
@@ -104,6 +124,8 @@ class TxnMetadata:
             v.transaction_start_timestamp_ms,
             v.transaction_last_update_timestamp_ms,
             v.previous_producer_id,
+            next_producer_id=v.next_producer_id,
+            client_version=v.client_transaction_version,
         )
 
     def but(self, **changes: Any) -> TxnMetadata:

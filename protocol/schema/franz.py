@@ -486,3 +486,86 @@ def _check_struct_names(spec: dict) -> None:
     dup = sorted(t for t, n in seen.items() if n > 1)
     if dup:
         raise FranzError(f"{spec['name']}: struct names used twice: {dup}")
+
+
+def _lo_hi(text: str) -> tuple[int, int | None]:
+    if text.endswith("+"):
+        return int(text[:-1]), None
+    lo, _, hi = text.partition("-")
+    return int(lo), int(hi or lo)
+
+
+def _present(j: dict, version: int) -> bool:
+    lo, hi = _lo_hi(j.get("versions", "0+"))
+    return lo <= version and (hi is None or version <= hi)
+
+
+def extend(spec: dict, defn: Definition, hi: int) -> dict:
+    """Kafka's JSON definition `spec` carried up to version `hi` with franz-go's facts.
+
+    The JSON keeps its names, struct names, defaults and every field of its own versions. Fields
+    of both sides present in the JSON's newest version are paired (`_align`); a paired field
+    franz-go ends before `hi` gets that end, and a franz-go field that starts after the JSON's
+    newest version is added after its predecessor in wire order, named with `kafka_name`. A
+    franz-go field the JSON's newest version lacks but franz-go says it has is an error, unless
+    it is tagged: franz-go does not say when a tagged field came, and a decoder skips unknown
+    tags. Only scalar fields may be new (a new struct would need a name neither side gives).
+    """
+    lo, old_hi = _lo_hi(spec["validVersions"])
+    if old_hi is None or hi <= old_hi:
+        return spec
+    if defn.max_version is None or defn.max_version < hi:
+        raise FranzError(f"{spec['name']}: franz-go stops before version {hi}")
+    common = _common(spec)
+
+    def carry(fields: tuple[Field, ...], jfields: list[dict], path: str) -> list[dict]:
+        current = [j for j in jfields if _present(j, old_hi)]
+        matched = _align(spec["name"], fields, current, old_hi)
+        placed: dict[int, list[dict]] = {}  # index in jfields -> new fields after it
+        last = -1
+        for i, f in enumerate(fields):
+            if i in matched:
+                last = next(k for k, j in enumerate(jfields) if j is matched[i])
+                continue
+            if f.present_in(old_hi) and f.tag is None:
+                raise FranzError(f"{spec['name']}: {path}{f.name} is not in Kafka's JSON")
+            if f.lo <= old_hi or f.lo > hi:
+                continue
+            if f.fields:
+                raise FranzError(f"{spec['name']}: new struct {path}{f.name} has no name")
+            item: dict = {"name": kafka_name(f.name), "type": _json_type(f, None)}
+            item["versions"] = _range(f.lo, f.hi)
+            if f.nullable_from is not None:
+                item["nullableVersions"] = f"{max(f.nullable_from, f.lo)}+"
+            if f.tag is not None:
+                item["taggedVersions"], item["tag"] = _range(f.lo, f.hi), f.tag
+            if f.default is not None:
+                item["default"] = f.default
+            elif f.nullable_from is not None:
+                item["default"] = "null"
+            placed.setdefault(last, []).append(item)
+        out = list(placed.get(-1, []))
+        by_json = {id(j): i for i, j in matched.items()}
+        for k, old in enumerate(jfields):
+            j = dict(old)
+            paired = by_json.get(id(old))
+            if paired is not None:
+                f = fields[paired]
+                jlo, open_end = _lo_hi(j["versions"])
+                if open_end is None and f.hi is not None and f.hi < hi:
+                    j["versions"] = _range(jlo, f.hi)
+                    if "taggedVersions" in j:
+                        j["taggedVersions"] = _range(_lo_hi(j["taggedVersions"])[0], f.hi)
+                if f.fields:
+                    sub = j.get("fields")
+                    if sub is not None:
+                        j["fields"] = carry(f.fields, sub, f"{path}{f.name}.")
+                    else:
+                        name = j["type"].removeprefix("[]")
+                        if carry(f.fields, common[name], f"{path}{f.name}.") != common[name]:
+                            raise FranzError(f"{spec['name']}: common struct {name} changes")
+            out.append(j)
+            out.extend(placed.get(k, []))
+        return out
+
+    return {**spec, "validVersions": f"{lo}-{hi}", "fields": carry(defn.fields, spec["fields"], "")}

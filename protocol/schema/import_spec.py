@@ -26,7 +26,27 @@ from protocol.schema import franz, streams_facts
 HERE = Path(__file__).parent
 
 # Requests and responses whose upstream files come from different commits: serve the overlap.
-VERSION_CAPS = {"Produce": 11, "DescribeGroups": 5, "ConsumerGroupDescribe": 1}
+VERSION_CAPS = {"ConsumerGroupDescribe": 1}
+
+# Kafka 4.3's versions of the APIs kcoord serves, where they are newer than the JSON here: api
+# key -> the newest version, carried up from franz-go's definitions (`franz.extend`; the JSON
+# keeps its names). Produce 12 (KIP-890), 13 (topic ids, KIP-516); Fetch 17-18 (replica-only
+# tags); ListOffsets 11 (KIP-1023); Metadata 13 (KIP-1102 error code); OffsetCommit and
+# OffsetFetch 10 (topic ids); DescribeGroups 6 (KIP-1043); TxnOffsetCommit 5 (KIP-890);
+# WriteTxnMarkers 2 (KIP-1228); DescribeCluster 2 (KIP-1073); ListTransactions 2 (KIP-1152).
+CURRENT: dict[int, int] = {
+    0: 13,
+    1: 18,
+    2: 11,
+    3: 13,
+    8: 10,
+    9: 10,
+    15: 6,
+    28: 5,
+    27: 2,
+    60: 2,
+    66: 2,
+}
 
 # Versions newer than the JSON snapshot, from franz-go's definitions
 # (kafka-spec/franz-go-definitions): message -> (validVersions, fields added as (path, field)).
@@ -42,18 +62,28 @@ NEWER: dict[str, tuple[str, list[tuple[str, dict]]]] = {
             )
         ],
     ),
+    # KIP-1066 (Kafka 4.3): whether a log directory is cordoned; franz-go stops at v4.
+    "DescribeLogDirsRequest": ("0-5", []),
+    "DescribeLogDirsResponse": (
+        "0-5",
+        [
+            (
+                "Results",
+                {"name": "IsCordoned", "type": "bool", "versions": "5+", "default": "false"},
+            )
+        ],
+    ),
 }
 
 
 # The share-group APIs (KIP-932), read from franz-go's definitions: API key -> the versions to
 # declare, or None for franz-go's whole range. Kafka 4.1 made v1 the first stable version of the
-# four client APIs and dropped the early-access v0 (franz-go already knows 4.2's ShareFetch and
-# ShareAcknowledge v2, which Kafka 4.1 does not serve).
+# four client APIs and dropped the early-access v0; 4.2 added ShareFetch and ShareAcknowledge v2.
 SHARE_APIS: dict[int, tuple[int, int] | None] = {
     76: (1, 1),  # ShareGroupHeartbeat
     77: (1, 1),  # ShareGroupDescribe
-    78: (1, 1),  # ShareFetch
-    79: (1, 1),  # ShareAcknowledge
+    78: (1, 2),  # ShareFetch (v2: KIP-1206's acquire mode, KIP-1222's renew)
+    79: (1, 2),  # ShareAcknowledge (v2: KIP-1222)
     83: None,  # InitializeShareGroupState
     84: None,  # ReadShareGroupState
     85: None,  # WriteShareGroupState
@@ -213,6 +243,14 @@ def with_newer(spec: dict) -> dict:
     return spec
 
 
+def with_current(spec: dict, root: Path) -> dict:
+    hi = CURRENT.get(spec.get("apiKey", -1))
+    if hi is None:
+        return spec
+    req, resp = franz.read_api(root / "franz-go-definitions", spec["apiKey"])
+    return franz.extend(spec, req if spec["type"] == "request" else resp, hi)
+
+
 def load_json(path: Path) -> dict:
     lines = [ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("//")]
     return json.loads("\n".join(lines))
@@ -297,7 +335,8 @@ def main(spec_dir: str) -> None:
     for p in (root / "kafka-4.0-snapshot" / "message").glob("*.json"):
         spec = load_json(p)
         if spec["type"] in ("request", "response") and spec["name"] not in have:
-            msgs.append(spec)
+            msgs.append(with_newer(spec))
+    msgs = [with_current(s, root) for s in msgs]
     msgs.sort(key=lambda s: (s.get("apiKey", -1), s["name"]))
     write(HERE / "messages.py", "Kafka wire messages, every served version.", msgs)
     snapshot = root / "kafka-4.0-snapshot" / "coordinator"

@@ -31,7 +31,7 @@ ResponseHeader = Message(
 ProduceRequest = Message(
     "ProduceRequest",
     "request",
-    valid="0-11",
+    valid="0-13",
     flexible="9+",
     api_key=0,
     fields=(
@@ -43,7 +43,8 @@ ProduceRequest = Message(
             "[]TopicProduceData",
             "0+",
             fields=(
-                F("Name", "string", "0+"),
+                F("Name", "string", "0-12"),
+                F("TopicId", "uuid", "13+"),
                 F(
                     "PartitionData",
                     "[]PartitionProduceData",
@@ -62,7 +63,7 @@ ProduceRequest = Message(
 ProduceResponse = Message(
     "ProduceResponse",
     "response",
-    valid="0-11",
+    valid="0-13",
     flexible="9+",
     api_key=0,
     fields=(
@@ -71,7 +72,8 @@ ProduceResponse = Message(
             "[]TopicProduceResponse",
             "0+",
             fields=(
-                F("Name", "string", "0+"),
+                F("Name", "string", "0-12"),
+                F("TopicId", "uuid", "13+"),
                 F(
                     "PartitionResponses",
                     "[]PartitionProduceResponse",
@@ -134,7 +136,7 @@ ProduceResponse = Message(
 FetchRequest = Message(
     "FetchRequest",
     "request",
-    valid="0-17",
+    valid="0-18",
     flexible="12+",
     api_key=1,
     fields=(
@@ -198,7 +200,7 @@ FetchRequest = Message(
 FetchResponse = Message(
     "FetchResponse",
     "response",
-    valid="0-17",
+    valid="0-18",
     flexible="12+",
     api_key=1,
     fields=(
@@ -291,7 +293,7 @@ FetchResponse = Message(
 ListOffsetsRequest = Message(
     "ListOffsetsRequest",
     "request",
-    valid="0-10",
+    valid="0-11",
     flexible="6+",
     api_key=2,
     fields=(
@@ -324,7 +326,7 @@ ListOffsetsRequest = Message(
 ListOffsetsResponse = Message(
     "ListOffsetsResponse",
     "response",
-    valid="0-10",
+    valid="0-11",
     flexible="6+",
     api_key=2,
     fields=(
@@ -357,7 +359,7 @@ ListOffsetsResponse = Message(
 MetadataRequest = Message(
     "MetadataRequest",
     "request",
-    valid="0-12",
+    valid="0-13",
     flexible="9+",
     api_key=3,
     fields=(
@@ -381,7 +383,7 @@ MetadataRequest = Message(
 MetadataResponse = Message(
     "MetadataResponse",
     "response",
-    valid="0-12",
+    valid="0-13",
     flexible="9+",
     api_key=3,
     fields=(
@@ -425,6 +427,7 @@ MetadataResponse = Message(
                 F("TopicAuthorizedOperations", "int32", "8+", default="-2147483648"),
             ),
         ),
+        F("ErrorCode", "int16", "13+"),
         F("ClusterAuthorizedOperations", "int32", "8-10", default="-2147483648"),
     ),
 )
@@ -704,7 +707,7 @@ ControlledShutdownResponse = Message(
 OffsetCommitRequest = Message(
     "OffsetCommitRequest",
     "request",
-    valid="0-9",
+    valid="0-10",
     flexible="8+",
     api_key=8,
     fields=(
@@ -718,7 +721,8 @@ OffsetCommitRequest = Message(
             "[]OffsetCommitRequestTopic",
             "0+",
             fields=(
-                F("Name", "string", "0+"),
+                F("Name", "string", "0-9"),
+                F("TopicId", "uuid", "10+"),
                 F(
                     "Partitions",
                     "[]OffsetCommitRequestPartition",
@@ -740,7 +744,7 @@ OffsetCommitRequest = Message(
 OffsetCommitResponse = Message(
     "OffsetCommitResponse",
     "response",
-    valid="0-9",
+    valid="0-10",
     flexible="8+",
     api_key=8,
     fields=(
@@ -750,7 +754,8 @@ OffsetCommitResponse = Message(
             "[]OffsetCommitResponseTopic",
             "0+",
             fields=(
-                F("Name", "string", "0+"),
+                F("Name", "string", "0-9"),
+                F("TopicId", "uuid", "10+"),
                 F(
                     "Partitions",
                     "[]OffsetCommitResponsePartition",
@@ -769,7 +774,7 @@ OffsetCommitResponse = Message(
 OffsetFetchRequest = Message(
     "OffsetFetchRequest",
     "request",
-    valid="0-9",
+    valid="0-10",
     flexible="6+",
     api_key=9,
     fields=(
@@ -798,7 +803,8 @@ OffsetFetchRequest = Message(
                     "8+",
                     nullable="8+",
                     fields=(
-                        F("Name", "string", "8+"),
+                        F("Name", "string", "8-9"),
+                        F("TopicId", "uuid", "10+"),
                         F("PartitionIndexes", "[]int32", "8+"),
                     ),
                 ),
@@ -812,7 +818,7 @@ OffsetFetchRequest = Message(
 OffsetFetchResponse = Message(
     "OffsetFetchResponse",
     "response",
-    valid="0-9",
+    valid="0-10",
     flexible="6+",
     api_key=9,
     fields=(
@@ -849,7 +855,8 @@ OffsetFetchResponse = Message(
                     "[]OffsetFetchResponseTopics",
                     "8+",
                     fields=(
-                        F("Name", "string", "8+"),
+                        F("Name", "string", "8-9"),
+                        F("TopicId", "uuid", "10+"),
                         F(
                             "Partitions",
                             "[]OffsetFetchResponsePartitions",
@@ -1090,7 +1097,7 @@ SyncGroupResponse = Message(
 DescribeGroupsRequest = Message(
     "DescribeGroupsRequest",
     "request",
-    valid="0-5",
+    valid="0-6",
     flexible="5+",
     api_key=15,
     fields=(
@@ -1103,7 +1110,7 @@ DescribeGroupsRequest = Message(
 DescribeGroupsResponse = Message(
     "DescribeGroupsResponse",
     "response",
-    valid="0-5",
+    valid="0-6",
     flexible="5+",
     api_key=15,
     fields=(
@@ -1672,7 +1679,7 @@ EndTxnResponse = Message(
 WriteTxnMarkersRequest = Message(
     "WriteTxnMarkersRequest",
     "request",
-    valid="0-1",
+    valid="0-2",
     flexible="1+",
     api_key=27,
     fields=(
@@ -1694,6 +1701,7 @@ WriteTxnMarkersRequest = Message(
                     ),
                 ),
                 F("CoordinatorEpoch", "int32", "0+"),
+                F("TransactionVersion", "int8", "2+"),
             ),
         ),
     ),
@@ -1703,7 +1711,7 @@ WriteTxnMarkersRequest = Message(
 WriteTxnMarkersResponse = Message(
     "WriteTxnMarkersResponse",
     "response",
-    valid="0-1",
+    valid="0-2",
     flexible="1+",
     api_key=27,
     fields=(
@@ -1739,7 +1747,7 @@ WriteTxnMarkersResponse = Message(
 TxnOffsetCommitRequest = Message(
     "TxnOffsetCommitRequest",
     "request",
-    valid="0-4",
+    valid="0-5",
     flexible="3+",
     api_key=28,
     fields=(
@@ -1776,7 +1784,7 @@ TxnOffsetCommitRequest = Message(
 TxnOffsetCommitResponse = Message(
     "TxnOffsetCommitResponse",
     "response",
-    valid="0-4",
+    valid="0-5",
     flexible="3+",
     api_key=28,
     fields=(
@@ -2147,7 +2155,7 @@ AlterReplicaLogDirsResponse = Message(
 DescribeLogDirsRequest = Message(
     "DescribeLogDirsRequest",
     "request",
-    valid="0-4",
+    valid="0-5",
     flexible="2+",
     api_key=35,
     fields=(
@@ -2168,7 +2176,7 @@ DescribeLogDirsRequest = Message(
 DescribeLogDirsResponse = Message(
     "DescribeLogDirsResponse",
     "response",
-    valid="0-4",
+    valid="0-5",
     flexible="2+",
     api_key=35,
     fields=(
@@ -2202,6 +2210,7 @@ DescribeLogDirsResponse = Message(
                 ),
                 F("TotalBytes", "int64", "4+", default="-1"),
                 F("UsableBytes", "int64", "4+", default="-1"),
+                F("IsCordoned", "bool", "5+", default="false"),
             ),
         ),
     ),
@@ -3593,12 +3602,13 @@ FetchSnapshotResponse = Message(
 DescribeClusterRequest = Message(
     "DescribeClusterRequest",
     "request",
-    valid="0-1",
+    valid="0-2",
     flexible="0+",
     api_key=60,
     fields=(
         F("IncludeClusterAuthorizedOperations", "bool", "0+"),
         F("EndpointType", "int8", "1+", default="1"),
+        F("IncludeFencedBrokers", "bool", "2+"),
     ),
 )
 
@@ -3606,7 +3616,7 @@ DescribeClusterRequest = Message(
 DescribeClusterResponse = Message(
     "DescribeClusterResponse",
     "response",
-    valid="0-1",
+    valid="0-2",
     flexible="0+",
     api_key=60,
     fields=(
@@ -3625,6 +3635,7 @@ DescribeClusterResponse = Message(
                 F("Host", "string", "0+"),
                 F("Port", "int32", "0+"),
                 F("Rack", "string", "0+", nullable="0+", default="null"),
+                F("IsFenced", "bool", "2+"),
             ),
         ),
         F("ClusterAuthorizedOperations", "int32", "0+", default="-2147483648"),
@@ -3853,13 +3864,14 @@ DescribeTransactionsResponse = Message(
 ListTransactionsRequest = Message(
     "ListTransactionsRequest",
     "request",
-    valid="0-1",
+    valid="0-2",
     flexible="0+",
     api_key=66,
     fields=(
         F("StateFilters", "[]string", "0+"),
         F("ProducerIdFilters", "[]int64", "0+"),
         F("DurationFilter", "int64", "1+", default="-1"),
+        F("TransactionalIdPattern", "string", "2+", nullable="2+", default="null"),
     ),
 )
 
@@ -3867,7 +3879,7 @@ ListTransactionsRequest = Message(
 ListTransactionsResponse = Message(
     "ListTransactionsResponse",
     "response",
-    valid="0-1",
+    valid="0-2",
     flexible="0+",
     api_key=66,
     fields=(
@@ -4459,7 +4471,7 @@ ShareGroupDescribeResponse = Message(
 ShareFetchRequest = Message(
     "ShareFetchRequest",
     "request",
-    valid="1",
+    valid="1-2",
     flexible="0+",
     api_key=78,
     fields=(
@@ -4471,6 +4483,8 @@ ShareFetchRequest = Message(
         F("MaxBytes", "int32", "0+", default="0x7fffffff"),
         F("MaxRecords", "int32", "1+"),
         F("BatchSize", "int32", "1+"),
+        F("ShareAcquireMode", "int8", "2+"),
+        F("IsRenewAck", "bool", "2+"),
         F(
             "Topics",
             "[]FetchTopic",
@@ -4513,7 +4527,7 @@ ShareFetchRequest = Message(
 ShareFetchResponse = Message(
     "ShareFetchResponse",
     "response",
-    valid="1",
+    valid="1-2",
     flexible="0+",
     api_key=78,
     fields=(
@@ -4579,13 +4593,14 @@ ShareFetchResponse = Message(
 ShareAcknowledgeRequest = Message(
     "ShareAcknowledgeRequest",
     "request",
-    valid="1",
+    valid="1-2",
     flexible="0+",
     api_key=79,
     fields=(
         F("GroupId", "string", "0+", nullable="0+", default="null"),
         F("MemberId", "string", "0+", nullable="0+"),
         F("ShareSessionEpoch", "int32", "0+"),
+        F("IsRenewAck", "bool", "2+"),
         F(
             "Topics",
             "[]AcknowledgeTopic",
@@ -4619,13 +4634,14 @@ ShareAcknowledgeRequest = Message(
 ShareAcknowledgeResponse = Message(
     "ShareAcknowledgeResponse",
     "response",
-    valid="1",
+    valid="1-2",
     flexible="0+",
     api_key=79,
     fields=(
         F("ThrottleTimeMs", "int32", "0+"),
         F("ErrorCode", "int16", "0+"),
         F("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+        F("AcquisitionLockTimeoutMs", "int32", "2+"),
         F(
             "Responses",
             "[]ShareAcknowledgeTopicResponse",

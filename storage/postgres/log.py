@@ -20,6 +20,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import asyncpg
+
 from protocol.records import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -30,7 +32,7 @@ from protocol.records import (
     with_base_offset,
 )
 from storage.compaction import CleanerStats, OffsetMap, _clean_batch, _Counts
-from storage.groupcommit import LogFailedError
+from storage.groupcommit import IndeterminateWriteError, InFlight, LogFailedError
 from storage.log import AppendResult, FencedError
 from storage.logconfig import LogConfig
 from storage.postgres.reads import PgReads
@@ -75,6 +77,7 @@ class PgLog(PgReads):
         self._writer: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self._closed = False
+        self._ops = InFlight(lambda: self.name)
         self._compacting = False
         self.min_cleanable_batches = min_cleanable_batches
         self._dirty_batches = min_cleanable_batches  # unknown after opening: try once
@@ -197,7 +200,15 @@ class PgLog(PgReads):
                 log.log(level, "%s: write failed: %s", self.name, e)
                 self.failure = e
             # A fence stays a FencedError: the owner lost the partition (unload, do not retry).
-            kind = FencedError if isinstance(e, FencedError) else LogFailedError
+            # An error the server reported rolled the transaction back; anything else (the
+            # connection lost, a cancellation) may have come after its COMMIT took effect.
+            kind: type[LogFailedError]
+            if isinstance(e, FencedError):
+                kind = FencedError
+            elif isinstance(e, asyncpg.PostgresError) or self.failure is not e:
+                kind = LogFailedError
+            else:
+                kind = IndeterminateWriteError
             err = kind(f"{self.name}: write failed: {e}")
             for fut, _ in waiters + self._waiters:
                 if not fut.done():
@@ -378,6 +389,7 @@ class PgLog(PgReads):
     async def close(self) -> None:
         if self._closed:
             return
+        await self._ops.close()
         while self._writer is not None or self._waiters:
             if self._writer is None:
                 self._start_write()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from protocol.records import HEADER, BatchHeader, decode_record_tuples, parse_batch_header
+from storage.groupcommit import InFlight, LogClosedError, in_flight
 from storage.partitionlog import NeedsRead
 
 if TYPE_CHECKING:
@@ -58,6 +59,10 @@ class PgReads:
     _epoch_fence: int
     log_start_offset: int
     size_bytes: int
+    # Queries in flight: refused once the log is closed, and waited for by its close (a
+    # partition dropped, or created again under the same name, under a query would answer
+    # with, or change, the wrong partition's rows).
+    _ops: InFlight
 
     def _init_reads(self, log_start_offset: int, size_bytes: int) -> None:
         self.log_start_offset = log_start_offset
@@ -87,6 +92,8 @@ class PgReads:
     def read(self, offset: int, max_bytes: int) -> ReadResult:
         """Committed batches from ``offset`` (raises :class:`NeedsRead` when they must be
         loaded first)."""
+        if self._ops.closed:
+            raise LogClosedError(f"{self.topic}-{self.partition} is closed")
         if offset >= self._committed:
             return ReadResult(b"")
         tail = self._tail
@@ -97,6 +104,7 @@ class PgReads:
             return ReadResult(_slice(window, offset, max_bytes))
         raise NeedsRead(self, offset, max_bytes)
 
+    @in_flight
     async def load(self, offset: int, max_bytes: int) -> None:
         """Fetch the committed batches from the one holding ``offset`` into the read window."""
         rows = await self._pool.fetch(
@@ -120,6 +128,7 @@ class PgReads:
                 break
         self._window, self._window_from = window, offset
 
+    @in_flight
     async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp`` below the high
         watermark, as ListOffsets answers it."""
@@ -133,6 +142,7 @@ class PgReads:
         )
         return None if row is None else _first_at_or_after(bytes(row["data"]), timestamp)
 
+    @in_flight
     async def max_timestamp(self) -> tuple[int, int] | None:
         row = await self._pool.fetchrow(
             "SELECT data FROM kcoord_batches WHERE topic = $1 AND partition = $2"
@@ -147,6 +157,7 @@ class PgReads:
         h = parse_batch_header(data, 0, check_crc=False)
         return _first_at_or_after(data, h.max_timestamp)
 
+    @in_flight
     async def headers(self, start_offset: int) -> list[tuple[BatchHeader, bytes]]:
         """The headers of the batches ending at or after ``start_offset``, each with the
         first bytes of its batch (enough for a transaction marker's record): the producer
@@ -167,6 +178,7 @@ class PgReads:
 
     # -- retention -----------------------------------------------------------------------------
 
+    @in_flight
     async def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
         """Delete the oldest whole batches that retention allows (never beyond the high
         watermark, never the last batch), as one transaction fenced by the writer's epoch;
@@ -194,6 +206,7 @@ class PgReads:
         await self.delete_before(new_start)
         return doomed
 
+    @in_flight
     async def delete_before(self, offset: int) -> None:
         """Move the log start to ``offset`` (at most the high watermark): delete every batch
         that ends before it."""

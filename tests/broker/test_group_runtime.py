@@ -103,6 +103,52 @@ async def test_failed_append_is_not_acknowledged(tmp_path: Path) -> None:
     await rt.close()
 
 
+async def test_a_read_behind_a_failed_write_is_answered_not_coordinator(tmp_path: Path) -> None:
+    """An OffsetFetch waiting on a write that failed (fenced, in a fault run) was answered with
+    the write's exception, which closed the client's connection as an internal error."""
+    rt, held = await runtime(tmp_path)
+    reply = commit(rt, 7)
+    read = fetch(rt)
+    held.appends[0].set_exception(OSError("fenced"))
+    assert await reply == ErrorCode.NOT_COORDINATOR
+    assert await read == ErrorCode.NOT_COORDINATOR
+    await rt.close()
+
+
+async def test_a_failed_write_is_never_read_back(tmp_path: Path) -> None:
+    """Between a write's failure and the callbacks that drop the shard, the shard still holds
+    the failed records: a read in that window answered them (a fault run saw an OffsetFetch
+    return a commit that PostgreSQL never stored, then the lower stored one)."""
+    rt, held = await runtime(tmp_path)
+    first = commit(rt, 5)
+    held.appends[0].set_result(None)
+    await first
+    reply = commit(rt, 7)
+    await asyncio.sleep(0)
+    held.appends[1].set_exception(OSError("the database went away"))
+    assert fetch(rt) == ErrorCode.NOT_COORDINATOR  # before the failure's callbacks ran
+    assert await reply == ErrorCode.NOT_COORDINATOR
+    await rt.close()
+
+
+async def test_nothing_is_answered_while_the_lease_may_have_expired(tmp_path: Path) -> None:
+    """Cluster mode: a node resumed after a pause longer than its lease may handle requests
+    before its lease keeper runs; the keeper's validity is checked on every request."""
+    rt, held = await runtime(tmp_path)
+    valid = True
+    rt.lease_valid = lambda p: valid
+    reply = commit(rt, 5)
+    held.appends[0].set_result(None)
+    assert (await reply).topics[0].partitions[0].error_code == ErrorCode.NONE
+    valid = False
+    assert commit(rt, 6) == ErrorCode.NOT_COORDINATOR
+    assert fetch(rt) == ErrorCode.NOT_COORDINATOR
+    valid = True
+    _, rows = fetch(rt)
+    assert rows[0][2] == 5
+    await rt.close()
+
+
 class FailingLog:
     """A real log whose next write fails, after which it takes no more (as a log whose disk
     write or fsync failed): the runtime must not keep state the log does not have."""
@@ -318,4 +364,56 @@ async def test_commit_replies_are_released_per_fsynced_flush(
     gate.fail(2)
     assert await asyncio.wait_for(second, 5) == ErrorCode.NOT_COORDINATOR
     gate.open()
+    await rt.close()
+
+
+async def test_a_reload_and_a_take_of_one_partition_install_one_shard(tmp_path: Path) -> None:
+    """Cluster mode: a failed write reloads the partition while the node takes its lease again
+    (a fault run: PostgreSQL failing over). Both loads open a log; only the take's may serve,
+    else the slower one replaces a shard that already acknowledged commits."""
+    cfg = load_config(env={}, overrides={"offsets.topic.num.partitions": 3})
+    gates: list[asyncio.Future] = []
+    opened: dict[int, HeldLog] = {}
+
+    async def open_leased(topic: str, p: int, config: Any, epoch: int) -> HeldLog:
+        gate = asyncio.get_running_loop().create_future()
+        gates.append(gate)
+        n = len(gates) - 1
+        await gate
+        opened[n] = HeldLog()
+        return opened[n]
+
+    async def settle() -> None:
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    rt = GroupRuntime(tmp_path, cfg, cfg.durability, open_leased=open_leased)
+    rt.start()
+    p = rt.partition_of(GROUP)
+    first = asyncio.ensure_future(rt.take(p, 1))
+    await settle()
+    gates[0].set_result(None)
+    await first
+    reply = commit(rt, 5)
+    await asyncio.sleep(0)
+    opened[0].appends[0].set_exception(OSError("the database went away"))
+    again = asyncio.ensure_future(rt.take(p, 2))  # the lease taken again as the write fails
+    await settle()
+    assert await reply == ErrorCode.NOT_COORDINATOR
+    # The take's open (gate 1) waits; the reload's (gate 2, if it still opens) finishes
+    # first: it must not serve.
+    for gate in gates[2:]:
+        gate.set_result(None)
+    await settle()
+    assert commit(rt, 7) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    gates[1].set_result(None)
+    await again
+    await settle()
+    assert rt.logs[p] is opened[1]
+    reply = commit(rt, 8)
+    await asyncio.sleep(0)
+    assert len(opened[1].appends) == 1
+    assert all(log.appends == [] for n, log in opened.items() if n > 1)
+    opened[1].appends[0].set_result(None)
+    assert (await reply).topics[0].partitions[0].error_code == ErrorCode.NONE
     await rt.close()

@@ -43,7 +43,7 @@ def test_api_versions_advertises_what_is_served(kcoord: KcoordProcess, version: 
     hidden = PROTOCOL_APIS["share"]
     assert got == {k: (a.min_version, a.max_version) for k, a in APIS.items() if k not in hidden}
     assert got[API_VERSIONS] == (0, 4)
-    assert got[METADATA] == (0, 12)
+    assert got[METADATA] == (0, 13)
 
 
 def test_api_versions_rejects_bad_software_name(kcoord: KcoordProcess) -> None:

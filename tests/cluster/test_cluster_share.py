@@ -207,3 +207,32 @@ def test_share_admin_reaches_the_partition_leader(tmp_path: Path, pg_url: str) -
             assert starts() == {}
     finally:
         cluster.stop_all()
+
+
+def test_share_state_survives_a_takeover_and_the_handoff_back(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    """The leader is paused past its lease: the other node takes the partition over (reading
+    the share state back); the first resumes and gets the partition back by a handoff. What was
+    accepted on either stays accepted (a fault run saw every record delivered afresh)."""
+    cluster, topic_id, leader = _two_nodes(tmp_path, pg_url)
+    other = 3 - leader
+    try:
+        k = cluster.nodes[leader]
+        with WireClient(k.host, k.port) as c:
+            assert _acquire(c, topic_id, "m1") == [(o, 1) for o in range(10)]
+            assert _accept(c, topic_id, "m1", 0, 4) == 0
+        k.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: cluster.leaders("q", other)[0] == other, 30, "the takeover")
+            o = cluster.nodes[other]
+            with WireClient(o.host, o.port) as c:
+                got = wait_for(lambda: _acquire(c, topic_id, "m2"), 30, "records")
+                assert got == [(o, 2) for o in range(5, 10)]
+                assert _accept(c, topic_id, "m2", 5, 6) == 0
+        finally:
+            k.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: cluster.leaders("q", other)[0] == leader, 30, "the handoff back")
+        with WireClient(k.host, k.port) as c:
+            got = wait_for(lambda: _acquire(c, topic_id, "m3"), 30, "records")
+            assert got == [(o, 3) for o in range(7, 10)]
+    finally:
+        cluster.stop_all()

@@ -190,3 +190,21 @@ def test_subscription_parsing() -> None:
         subscribed_topics(b"\x00\x01\x00\x00\x00\x02\x00\x01a")
     with pytest.raises(ValueError):
         subscribed_topics(b"")
+
+
+def test_describe_v6_says_group_id_not_found_for_unknown_groups() -> None:
+    # KIP-1043: from v6 an unknown group is an error with Kafka's message; v0-5 keep Dead.
+    h = Harness()
+    d = h.shard.describe_group("nope", 6)
+    assert (d.error_code, d.error_message, d.group_state) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Group nope not found.",
+        "Dead",
+    )
+    h.stable_group(n=1)
+    ok = h.shard.describe_group("g", 6)
+    assert (ok.error_code, ok.error_message, ok.group_state) == (0, None, "Stable")
+    h.commit("simple", {("t", 0): 1})  # a group of offsets only is a classic group
+    assert h.shard.describe_group("simple", 6).error_code == 0
+    for version in range(7):
+        DescribeGroupsResponse(groups=[d, ok]).encode(version)

@@ -69,7 +69,7 @@ def test_choose_version_is_the_highest_all_sides_know() -> None:
     assert choose_version(ranges, ApiKey.HEARTBEAT, 2) == 2  # the caller's cap
     assert choose_version(ranges, ApiKey.JOIN_GROUP, 9) == 5  # the broker's
     assert choose_version(ranges, ApiKey.JOIN_GROUP, 1) is None  # below the broker's minimum
-    assert choose_version(ranges, ApiKey.METADATA, 99) == 12  # our declarations'
+    assert choose_version(ranges, ApiKey.METADATA, 99) == 13  # our declarations'
     assert choose_version(ranges, ApiKey.SYNC_GROUP, 5) is None  # not served
 
 

@@ -293,3 +293,61 @@ def test_kafka_json_names_are_taken_and_checked() -> None:
         franz.to_spec(req)  # nothing names the struct
     with pytest.raises(franz.FranzError, match="no field at"):
         franz.to_spec(req, names={"Topics": ("Things", "Thing"), "Nope": ("X", None)})
+
+
+def test_extend_carries_kafka_json_to_newer_versions() -> None:
+    (req,) = franz.parse(
+        "FooRequest => key 99, max version 3, flexible v0+\n"
+        "  GroupID: string\n"
+        "  Topics: [=>]\n"
+        "    Topic: string // v0-v1\n"
+        "    TopicID: uuid // v2+\n"
+        "    Partitions: [int32]\n"
+        "  Pattern: nullable-string // v3+\n"
+        "  Hint: int64 // tag 0\n"
+    )
+    spec = {
+        "name": "FooRequest",
+        "validVersions": "0-1",
+        "fields": [
+            {"name": "GroupId", "type": "string", "versions": "0+"},
+            {"name": "Things", "type": "[]Thing", "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "PartitionIndexes", "type": "[]int32", "versions": "0+"},
+            ]},
+        ],
+    }  # fmt: skip
+    out = franz.extend(spec, req, 3)
+    assert out["validVersions"] == "0-3"
+    assert [(f["name"], f["versions"]) for f in out["fields"]] == [
+        ("GroupId", "0+"),
+        ("Things", "0+"),
+        ("Pattern", "3+"),  # new, after its predecessor; the tag with no known start is left
+    ]
+    assert out["fields"][2]["nullableVersions"] == "3+" and out["fields"][2]["default"] == "null"
+    assert [(f["name"], f["versions"]) for f in out["fields"][1]["fields"]] == [
+        ("Name", "0-1"),  # Kafka's name kept, closed where franz-go closes it
+        ("TopicId", "2+"),
+        ("PartitionIndexes", "0+"),
+    ]
+    assert franz.extend(spec, req, 1) is spec  # nothing newer asked for
+    assert spec["fields"][1]["fields"][0]["versions"] == "0+"  # the input is not changed
+    with pytest.raises(franz.FranzError, match="stops before"):
+        franz.extend(spec, req, 4)
+    spec["fields"].pop(0)
+    with pytest.raises(franz.FranzError, match="not in Kafka's JSON"):
+        franz.extend(spec, req, 3)
+
+
+@needs_spec
+def test_kafka_43_versions_carried_from_franz() -> None:
+    from protocol.schema import import_spec
+
+    req, _ = franz.read_api(FRANZ, 8)
+    json = import_spec.load_json(SPEC / "message" / "OffsetCommitRequest.json")
+    out = franz.extend(json, req, 10)
+    topic = {f["name"]: f for f in out["fields"]}["Topics"]
+    assert [(f["name"], f["versions"]) for f in topic["fields"][:2]] == [
+        ("Name", "0-9"),
+        ("TopicId", "10+"),
+    ]

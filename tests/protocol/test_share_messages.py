@@ -1,4 +1,4 @@
-"""The share-group APIs (KIP-932) as declared from franz-go's definitions: Kafka 4.1's versions,
+"""The share-group APIs (KIP-932) as declared from franz-go's definitions: Kafka 4.3's versions,
 Kafka's names, and every version's codec round trip with values in every field."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from .fill import Filler
 SHARE_VERSIONS = {
     76: (1, 1),  # ShareGroupHeartbeat: v0 (early access) dropped as Kafka 4.1 did
     77: (1, 1),
-    78: (1, 1),
-    79: (1, 1),
+    78: (1, 2),  # ShareFetch: v2 (Kafka 4.2) adds ShareAcquireMode and IsRenewAck
+    79: (1, 2),  # ShareAcknowledge: v2 adds IsRenewAck and the lock timeout in the response
     83: (0, 0),  # InitializeShareGroupState
     84: (0, 0),
     85: (0, 1),  # WriteShareGroupState: v1 adds DeliveryCompleteCount
@@ -97,9 +97,14 @@ def test_share_fetch() -> None:
         "max_bytes",
         "max_records",
         "batch_size",
+        "share_acquire_mode",
+        "is_renew_ack",
         "topics",
         "forgotten_topics_data",
     ]
+    for name in ("share_acquire_mode", "is_renew_ack"):
+        field = next(f for f in req.struct_fields[req.name] if f.attr == name)
+        assert (field.versions.lo, field.versions.hi) == (2, None)
     assert req.cls().max_bytes == 0x7FFFFFFF
     # PartitionMaxBytes was v0 only.
     assert attrs(req, "FetchPartition") == ["partition_index", "acknowledgement_batches"]
@@ -134,13 +139,14 @@ def test_share_fetch() -> None:
 
 def test_share_acknowledge() -> None:
     req, resp = TYPES["ShareAcknowledgeRequest"], TYPES["ShareAcknowledgeResponse"]
-    assert attrs(req) == ["group_id", "member_id", "share_session_epoch", "topics"]
+    assert attrs(req) == ["group_id", "member_id", "share_session_epoch", "is_renew_ack", "topics"]
     assert attrs(req, "AcknowledgePartition") == ["partition_index", "acknowledgement_batches"]
-    # Kafka 4.1 (v1) has no lock timeout in this response; franz-go's v2 (Kafka 4.2) does.
+    # Kafka 4.1 (v1) has no lock timeout in this response; v2 (Kafka 4.2) does.
     assert attrs(resp) == [
         "throttle_time_ms",
         "error_code",
         "error_message",
+        "acquisition_lock_timeout_ms",
         "responses",
         "node_endpoints",
     ]

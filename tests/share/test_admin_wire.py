@@ -313,6 +313,10 @@ def test_a_groups_share_auto_offset_reset(tmp_path: Path) -> None:
             assert _group_configs(c, "early") == {
                 "share.auto.offset.reset": ("latest", 5),
                 "share.record.lock.duration.ms": ("30000", 5),
+                "share.delivery.count.limit": ("5", 5),  # Kafka 4.3's KIP-1240 configs
+                "share.partition.max.record.locks": ("2000", 5),
+                "share.isolation.level": ("read_uncommitted", 5),
+                "share.renew.acknowledge.enable": ("true", 5),
                 "consumer.session.timeout.ms": ("45000", 5),
                 "consumer.heartbeat.interval.ms": ("5000", 5),
                 "share.session.timeout.ms": ("45000", 5),
@@ -336,7 +340,7 @@ def test_a_groups_share_auto_offset_reset(tmp_path: Path) -> None:
             too_long = _set_group_config(c, "early", "share.session.timeout.ms", "60001")
             assert too_long.error_code == ErrorCode.INVALID_CONFIG
             assert "group.share.max.session.timeout.ms" in too_long.error_message
-            unsupported = _set_group_config(c, "early", "share.isolation.level", "read_committed")
+            unsupported = _set_group_config(c, "early", "streams.assignor.offload.enable", "true")
             assert unsupported.error_code == ErrorCode.INVALID_CONFIG
             neg = _set_group_config(c, "hour", "share.auto.offset.reset", "by_duration:-PT1H")
             assert neg.error_code == ErrorCode.INVALID_CONFIG

@@ -155,3 +155,84 @@ async def test_node_ids_and_registrations(pg_url: str) -> None:  # noqa: F811
         assert not await L.renew_node(s.pool, 7, LEASE_MS, a)  # a learns it was replaced
     finally:
         await s.close()
+
+
+class Blackhole:
+    """A TCP proxy to the server's Unix socket that can stop forwarding without closing
+    anything: what a cut network looks like to asyncpg (no error, no answer, and PostgreSQL's
+    cancel request, sent over a new connection, hangs as well)."""
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        self.frozen = False
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        if self.frozen:
+            return  # accepted, never answered
+        sr, sw = await asyncio.open_unix_connection(self.socket_path)
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            while data := await r.read(65536):
+                while self.frozen:  # hold the bytes: nothing arrives, nothing fails
+                    await asyncio.sleep(3600)
+                w.write(data)
+                await w.drain()
+
+        await asyncio.gather(pipe(cr, sw), pipe(sr, cw), return_exceptions=True)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+async def test_the_keeper_gives_leases_up_when_the_database_stops_answering(
+    pg_url: str,  # noqa: F811
+) -> None:
+    """Found by the fault harness (tests/faults): with the network to the database cut, the
+    renewal's cancellation waited on asyncpg's cancel request, itself hanging, so the keeper
+    never reached its give-up check and the node served its partitions past their expiry
+    while another node took them over."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(pg_url)
+    socket_dir = parse_qs(parts.query)["host"][0]
+    [sock] = [p for p in Path(socket_dir).glob(".s.PGSQL.*") if p.suffix != ".lock"]
+    hole = Blackhole(str(sock))
+    port = await hole.start()
+    url = f"postgresql://postgres@127.0.0.1:{port}{parts.path}"
+    store = await PgStore.connect(url)
+    lost: list = []
+    keeper = LeaseKeeper(store.pool, 1, 1000, 100, lost.extend)
+    try:
+        await L.register_node(store.pool, 1, "a", 9092, None, 1000)
+        epoch = await keeper.acquire(T, P)
+        assert epoch is not None
+        keeper.start()
+        await asyncio.sleep(0.5)
+        assert lost == [] and keeper.valid(T, P)
+        hole.frozen = True
+        cut = asyncio.get_running_loop().time()
+        while not lost:
+            await asyncio.sleep(0.05)
+            assert asyncio.get_running_loop().time() - cut < 5, "leases kept past their expiry"
+        # Given up within the lease (1 s) counted from the last renewal sent before the cut.
+        assert asyncio.get_running_loop().time() - cut < 1.0
+        assert lost == [(T, P, epoch)] and keeper.held == set()
+        assert not keeper.valid(T, P)
+        # The database answers again: a lease acquired now is valid at once, on its own
+        # (a node-wide validity, still counted from before the cut, gave it up again).
+        hole.frozen = False
+        store.pool.terminate()
+        store = await PgStore.connect(url)
+        keeper.db = store.pool
+        assert await keeper.acquire(T, P + 1) is not None
+        assert keeper.valid(T, P + 1) and not keeper.valid(T, P)
+    finally:
+        await keeper.stop()
+        store.pool.terminate()
+        await hole.close()

@@ -272,3 +272,16 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades()
     assert restarted.owned == target
     assert set(classic.members) == {a.member_id, b.member_id, restarted.member_id}
     assert "g" in of_type(h.replayed(), "classic")
+
+
+def test_describe_groups_v6_refuses_a_consumer_group_v5_describes_it() -> None:
+    h = _harness()
+    _classic_group(h)
+    _consumer_member(h)
+    assert len(h.shard.describe_group("g", 5).members) == 3  # kcoord's answer for old tools
+    d = h.shard.describe_group("g", 6)
+    assert (d.error_code, d.error_message, d.members) == (
+        E.GROUP_ID_NOT_FOUND,
+        "Group g is not a classic group.",
+        [],
+    )

@@ -167,3 +167,13 @@ def test_a_group_config_overrides_the_session_timeout_and_heartbeat_interval() -
     assert set(of_type(h.shard, "share")["tuned"].members) == {"b"}
     h.advance(11000)
     assert set(of_type(h.shard, "share")["tuned"].members) == set()
+
+
+def test_describe_groups_v6_refuses_a_share_group() -> None:
+    h = _harness(1)
+    beat(h, "a")
+    d = h.shard.describe_group("sg", 6)
+    assert (d.error_code, d.error_message) == (
+        E.GROUP_ID_NOT_FOUND,
+        "Group sg is not a classic group.",
+    )
