@@ -88,6 +88,13 @@ _Waiter = tuple[asyncio.Future, Any, bool]
 # A spare is zero-filled once a growing file (the first after a start) holds this much, a
 # broker with real traffic; before that nothing is spent on it (tests, idle brokers).
 PREPARE_AFTER = 256 * 1024
+# Only with this many times a file's size free on the disk; after a failure or a lack of
+# room, not again before PREPARE_RETRY_S.
+SPARE_ROOM = 4
+PREPARE_RETRY_S = 60.0
+# A failed journal retries its reset (fsync the segments, start a new file) this often at
+# most: it costs little, and every log of the node waits for it (a disk that was full).
+RESET_RETRY_MAX_S = 2.0
 
 # -- the running journal ----------------------------------------------------------------------
 
@@ -228,6 +235,7 @@ class Journal:
         self._sync_running = False
         self._background_running = False
         self._preparing = False
+        self._prepare_after = 0.0  # loop time before which no spare is prepared (a failure)
         self._timer: asyncio.TimerHandle | None = None
         self._reset_task: asyncio.Future | None = None
         self._closed = False
@@ -497,6 +505,7 @@ class Journal:
             not self._spares
             and not self._preparing
             and cur.pos > (self.file_bytes // 2 if cur.written else PREPARE_AFTER)
+            and (not self._prepare_after or self.loop().time() >= self._prepare_after)
         ):
             self._prepare_spare()
 
@@ -606,7 +615,7 @@ class Journal:
     async def _reset(self) -> None:
         """After a failure: once no sync runs, fsync every directory any file still names
         (so the segments hold all the journal had) and start over in a new file; retried
-        with backoff (0.1 s doubling to 30 s) while the disk keeps failing."""
+        with backoff (0.1 s doubling to RESET_RETRY_MAX_S) while the disk keeps failing."""
         loop = asyncio.get_running_loop()
         delay = 0.1
         while True:
@@ -625,7 +634,7 @@ class Journal:
                 log.error(
                     "journal of %s: reset failed, retrying in %.1fs: %s", self.data_dir, delay, e
                 )
-                delay = min(delay * 2, 30.0)
+                delay = min(delay * 2, RESET_RETRY_MAX_S)
                 continue
             for f in files:
                 os.close(f.fd)
@@ -710,7 +719,10 @@ class Journal:
         self._next_spare += 1
         size, directory = self.file_bytes, self.directory
 
-        def job() -> int:
+        def job() -> int | None:
+            st = os.statvfs(directory)
+            if st.f_bavail * st.f_frsize < SPARE_ROOM * size:
+                return None  # a small or full disk: keep the growing file rather than fill it
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 zeros = bytes(ZERO_CHUNK)
@@ -728,13 +740,17 @@ class Journal:
         def finished(cf: asyncio.Future) -> None:
             self._preparing = False
             exc = cf.exception() if not cf.cancelled() else asyncio.CancelledError()
-            if exc is not None:
-                log.warning("journal: could not prepare a spare file: %s", exc)
+            fd = cf.result() if exc is None else None
+            if fd is None:
+                # Not again before a while: each attempt would write file_bytes of zeros.
+                self._prepare_after = self.loop().time() + PREPARE_RETRY_S
+                if exc is not None:
+                    log.warning("journal: could not prepare a spare file: %s", exc)
                 return
             if self._closed:
-                os.close(cf.result())
+                os.close(fd)
                 return
-            self._spares.append(_File(path, cf.result(), 0, written=True))
+            self._spares.append(_File(path, fd, 0, written=True))
 
         self.loop().run_in_executor(self._background, job).add_done_callback(finished)
 

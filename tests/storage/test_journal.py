@@ -457,3 +457,29 @@ async def test_a_growing_file_gives_way_to_a_zero_filled_spare(
     await lg.close()
     await j.close()
     assert len(keys(Log.open(tmp_path / "t-0"))) == 2 * (i + 2)
+
+
+async def test_no_spare_is_zero_filled_without_room_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a small or full disk the journal stays on its growing file rather than write a
+    file's size of zeros, and does not try again at every flush."""
+    monkeypatch.setattr(journal_mod, "PREPARE_AFTER", 1000)
+    real = os.statvfs
+    asked: list[str] = []
+
+    def small(path: str | os.PathLike[str]) -> os.statvfs_result:
+        asked.append(str(path))
+        st = real(path)
+        return os.statvfs_result((st.f_bsize, st.f_frsize, st.f_blocks, 10, 10, *st[5:]))
+
+    monkeypatch.setattr(os, "statvfs", small)
+    j = await open_journal(tmp_path, file_bytes=64 * 1024)
+    lg = Log.open(tmp_path / "t-0")
+    for i in range(100):
+        await lg.append(batch("t", i))
+    await quiet(j)
+    assert len(asked) == 1 and not j._spares and not j.current.written
+    assert not [p for p in (tmp_path / JOURNAL_DIR).iterdir() if p.name.startswith("spare")]
+    await lg.close()
+    await j.close()
