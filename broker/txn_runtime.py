@@ -509,8 +509,14 @@ class TxnRuntime:
         if not await self._write(p, outcome):
             return Reply(ErrorCode.NOT_COORDINATOR), None
         rest = None
-        if outcome.markers and await self._markers(p, outcome.transactional_id):
-            rest = self._tasks.spawn(self._finish(p, outcome.transactional_id))
+        if outcome.markers:
+            tid = outcome.transactional_id
+            if not outcome.reply_when_complete:
+                # A coordinator's own abort (a new incarnation fencing the open transaction):
+                # the reply needs none of it.
+                rest = self._tasks.spawn(self._complete(p, tid))
+            elif await self._markers(p, tid):
+                rest = self._tasks.spawn(self._finish(p, tid))
         return outcome.reply or Reply(), rest
 
     async def _write(self, p: int, write: Write) -> bool:
