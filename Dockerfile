@@ -4,6 +4,7 @@
 #   docker/wheels.sh                       # -> dist/wheels/{base,report,tools}
 #   docker build -t kcoord .               # the broker (the last stage, `broker`)
 #   docker build --target report -t kcoord-report .   # + Java and PySpark for `kcoord report`
+#                                                     # (and a Spark master or worker)
 #   docker build --target tools -t kcoord-tools .     # + kafka-python, confluent-kafka, pytest
 #   docker build --target postgres -t kcoord-postgres .  # a PostgreSQL server for --storage
 #
@@ -67,6 +68,13 @@ RUN if ! command -v java >/dev/null 2>&1; then \
         && rm -rf /var/lib/apt/lists/*; \
     fi
 COPY --from=report-venv /opt/kcoord /opt/kcoord
+# Spark's own launchers (spark-class, spark-submit) from the pyspark package, for a standalone
+# master and workers run from this image (docker-compose.yml, profile `spark`).
+RUN ln -s "$(/opt/kcoord/bin/python3 -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/spark \
+    && mkdir -p /var/lib/kcoord/spark \
+    && chown 1000:1000 /var/lib/kcoord/spark
+ENV SPARK_HOME=/opt/spark \
+    PYSPARK_PYTHON=/opt/kcoord/bin/python3
 USER 1000:1000
 VOLUME ["/reports"]
 ENTRYPOINT ["kcoord"]

@@ -2,6 +2,12 @@
 end-to-end `kcoord report` time, over a synthetic log of 5 million offset commit records.
 
     .venv/bin/python bench/exporter.py [--records 5000000] [--per-batch 10] [--groups 1000]
+    .venv/bin/python bench/exporter.py --records 50000000 --groups 5000 --dir /tmp/d50m \
+        --report-only --modes local,cluster     # the 50M-record data set, both masters
+
+``--modes cluster`` starts a Spark standalone master and ``--workers`` one-core workers from
+pyspark's distribution on loopback (as the tests do) and runs the same reads and report on
+them, this process being the driver; every rate is also given per executor core.
 
 The log is written the way the coordinator writes commits: one batch per commit request, each
 holding the group's partitions (``--per-batch`` records), groups spread over the 50
@@ -32,6 +38,7 @@ from protocol.records import build_kv_batch  # noqa: E402
 
 T0 = 1_700_000_000_000
 REPORT_COLUMNS = ["group", "topic", "partition", "committed_offset", "timestamp"]
+COMMIT_COLUMNS = ",".join(REPORT_COLUMNS)
 TOPICS = 10
 PARTS = 10
 
@@ -161,6 +168,103 @@ def raw_read(d: Path, columns: list[str] | None, workers: int) -> tuple[int, flo
     return n, wall, cpu
 
 
+def count_records(d: Path) -> int:
+    """The OffsetCommit records of the data set (from the segment summaries, no decoding)."""
+    from exporter.logread import OFFSETS_TOPIC, list_partition_dirs, list_segments, read_segment
+    from exporter.logread import segment_summary as summary
+
+    return sum(
+        summary(OFFSETS_TOPIC, p, read_segment(path, base, check_crc=False))["records"]
+        for _, p, pdir in list_partition_dirs(d, OFFSETS_TOPIC)
+        for base, path in list_segments(pdir)
+    )
+
+
+def run_mode(mode: str, d: Path, args: argparse.Namespace, out: Path) -> None:
+    """Reads and reports in one Spark session: local[2] in this process, or a standalone
+    master with ``--workers`` one-core workers started here (this process is the driver)."""
+    from pyspark.sql import functions as F
+
+    from exporter.session import build_session
+
+    cluster = None
+    if mode == "cluster":
+        from tests.exporter.sparkcluster import StandaloneCluster
+
+        scratch = Path(tempfile.mkdtemp(prefix="kcoord-bench-cluster-"))
+        t = time.perf_counter()
+        cluster = StandaloneCluster(scratch, workers=args.workers, memory=args.worker_memory)
+        cluster.start()
+        print(f"standalone cluster: {args.workers} one-core workers up in"
+              f" {time.perf_counter() - t:.1f}s ({cluster.url})")  # fmt: skip
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        executor_memory = f"{max(1, int(args.worker_memory.rstrip('g')) - 1)}g"
+        conf = {"spark.executor.memory": executor_memory, "spark.driver.memory": "2g"}
+        master = cluster.url
+    elif mode == "local":
+        conf, master = {}, "local[2]"
+    else:
+        raise SystemExit(f"unknown mode {mode!r}: local or cluster")
+    try:
+        t = time.perf_counter()
+        spark = build_session(master, extra_conf=conf)
+        cores = spark.sparkContext.defaultParallelism
+        print(f"[{mode}] spark session ({master}, {cores} executor cores):"
+              f" {time.perf_counter() - t:.1f}s")  # fmt: skip
+        reads = {
+            "all": ("all columns", {}),
+            "commit": ("commit columns (as the report reads)", {"columns": COMMIT_COLUMNS}),
+            "per-segment": (
+                "all columns, one Spark partition per segment",
+                {"bytesPerPartition": "0"},
+            ),
+        }
+        chosen = [reads[k] for k in args.reads.split(",") if k]
+        for label, opts in [] if args.report_only else chosen:
+            runs = []
+            for _ in range(args.runs):
+                df = spark.read.format("kcoord").options(minPartitions=str(cores), **opts)
+                df = df.load(str(d))
+                c = spark_cpu_seconds()
+                t = time.perf_counter()
+                row = df.agg(
+                    F.count("*").alias("n"), F.max("committed_offset").alias("m")
+                ).collect()[0]
+                runs.append((time.perf_counter() - t, _cpu_delta(c)))
+            best, cpu = min(runs, key=lambda r: r[0])
+            rate = row.n / best / 1e6
+            print(
+                f"[{mode}] read, {label}: {row.n:,} records, best {best:.2f}s ="
+                f" {rate:.2f} M records/s, {rate / cores:.2f} M/s per executor core"
+                f" (CPU-s: {cpu['python']:.2f} Python workers, {cpu['jvm']:.2f} JVM;"
+                f" load average {os.getloadavg()[0]:.1f})"
+            )
+        if not args.no_report:
+            from exporter.report import run_report
+
+            n = count_records(d)
+            for i in range(args.report_runs):
+                c = spark_cpu_seconds()
+                t = time.perf_counter()
+                r = run_report(d, out, spark=spark, at=T0 + 10**9, console=open("/dev/null", "w"))  # noqa: SIM115
+                secs = time.perf_counter() - t
+                used = _cpu_delta(c)
+                print(
+                    f"[{mode}] report {i + 1}: {n:,} records, {len(r.groups)} groups,"
+                    f" {len(r.partitions)} partitions, {secs:.1f}s end to end (session up) ="
+                    f" {n / secs / 1e3:.0f} k records/s, {n / secs / cores / 1e3:.0f} k/s per"
+                    f" executor core; {sum(used.values()):.1f} CPU-s: {used['jvm']:.1f} JVM,"
+                    f" {used['python']:.1f} Python (on this machine: the workers' JVMs count as"
+                    f" JVM only when started here); load average {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
+        spark.stop()
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            shutil.rmtree(cluster.scratch, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=5_000_000)
@@ -168,6 +272,26 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--dir", type=Path, help="keep the generated data here (reused if present)")
     ap.add_argument("--no-report", action="store_true")
+    ap.add_argument(
+        "--generate-only", action="store_true", help="write the data set (--dir) and stop"
+    )
+    ap.add_argument(
+        "--modes",
+        default="local",
+        help="where the report runs, comma-separated: local (local[2] in this process) and/or"
+        " cluster (a standalone master and --workers one-core workers started here)",
+    )
+    ap.add_argument("--workers", type=int, default=2, help="workers of the cluster mode")
+    ap.add_argument(
+        "--reads",
+        default="all,commit,per-segment",
+        help="the Spark read variants to time (all columns, the report's commit columns,"
+        " one Spark partition per segment); empty: none",
+    )
+    ap.add_argument("--no-raw", action="store_true", help="skip the segment reader alone")
+    ap.add_argument(
+        "--worker-memory", default="4g", help="memory of each cluster worker (its executor's)"
+    )
     ap.add_argument(
         "--report-only", action="store_true", help="skip the reads; time the report alone"
     )
@@ -196,8 +320,10 @@ def main() -> None:
         size = sum(p.stat().st_size for p in d.glob("__consumer_offsets-*/*.log"))
         nseg = len(list(d.glob("__consumer_offsets-*/*.log")))
         print(f"log: {size / 2**20:.0f} MiB in {nseg} segments")
+        if args.generate_only:
+            return
 
-        for workers in () if args.report_only else (1, 2):
+        for workers in () if args.report_only or args.no_raw else (1, 2):
             raw_runs = [raw_read(d, REPORT_COLUMNS, workers) for _ in range(args.runs)]
             n, wall, cpu = min(raw_runs, key=lambda r: r[1])
             print(
@@ -207,56 +333,8 @@ def main() -> None:
                 f" load average {os.getloadavg()[0]:.1f})"
             )
 
-        t = time.perf_counter()
-        from pyspark.sql import functions as F
-
-        from exporter.session import build_session
-
-        spark = build_session()
-        print(f"spark session: {time.perf_counter() - t:.1f}s")
-        reads = [
-            ("all columns", {}),
-            (
-                "commit columns (as the report reads)",
-                {"columns": ",".join(REPORT_COLUMNS)},
-            ),
-            ("all columns, one Spark partition per segment", {"bytesPerPartition": "0"}),
-        ]
-        for label, opts in [] if args.report_only else reads:
-            runs = []
-            for _ in range(args.runs):
-                df = spark.read.format("kcoord").options(**opts).load(str(d))
-                c = spark_cpu_seconds()
-                t = time.perf_counter()
-                row = df.agg(
-                    F.count("*").alias("n"), F.max("committed_offset").alias("m")
-                ).collect()[0]
-                runs.append((time.perf_counter() - t, _cpu_delta(c)))
-            best, cpu = min(runs, key=lambda r: r[0])
-            rate = row.n / best / 1e6
-            print(
-                f"read, {label}: {row.n:,} records, best {best:.2f}s = {rate:.2f} M records/s"
-                f" (CPU-s: {cpu['python']:.2f} Python workers, {cpu['jvm']:.2f} JVM;"
-                f" load average {os.getloadavg()[0]:.1f})"
-            )
-        if not args.no_report:
-            from exporter.report import run_report
-
-            out = (tmp or d.parent) / "report-out"
-            for i in range(args.report_runs):
-                c = spark_cpu_seconds()
-                t = time.perf_counter()
-                r = run_report(d, out, spark=spark, at=T0 + 10**9, console=open("/dev/null", "w"))  # noqa: SIM115
-                secs = time.perf_counter() - t
-                used = _cpu_delta(c)
-                print(
-                    f"report {i + 1}: {len(r.groups)} groups, {len(r.partitions)} partitions,"
-                    f" {secs:.1f}s end to end (session already up; {sum(used.values()):.1f} CPU-s:"
-                    f" {used['jvm']:.1f} JVM, {used['python']:.1f} Python;"
-                    f" load average {os.getloadavg()[0]:.1f})",
-                    flush=True,
-                )
-        spark.stop()
+        for mode in args.modes.split(","):
+            run_mode(mode.strip(), d, args, (tmp or d.parent) / f"report-{mode.strip()}")
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.cluster")
 
+# How long a node that lost a topic partition's lease waits to read the catalog (was the topic
+# deleted?) before it resigns the partition anyway.
+LOST_CATALOG_WAIT_S = 1.0
+
 TAKE_CONCURRENCY = 8  # partitions acquired and opened at once in a round
 STOP_STEP_S = 5.0  # how long a graceful stop waits for the handoff, and for deregistering
 
@@ -282,6 +286,26 @@ class ClusterNode:
         await leadership.resign(self.data, topic, partition)
         await self._share_resign(topic, partition)
 
+    async def _resign_lost(self, topic: str, partition: int) -> None:
+        """Resign a topic partition whose lease was lost. A lease is also lost when another
+        node deleted the topic (its rows go with it), so the catalog is read first, briefly:
+        then the requests parked on the partition are woken with the topic gone
+        (UNKNOWN_TOPIC_ID) rather than NOT_LEADER_OR_FOLLOWER. Nothing is served meanwhile:
+        the partition stopped leading when the lease was lost."""
+        try:
+            await asyncio.wait_for(self._refresh_catalog(), LOST_CATALOG_WAIT_S)
+        except Exception as e:  # noqa: BLE001 - a database out of reach: resign anyway
+            log.debug("catalog not read before resigning %s-%d: %r", topic, partition, e)
+        await self._resign(topic, partition)
+
+    async def _refresh_catalog(self) -> None:
+        if self.data.engine is None:
+            return
+        # A balance round reads it too. It may be waiting for this resignation (a take waits
+        # for the partition's unload): the caller's time limit breaks that wait.
+        async with self._round:
+            await leadership.refresh(self.data)
+
     async def _hand_off(self, h: Held) -> None:
         """Flush and stop serving, then release the lease for the partition's new owner."""
         topic, partition, epoch = h
@@ -315,7 +339,7 @@ class ClusterNode:
                 part = self.data.partition(topic, partition)
                 if part is not None:
                     part.leading = False  # now, not when the task runs
-                task = loop.create_task(self._resign(topic, partition))
+                task = loop.create_task(self._resign_lost(topic, partition))
             # The loop keeps only weak references to tasks: hold each until it is done.
             self._loading.add(task)
             task.add_done_callback(self._loading.discard)

@@ -783,9 +783,12 @@ def group_summary(pl: DataFrame, rsum: DataFrame, s: Settings) -> DataFrame:
         .withColumn("partitions", F.coalesce(F.col("partitions"), F.lit(0)))
         .withColumn("status", F.coalesce(F.col("status"), F.lit("OK")))
     )
+    # Rebalances per hour over the group's metadata history, counted over at least an hour:
+    # 2 rebalances 4 s ago are 2 in the last hour, not 1,800 an hour.
     span_h = (F.lit(s.at) - F.col("first_metadata_ts")) / 3_600_000.0
     return grp.withColumn(
-        "rebalances_per_hour", F.when(span_h > 0, F.col("rebalances") / span_h)
+        "rebalances_per_hour",
+        F.when(span_h.isNotNull(), F.col("rebalances") / F.greatest(span_h, F.lit(1.0))),
     ).withColumn(
         "catch_up_s",
         F.when(F.col("total_lag") == 0, F.lit(0.0)).when(

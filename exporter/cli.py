@@ -25,6 +25,13 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--master", metavar="URL", help="Spark master (default local[2], or spark-submit's)"
     )
     rep.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit's --conf (repeatable)",
+    )
+    rep.add_argument(
         "--at",
         metavar="TIMESTAMP",
         help="report time: epoch ms or s, or ISO 8601 (default: now); later records are ignored",
@@ -53,11 +60,18 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     rep.add_argument(
         "--no-history", action="store_true", help="skip writing commit_history.parquet"
     )
+    rep.add_argument(
+        "--state",
+        type=Path,
+        metavar="DIR",
+        help="incremental: read only the records written since the run that kept its state"
+        " in DIR (created if missing); the tables are those of a full run",
+    )
     return rep
 
 
 def run(args: argparse.Namespace) -> int:
-    from exporter.report import parse_at, run_report
+    from exporter.report import parse_at
 
     if args.data_dir is not None and not args.data_dir.is_dir():
         print(f"kcoord: error: --data-dir {args.data_dir} is not a directory", file=sys.stderr)
@@ -70,6 +84,25 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"kcoord: error: --at: {e}", file=sys.stderr)
         return 2
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"kcoord: error: --conf {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        conf[key.strip()] = value
+    from exporter.incremental import StateError
+
+    try:
+        return _run(args, at, conf)
+    except StateError as e:
+        print(f"kcoord: error: --state: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, at: int, conf: dict[str, str]) -> int:
+    from exporter.report import run_report
+
     run_report(
         args.data_dir if args.data_dir is not None else args.storage,
         args.out,
@@ -79,5 +112,7 @@ def run(args: argparse.Namespace) -> int:
         snapshot=args.end_offsets,
         settings={"allowed_lag": args.allowed_lag, "retention_ms": args.retention_ms},
         write_history=not args.no_history,
+        spark_conf=conf,
+        state_dir=args.state,
     )
     return 0

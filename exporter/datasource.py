@@ -8,7 +8,15 @@
     ``record_type``, ``log_partition``, ``offset`` and ``timestamp`` are pushed down: a group
     filter reads only the log partition that coordinates the group, offset and timestamp
     ranges skip segments and batches. ``.option("level", "segments")`` gives one row per
-    segment instead (sizes, offsets, and the error that cut a corrupt or torn tail).
+    segment instead (sizes, offsets, and the error that cut a corrupt or torn tail);
+    ``.option("level", "transactions")`` one row per offset held back by a transaction still
+    open at the end of its partition (a task reads a partition's segments in order).
+    ``.option("startOffsets", '{"3": 1200}')`` and ``.option("endOffsets", ...)`` (JSON, log
+    partition -> offset) read each partition from / up to (excluded) an offset: what an
+    incremental report reads (with ``endOffsets``, only the partitions it names). A
+    PostgreSQL engine is read in ranges of ``.option("rangeRecords", N)`` offsets.
+    ``.option("pendingMarkers", "true")`` adds a row (``record_type`` -1, ``offset`` to
+    ``committed_offset``) for each range left out because its transaction is still open.
     ``.option("checkCrc", "false")`` skips CRC checks (faster, still length-checked).
     ``.option("columns", "group,topic,partition,committed_offset")`` narrows the schema to
     those columns (Python data sources get no column pruning from Spark, and every column
@@ -53,9 +61,11 @@ from pyspark.sql.datasource import (
 from exporter.pgread import is_storage_url
 
 OFFSETS_TOPIC_NAME = "__consumer_offsets"
-_LEVELS = ("records", "segments")
+_LEVELS = ("records", "segments", "transactions")
 _TOPIC_LEVELS = ("partitions", "batches", "records")
 BYTES_PER_PARTITION = 128 << 20
+# What an offset of __consumer_offsets takes in a batch of OffsetCommit records (~60 bytes).
+BYTES_PER_OFFSET = 60
 
 
 def _pack(items: list[Any], sizes: list[int], options: dict[str, str]) -> list[list[Any]]:
@@ -135,6 +145,40 @@ class PgRange(InputPartition):
         self.topic, self.log_partition, self.partition = topic, partition, partition
         self.lo, self.hi = lo, hi
         self.base, self.path, self.next_base = lo, f"{topic}-{partition}@{lo}", hi + 1
+
+
+PENDING_MARKER = -1  # record_type of the rows .option("pendingMarkers", "true") adds
+
+
+def _pending_markers(log_partition: int, ranges: list[tuple[int, int]], columns: Any) -> Any:
+    """Rows (record_type -1) telling which offset ranges [offset, committed_offset] were
+    left out because their transaction had not ended: read in the same pass as the records,
+    so an incremental report knows exactly what it did not keep."""
+    import pyarrow as pa
+
+    from exporter.logread import record_schema
+
+    schema = record_schema(columns)
+    n = len(ranges)
+    values = {
+        "log_partition": pa.array([log_partition] * n, pa.int32()),
+        "record_type": pa.array([PENDING_MARKER] * n, pa.int16()),
+        "offset": pa.array([lo for lo, _ in ranges], pa.int64()),
+        "committed_offset": pa.array([hi for _, hi in ranges], pa.int64()),
+    }
+    return pa.RecordBatch.from_arrays(
+        [values.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema
+    )
+
+
+def _offset_map(options: dict[str, str], name: str) -> dict[int, int] | None:
+    """A JSON object of log partition -> offset option (``startOffsets``, ``endOffsets``)."""
+    import json
+
+    text = _get(options, name)
+    if not text:
+        return None
+    return {int(k): int(v) for k, v in json.loads(text).items()}
 
 
 def _lower_keys(options: Any) -> dict[str, str]:
@@ -217,6 +261,10 @@ class KcoordDataSource(DataSource):
 
         if self._level() == "segments":
             return SEGMENT_DDL
+        if self._level() == "transactions":
+            from exporter.txnfilter import TXN_DDL
+
+            return TXN_DDL
         return record_ddl(parse_columns(self.options.get("columns")))
 
     def _level(self) -> str:
@@ -257,6 +305,8 @@ class KcoordReader(DataSourceReader):
         self.columns = parse_columns(options.get("columns"))
         n = _get(options, "offsetsPartitions")
         self.offsets_partitions = int(n) if n else None
+        self.starts = _offset_map(options, "startOffsets")
+        self.ends = _offset_map(options, "endOffsets")
         self.groups: set[str] | None = None
         self.record_types = _Range()
         self.log_partitions = _Range()
@@ -313,57 +363,94 @@ class KcoordReader(DataSourceReader):
         lo, hi = self.offsets.bounds()
         if is_storage_url(self.data_dir):
             return self._pg_partitions(wanted, lo, hi)
-        out: list[InputPartition] = []
+        per_log: list[list[SegmentPartition]] = []
         for _, p, pdir in list_partition_dirs(Path(self.data_dir), OFFSETS_TOPIC):
             if wanted is not None and p not in wanted:
                 continue
-            if not self.log_partitions.contains(p):
+            if not self.log_partitions.contains(p) or not self._in_bounds(p):
                 continue
+            start, end = self._bounds(p)
             segs = list_segments(pdir)
+            mine = []
             for i, (base, path) in enumerate(segs):
                 nxt = segs[i + 1][0] if i + 1 < len(segs) else None
-                if hi is not None and base > hi:
+                if (hi is not None and base > hi) or (end is not None and base >= end):
                     continue
-                if lo is not None and nxt is not None and nxt <= lo:
+                if nxt is not None and (
+                    (lo is not None and nxt <= lo) or (start is not None and nxt <= start)
+                ):
                     continue
                 if not self.segments.contains(base):
                     continue
-                out.append(SegmentPartition(p, base, str(path), nxt))
+                mine.append(SegmentPartition(p, base, str(path), nxt))
+            if mine:
+                per_log.append(mine)
+        if self.level == "transactions":
+            # A transaction may span segments: each partition's segments, in order, in one task.
+            sizes = [sum(_file_size(Path(sp.path)) for sp in segs) for segs in per_log]
+            return [
+                SegmentGroup([sp for segs in g for sp in segs])
+                for g in _pack(per_log, sizes, self.options)
+            ] or [SegmentGroup([])]
+        out = [sp for segs in per_log for sp in segs]
         if not out:
             return [SegmentGroup([])]  # Spark wants a partition even when none exists
         sizes = [_file_size(Path(sp.path)) for sp in out]
         return [SegmentGroup(g) for g in _pack(out, sizes, self.options)]
 
+    def _in_bounds(self, p: int) -> bool:
+        """With ``endOffsets``, only the partitions it names are read."""
+        return self.ends is None or p in self.ends
+
+    def _bounds(self, p: int) -> tuple[int | None, int | None]:
+        """This partition's [start, end) from ``startOffsets``/``endOffsets`` (JSON objects
+        of log partition -> offset: what an incremental report reads)."""
+        start = self.starts.get(p) if self.starts is not None else None
+        end = self.ends.get(p) if self.ends is not None else None
+        return start, end
+
     def _pg_partitions(
         self, wanted: set[int] | None, lo: int | None, hi: int | None
     ) -> Sequence[InputPartition]:
+        """Ranges of ``rangeRecords`` offsets of each partition (planned from two index
+        lookups per partition, never a row per batch), packed like segment files with an
+        estimated size (``BYTES_PER_OFFSET``) so that small partitions share a task."""
         from exporter import pgread
 
+        per = int(_get(self.options, "rangeRecords") or pgread.RANGE_RECORDS)
         out: list[PgRange] = []
         sizes: list[int] = []
-        cap = int(_get(self.options, "bytesPerPartition") or pgread.RANGE_BYTES)
+        if self.level == "transactions":
+            per = 1 << 62  # a partition in one read: its transactions may span ranges
+        per_log: list[list[PgRange]] = []
         for topic, p in pgread.partitions(self.data_dir, OFFSETS_TOPIC_NAME):
             if (wanted is not None and p not in wanted) or not self.log_partitions.contains(p):
                 continue
-            for first, last, size in pgread.ranges(self.data_dir, topic, p, cap):
-                if hi is not None and first > hi:
+            if not self._in_bounds(p):
+                continue
+            start, end = self._bounds(p)
+            first_at = max(x for x in (lo, start, 0) if x is not None)
+            mine = []
+            for first, last in pgread.offset_ranges(self.data_dir, topic, p, per, first_at):
+                if (hi is not None and first > hi) or (end is not None and first >= end):
                     continue
-                out.append(PgRange(topic, p, first, last))
-                sizes.append(size)
+                if end is not None:
+                    last = min(last, end - 1)
+                mine.append(PgRange(topic, p, first, last))
+            per_log.append(mine)
+        out = [r for rs in per_log for r in rs]
         if not out:
             return [SegmentGroup([])]
+        sizes = [(r.hi - r.lo + 1) * BYTES_PER_OFFSET for r in out]
         return [SegmentGroup(g) for g in _pack(out, sizes, self.options)]  # type: ignore[arg-type]
 
-    def _scan(self, sp: Any) -> Any:
+    def _scans(self, sp: Any, pg: Any) -> Iterator[Any]:
         from exporter.logread import read_segment
 
         if isinstance(sp, PgRange):
-            from exporter import pgread
-
-            return pgread.scan(
-                self.data_dir, sp.topic, sp.partition, sp.lo, sp.hi, check_crc=self.check_crc
-            )
-        return read_segment(Path(sp.path), sp.base, check_crc=self.check_crc)
+            yield from pg.scans(sp.topic, sp.partition, sp.lo, sp.hi, check_crc=self.check_crc)
+        else:
+            yield read_segment(Path(sp.path), sp.base, check_crc=self.check_crc)
 
     def read(self, partition: SegmentGroup) -> Iterator[Any]:
         import pyarrow as pa
@@ -377,22 +464,64 @@ class KcoordReader(DataSourceReader):
 
         worker_setup()
         segments = partition.segments
-        if self.level == "segments":
-            rows = [
-                segment_summary(OFFSETS_TOPIC, sp.log_partition, self._scan(sp)) for sp in segments
-            ]
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=SEGMENT_SCHEMA)
-            return
-        filters = self._filters()
-        for sp in segments:
-            scan = self._scan(sp)
-            yield from decode_segment(scan, sp.log_partition, filters, columns=self.columns)
+        pg = None
+        if is_storage_url(self.data_dir):
+            from exporter.pgread import RangeReader
 
-    def _filters(self) -> Any:
+            pg = RangeReader(self.data_dir)  # one connection for this task's ranges
+        try:
+            if self.level == "segments":
+                rows = [
+                    segment_summary(OFFSETS_TOPIC, sp.log_partition, scan)
+                    for sp in segments
+                    for scan in self._scans(sp, pg)
+                ]
+                if rows:
+                    yield pa.RecordBatch.from_pylist(rows, schema=SEGMENT_SCHEMA)
+                return
+            if self.level == "transactions":
+                yield from self._open_transactions(segments, pg)
+                return
+            mark = _flag(self.options, "pendingMarkers", False)
+            for sp in segments:
+                filters = self._filters(sp.log_partition)
+                for scan in self._scans(sp, pg):
+                    pending: list[tuple[int, int]] = []
+                    yield from decode_segment(
+                        scan, sp.log_partition, filters, columns=self.columns, pending=pending
+                    )
+                    if mark and pending:
+                        yield _pending_markers(sp.log_partition, pending, self.columns)
+        finally:
+            if pg is not None:
+                pg.close()
+
+    def _open_transactions(self, segments: list[Any], pg: Any) -> Iterator[Any]:
+        import itertools
+
+        import pyarrow as pa
+
+        from exporter.txnfilter import TXN_COLUMNS, open_transactions_of
+
+        rows: list[dict] = []
+        for p, segs in itertools.groupby(segments, key=lambda sp: sp.log_partition):
+            scans = (scan for sp in segs for scan in self._scans(sp, pg))
+            rows += open_transactions_of(scans, p)
+        if rows:
+            types = {"STRING": pa.string(), "INT": pa.int32(), "BIGINT": pa.int64()}
+            schema = pa.schema([(c, types[t]) for c, t in TXN_COLUMNS])
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    def _filters(self, log_partition: int | None = None) -> Any:
         from exporter.logread import Filters
 
         lo, hi = self.offsets.bounds()
+        if log_partition is not None:
+            start, end = self._bounds(log_partition)
+            if start is not None:
+                lo = start if lo is None else max(lo, start)
+            if end is not None:
+                hi = end - 1 if hi is None else min(hi, end - 1)
         tlo, thi = self.timestamps.bounds()
         types = self.record_types.values
         if types is None and (self.record_types.lo is not None or self.record_types.hi is not None):

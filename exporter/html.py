@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,10 +38,13 @@ h1{margin:0 0 4px 0;font-size:22px}h2{font-size:17px;margin:28px 0 8px 0}
 .cards{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
 .card{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:110px}
 .card b{display:block;font-size:20px}
+.scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:12.5px}
-th,td{border-bottom:1px solid #e5e5e5;padding:3px 8px;text-align:right;white-space:nowrap}
-th{background:#f5f5f5;position:sticky;top:0}
-td.l,th.l{text-align:left}
+th,td{border-bottom:1px solid #e5e5e5;padding:3px 6px;text-align:right;white-space:nowrap}
+th{background:#f5f5f5;position:sticky;top:0;white-space:normal;vertical-align:bottom}
+td.l,th.l,td.w,th.w{text-align:left}
+td.w{white-space:normal;overflow-wrap:anywhere;min-width:13em;max-width:24em}
+svg{max-width:100%;height:auto}
 .st{color:#fff;border-radius:3px;padding:1px 6px;font-weight:600;font-size:11.5px}
 .warn{background:#fff8e1;border:1px solid #f9a825;padding:6px 10px;font-size:13px}
 svg text{font-size:11px;fill:#333}
@@ -87,16 +91,52 @@ def badge(status: str | None) -> str:
     return f'<span class="st" style="background:{color}">{esc(status)}</span>'
 
 
-def _nice_max(v: float) -> float:
-    if v <= 0:
-        return 1.0
-    import math
+def nice_ticks(vmax: float, count: int = 4, integer: bool = True) -> list[float]:
+    """Axis ticks from 0 to at least ``vmax``: about ``count`` steps of 1, 2, 2.5 or 5 times a
+    power of ten, whole numbers when ``integer`` (lags are counts: a range of 0-1 has the
+    ticks 0 and 1, never 0, 0.25, ... printed as "0, 0, 0, 1, 1")."""
+    if vmax <= 0:
+        return [0.0, 1.0]
+    raw = vmax / count
+    exp = 10 ** math.floor(math.log10(raw))
+    step = next((m * exp for m in (1, 2, 2.5, 5, 10) if raw <= m * exp), 10 * exp)
+    if integer:
+        step = max(1.0, math.ceil(step))
+    n = math.ceil(vmax / step - 1e-9)
+    return [i * step for i in range(n + 1)]
 
-    exp = 10 ** math.floor(math.log10(v))
-    for m in (1, 2, 2.5, 5, 10):
-        if v <= m * exp:
-            return m * exp
-    return 10 * exp
+
+def _tick_label(v: float, step: float) -> str:
+    if step >= 1 and float(v).is_integer():
+        return fmt_num(int(v))
+    digits = max(0, -math.floor(math.log10(step)))
+    return fmt_num(float(v), digits)
+
+
+def _svg_open(width: int, height: int, extra: str = "") -> str:
+    """An SVG drawn at ``width`` x ``height`` that shrinks with a narrower window (viewBox)."""
+    attrs = f" {extra}" if extra else ""
+    return (
+        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}"{attrs}'
+        ' xmlns="http://www.w3.org/2000/svg">'
+    )
+
+
+def _time_labels(t0: float, t1: float, x: Any, y: float) -> list[str]:
+    """Five time labels along an axis; the first and last kept inside the chart."""
+    out = []
+    for i in range(5):
+        t = t0 + (t1 - t0) * i / 4
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        label = esc(fmt_ts(int(t))[5:16])
+        out.append(f'<text x="{x(t):.1f}" y="{y}" text-anchor="{anchor}">{label}</text>')
+    return out
+
+
+def _clip(label: str, chars: int) -> str:
+    """A label cut to ``chars`` characters (an SVG text does not wrap; the whole label is in
+    the element's title)."""
+    return label if len(label) <= chars else label[: chars - 1] + "\u2026"
 
 
 def line_chart(
@@ -115,7 +155,8 @@ def line_chart(
     t1 = max(p[0] for p in pts)
     if t1 == t0:
         t1 = t0 + 60_000
-    ymax = _nice_max(max(p[1] for p in pts))
+    ticks = nice_ticks(max(p[1] for p in pts))
+    ymax = ticks[-1]
     pw, ph = width - left - right, height - top - bottom
 
     def x(t: float) -> float:
@@ -124,19 +165,15 @@ def line_chart(
     def y(v: float) -> float:
         return top + ph - v / ymax * ph
 
-    out = [f'<svg width="{width}" height="{height}" role="img" xmlns="http://www.w3.org/2000/svg">']
-    for i in range(5):
-        v = ymax * i / 4
+    out = [_svg_open(width, height, 'role="img" class="chart"')]
+    for v in ticks:
         yy = y(v)
+        label = _tick_label(v, ticks[1] - ticks[0])
         out.append(
             f'<line x1="{left}" x2="{width - right}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>'
         )
-        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{fmt_num(v)}</text>')
-    for i in range(5):
-        t = t0 + (t1 - t0) * i / 4
-        out.append(
-            f'<text x="{x(t):.1f}" y="{height - 8}" text-anchor="middle">{esc(fmt_ts(int(t))[5:16])}</text>'  # noqa: E501
-        )
+        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{label}</text>')
+    out += _time_labels(t0, t1, x, height - 8)
     out.append(
         f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="#999"/>'
         f'<line x1="{left}" x2="{width - right}" y1="{top + ph}" y2="{top + ph}" stroke="#999"/>'
@@ -171,12 +208,13 @@ def bar_chart(items: Sequence[tuple[str, float, str]], *, width: int = 900) -> s
     label_w = 330
     height = row * len(items) + 10
     vmax = max(v for _, v, _ in items) or 1
-    out = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    out = [_svg_open(width, height)]
     for i, (label, v, color) in enumerate(items):
         yy = 5 + i * row
         w = (width - label_w - 90) * v / vmax
         out.append(
-            f'<text x="{label_w - 6}" y="{yy + 12}" text-anchor="end">{esc(label)}</text>'
+            f'<text x="{label_w - 6}" y="{yy + 12}" text-anchor="end">{esc(_clip(label, 52))}'
+            f"<title>{esc(label)}</title></text>"
             f'<rect x="{label_w}" y="{yy + 2}" width="{max(w, 1):.1f}" height="{row - 5}" fill="{color}">'  # noqa: E501
             f"<title>{esc(label)}: {fmt_num(v)}</title></rect>"
             f'<text x="{label_w + w + 4:.1f}" y="{yy + 12}">{fmt_num(v)}</text>'
@@ -201,11 +239,12 @@ def timeline(events: dict[str, Sequence[tuple[int, int, str]]], *, width: int = 
     def x(t: float) -> float:
         return label_w + (t - t0) / (t1 - t0) * pw
 
-    out = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    out = [_svg_open(width, height)]
     for i, (group, evs) in enumerate(events.items()):
         yy = 10 + i * row + row / 2
         out.append(
-            f'<text x="{label_w - 8}" y="{yy + 4}" text-anchor="end">{esc(group)}</text>'
+            f'<text x="{label_w - 8}" y="{yy + 4}" text-anchor="end">{esc(_clip(group, 30))}'
+            f"<title>{esc(group)}</title></text>"
             f'<line x1="{label_w}" x2="{width - right}" y1="{yy}" y2="{yy}" stroke="#eee"/>'
         )
         for t, members, kind in evs:
@@ -215,27 +254,34 @@ def timeline(events: dict[str, Sequence[tuple[int, int, str]]], *, width: int = 
                 f'<circle cx="{x(t):.1f}" cy="{yy}" r="{r:.1f}" fill="{color}" fill-opacity="0.7">'
                 f"<title>{esc(group)} {esc(kind)} at {esc(fmt_ts(t))}: {members} members</title></circle>"  # noqa: E501
             )
-    for i in range(5):
-        t = t0 + (t1 - t0) * i / 4
-        out.append(
-            f'<text x="{x(t):.1f}" y="{height - 6}" text-anchor="middle">{esc(fmt_ts(int(t))[5:16])}</text>'  # noqa: E501
-        )
+    out += _time_labels(t0, t1, x, height - 6)
     out.append("</svg>")
     return "".join(out)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = ()) -> str:
-    th = "".join(
-        f'<th class="{"l" if i in left else ""}">{esc(h)}</th>' for i, h in enumerate(headers)
-    )
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    left: Sequence[int] = (),
+    wrap: Sequence[int] = (),
+) -> str:
+    """A table in a box that scrolls sideways when the window is narrower than the table, so
+    the page itself never does. Columns in ``left`` are left-aligned; those in ``wrap`` (names,
+    ids) are too, and wrap anywhere instead of widening the table."""
+
+    def cls(i: int) -> str:
+        return "w" if i in wrap else "l" if i in left else ""
+
+    th = "".join(f'<th class="{cls(i)}">{esc(h)}</th>' for i, h in enumerate(headers))
     body = []
     for r in rows:
         body.append(
-            "<tr>"
-            + "".join(f'<td class="{"l" if i in left else ""}">{c}</td>' for i, c in enumerate(r))
-            + "</tr>"
+            "<tr>" + "".join(f'<td class="{cls(i)}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
         )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (
+        f'<div class="scroll"><table><thead><tr>{th}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def render(
@@ -281,7 +327,8 @@ def head(title: str, meta: dict[str, str], groups: list[dict]) -> list[str]:
     cards = [("groups", fmt_num(len(groups))), ("total lag", fmt_num(total_lag))]
     cards += [(k, fmt_num(v)) for k, v in sorted(counts.items())]
     return [
-        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
         '<div class="meta">'
@@ -349,7 +396,8 @@ def share_section(groups: Sequence[dict], partitions: Sequence[dict], max_rows: 
             ]
             for g in groups
         ],
-        left=(0, 1, 10),
+        left=(1,),
+        wrap=(0, 10),
     )
     shown = sorted(
         partitions, key=lambda p: (-(p.get("lag") or 0), p["group"], p["topic"], p["partition"])
@@ -392,7 +440,8 @@ def share_section(groups: Sequence[dict], partitions: Sequence[dict], max_rows: 
             ]
             for p in shown
         ],
-        left=(0, 1),
+        left=(1,),
+        wrap=(0,),
     )
     return ["<h2>Share groups</h2>", totals, *note, rows]
 
@@ -423,7 +472,7 @@ def groups_table(groups: list[dict]) -> str:
             "catch-up",
             "last commit",
             "rebalances",
-            "rebalances/h",
+            "rebalances per hour",
             "below log start",
             "near expiry",
         ],
@@ -444,13 +493,14 @@ def groups_table(groups: list[dict]) -> str:
                 if g.get("last_commit_age_ms") is not None
                 else "-",
                 fmt_num(g.get("rebalances")),
-                fmt_num(g.get("rebalances_per_hour"), 2),
+                fmt_num(g.get("rebalances_per_hour"), 1),
                 fmt_num(g.get("partitions_below_log_start")),
                 fmt_num(g.get("partitions_near_expiry")),
             ]
             for g in groups
         ],
-        left=(0, 3),
+        left=(3,),
+        wrap=(0,),
     )
 
 
@@ -532,5 +582,6 @@ def partitions_table(shown: list[dict]) -> str:
             ]
             for p in shown
         ],
-        left=(0, 1, 13, 14),
+        left=(1, 14),
+        wrap=(0, 13),
     )

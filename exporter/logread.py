@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,6 +228,9 @@ class SegmentScan:
     valid_bytes: int
     error: str | None = None
     header: dict[str, np.ndarray] = field(default_factory=dict)
+    # For transactions still open at the end of these bytes: producer ids -> whether their
+    # next marker commits (default: looked for in the later segment files).
+    decided_later: Callable[[set[int]], dict[int, bool]] | None = None
 
     @property
     def file_bytes(self) -> int:
@@ -502,9 +505,11 @@ def decode_segment(
     filters: Filters | None = None,
     chunk_records: int = CHUNK_RECORDS,
     columns: list[str] | None = None,
+    pending: list[tuple[int, int]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches (:data:`RECORD_SCHEMA`, or only ``columns`` in that order) of the
-    coordinator records of a scanned segment."""
+    coordinator records of a scanned segment. ``pending`` receives the offset ranges left out
+    because their transaction has not ended yet."""
     filters = filters or Filters()
     starts = scan.starts
     if starts.size == 0:
@@ -531,7 +536,7 @@ def decode_segment(
     if idx.size == 0:
         return
     # Offsets of transactions that did not commit: left out, as the coordinator leaves them.
-    uncommitted = excluded_ranges(scan.path, data, starts)
+    uncommitted = excluded_ranges(scan.path, data, starts, scan.decided_later, pending)
     # Chunks of about chunk_records records.
     cum = np.cumsum(counts[idx])
     bounds = np.searchsorted(cum, np.arange(chunk_records, cum[-1], chunk_records), "left")

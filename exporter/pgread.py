@@ -2,16 +2,19 @@
 
 Its batches are the RecordBatch v2 bytes the file engine writes, so a range of a partition's
 batches, concatenated, reads exactly like a segment file: every decoder of
-:mod:`exporter.logread` and :mod:`exporter.topics` works on it unchanged. A partition is cut
-into ranges of about ``bytesPerPartition`` bytes, which Spark tasks read in parallel, each
-over a connection of its own.
+:mod:`exporter.logread` and :mod:`exporter.topics` works on it unchanged.
+
+The ``kcoord`` data source cuts each ``__consumer_offsets`` partition into ranges of base
+offsets (:func:`offset_ranges`: planned from the first and last base offset alone, two index
+lookups, whatever the partition's size), which Spark tasks read in parallel, each over a
+connection of its own and a chunk of batches at a time (:class:`RangeReader`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,10 @@ from exporter.logread import OFFSETS_TOPIC, SegmentScan, _scan
 from protocol.records import RecordError, decode_record_tuples
 
 RANGE_BYTES = 64 << 20
+# Offsets per read of the kcoord source: ~60 MB of OffsetCommit batches of 10 records.
+RANGE_RECORDS = 1_000_000
+# A range is fetched and decoded this many bytes of batches at a time.
+CHUNK_BYTES = 32 << 20
 
 
 def is_storage_url(path: str | None) -> bool:
@@ -88,6 +95,146 @@ def ranges(
     if size:
         out.append((lo, hi, size))
     return out
+
+
+def offset_ranges(
+    url: str, topic: str, partition: int, per_range: int, start: int | None = None
+) -> list[tuple[int, int]]:
+    """[lo, hi] base offset ranges of ``per_range`` offsets covering the partition's batches
+    from the one holding offset ``start`` (default: the first) to the last."""
+    first_sql = (
+        "SELECT min(base_offset) FROM kcoord_batches WHERE topic = $1 AND partition = $2"
+        if start is None
+        else "SELECT coalesce((SELECT max(base_offset) FROM kcoord_batches"
+        " WHERE topic = $1 AND partition = $2 AND base_offset <= $3),"
+        " (SELECT min(base_offset) FROM kcoord_batches"
+        " WHERE topic = $1 AND partition = $2 AND base_offset > $3))"
+    )
+    args: tuple[Any, ...] = (topic, partition) if start is None else (topic, partition, start)
+    first = _query(url, first_sql, *args)[0][0]
+    last = _query(
+        url,
+        "SELECT max(base_offset) FROM kcoord_batches WHERE topic = $1 AND partition = $2",
+        topic,
+        partition,
+    )[0][0]
+    if first is None or last is None:
+        return []
+    per_range = max(1, per_range)
+    return [(lo, min(lo + per_range - 1, last)) for lo in range(first, last + 1, per_range)]
+
+
+class RangeReader:
+    """Reads ranges of one partition over one connection (its own event loop: a Spark task
+    runs it synchronously), as scanned segments of about ``chunk_bytes`` each. A chunk whose
+    transactions are still open at its end looks for their markers in the later batches, as
+    the file reader looks in later segments."""
+
+    def __init__(self, url: str, chunk_bytes: int = CHUNK_BYTES) -> None:
+        self.url = url
+        self.chunk_bytes = chunk_bytes
+        self._loop = asyncio.new_event_loop()
+        self._con: Any = None
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop.run_until_complete(coro)
+
+    async def _connection(self) -> Any:
+        if self._con is None:
+            import asyncpg
+
+            self._con = await asyncpg.connect(self.url)
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._run(self._con.close())
+        self._loop.close()
+
+    def scans(
+        self, topic: str, partition: int, lo: int, hi: int, *, check_crc: bool = True
+    ) -> Iterator[SegmentScan]:
+        """The batches with base offsets in [lo, hi], a chunk at a time."""
+        after = lo - 1
+        while after < hi:
+            rows = self._run(self._chunk(topic, partition, after, hi))
+            if not rows:
+                return
+            data = b"".join(bytes(r["data"]) for r in rows)
+            base = rows[0]["base_offset"]
+            after = rows[-1]["base_offset"]
+            starts, valid, error = _scan(np.frombuffer(data, np.uint8), base, check_crc)
+            yield SegmentScan(
+                Path(f"{topic}-{partition}@{base}"),
+                base,
+                data,
+                starts,
+                valid,
+                error,
+                decided_later=lambda pids, t=topic, p=partition, a=after: self._decided(
+                    t, p, a, pids
+                ),
+            )
+
+    async def _chunk(self, topic: str, partition: int, after: int, hi: int) -> list[Any]:
+        con = await self._connection()
+        # Sizes first (cheap), then the bytes of as many batches as fit in a chunk.
+        sizes = await con.fetch(
+            "SELECT base_offset, octet_length(data) AS n FROM kcoord_batches"
+            " WHERE topic = $1 AND partition = $2 AND base_offset > $3 AND base_offset <= $4"
+            " ORDER BY base_offset LIMIT 100000",
+            topic,
+            partition,
+            after,
+            hi,
+        )
+        if not sizes:
+            return []
+        total, end = 0, sizes[-1]["base_offset"]
+        for r in sizes:
+            total += r["n"]
+            if total >= self.chunk_bytes:
+                end = r["base_offset"]
+                break
+        return list(
+            await con.fetch(
+                "SELECT base_offset, data FROM kcoord_batches WHERE topic = $1"
+                " AND partition = $2 AND base_offset > $3 AND base_offset <= $4"
+                " ORDER BY base_offset",
+                topic,
+                partition,
+                after,
+                end,
+            )
+        )
+
+    def _decided(self, topic: str, partition: int, after: int, pids: set[int]) -> dict[int, bool]:
+        """Whether the first marker after base offset ``after`` of each producer commits."""
+        from protocol.txn_records import COMMIT, marker_type
+
+        async def find() -> dict[int, bool]:
+            con = await self._connection()
+            found: dict[int, bool] = {}
+            async with con.transaction():
+                cur = con.cursor(
+                    "SELECT substring(data from 1 for 93) AS head FROM kcoord_batches"
+                    " WHERE topic = $1 AND partition = $2 AND base_offset > $3"
+                    " AND (get_byte(data, 22) & 32) <> 0 ORDER BY base_offset",
+                    topic,
+                    partition,
+                    after,
+                    prefetch=100,
+                )
+                async for r in cur:
+                    head = bytes(r["head"])
+                    pid = int.from_bytes(head[43:51], "big", signed=True)
+                    if pid in pids and pid not in found:
+                        found[pid] = marker_type(head) == COMMIT
+                        if len(found) == len(pids):
+                            break
+            return found
+
+        return self._run(find())
 
 
 def scan(

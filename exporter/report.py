@@ -14,9 +14,9 @@ from typing import Any, TextIO
 
 from exporter.analytics import Settings, Tables, build
 from exporter.html import fmt_duration, fmt_ts, render
+from exporter.incremental import Incremental
 from exporter.shares import MEMBER_RECORD_TYPES, ShareReport
 from exporter.topics import TIMESTAMPS_AT_DDL, timestamps_at_arrow
-from exporter.txnfilter import open_transactions
 
 COMMIT_COLUMNS = (
     "log_partition,offset,timestamp,record_type,tombstone,group,topic,partition,"
@@ -150,11 +150,38 @@ def load_snapshot(spark: Any, path: str) -> Any:
     )
 
 
-def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
-    """(records, meta, ends, parts, timestamps_at, warnings_df) for :func:`analytics.build`."""
+META_TYPES = (2, 3, 5, 17, 19, *MEMBER_RECORD_TYPES)  # 17, 19: streams groups
+
+
+def read_options(spark: Any) -> dict[str, str]:
+    """The ``kcoord`` source's options for the report's reads: as many reads as the cluster
+    has cores at least (the data source plans in a Python worker and cannot ask Spark), and
+    ``spark.kcoord.report.rangeRecords`` offsets per PostgreSQL read when set."""
+    cores = str(max(1, spark.sparkContext.defaultParallelism))
+    opts = {"minPartitions": cores}
+    per_range = spark.conf.get("spark.kcoord.report.rangeRecords", None)
+    if per_range:
+        opts["rangeRecords"] = per_range
+    return opts
+
+
+def coordinator_inputs(
+    spark: Any, data_dir: str, s: Settings, state: Incremental | None = None
+) -> tuple[Any, Any, list[dict], list[dict]]:
+    """(commit records, group metadata records, segment rows with an error, open
+    transactions): read from the log, or with ``state`` only what is new, kept with the
+    state's earlier records (:mod:`exporter.incremental`)."""
     from pyspark.sql import functions as F
 
-    reader = spark.read.format("kcoord")
+    opts = read_options(spark)
+    if state is not None:
+        got = state.read(opts, (0, 1, *META_TYPES))
+        stored = got.records
+        records = stored.where(F.col("record_type").isin(0, 1)).select(*COMMIT_COLUMNS.split(","))
+        meta = stored.where(F.col("record_type").isin(*META_TYPES))
+        bad = [r for r in got.segment_rows if r["error"] is not None]
+        return records, meta, bad, sorted_transactions(got.open_transactions)
+    reader = spark.read.format("kcoord").options(**opts)
     records = (
         reader.option("columns", COMMIT_COLUMNS)
         .load(data_dir)
@@ -164,15 +191,29 @@ def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
     # a cache with one partition per segment would cost a task per segment).
     meta = (
         spark.read.format("kcoord")
+        .options(**opts)
         .load(data_dir)
-        .where(
-            F.col("record_type").isin(2, 3, 5, 17, 19, *MEMBER_RECORD_TYPES)
-            & (F.col("timestamp") <= s.at)
-        )
+        .where(F.col("record_type").isin(*META_TYPES) & (F.col("timestamp") <= s.at))
         .coalesce(max(1, spark.sparkContext.defaultParallelism))
         .cache()  # scanned once; the analytics filter the cache by record type
     )
     segments = spark.read.format("kcoord").option("level", "segments").load(data_dir)
+    bad = [r.asDict() for r in segments.where("error IS NOT NULL").collect()]
+    # Open transactions: found by the executors, a task per log partition; few rows come back.
+    txns = spark.read.format("kcoord").options(**opts).option("level", "transactions")
+    open_txns = sorted_transactions(r.asDict() for r in txns.load(data_dir).collect())
+    return records, meta, bad, open_txns
+
+
+def sorted_transactions(rows: Any) -> list[dict]:
+    return sorted(rows, key=lambda r: (r["group"], r["topic"], r["partition"], r["offset"]))
+
+
+def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
+    """(ends, parts, timestamps_at, topic_parts): the topic side of :func:`analytics.build`,
+    from the topic logs or an end-offsets ``snapshot``."""
+    from pyspark.sql import functions as F
+
     if snapshot:
         samples = load_snapshot(spark, snapshot).cache()
         ends = samples.select("topic", "partition", "timestamp", "end_offset")
@@ -187,7 +228,7 @@ def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
             F.col("l.log_start_offset").alias("log_start_offset"),
             F.col("l.end_offset").alias("log_end_offset"),
         )
-        return records, meta, ends, parts, None, segments, None
+        return ends, parts, None, None
     topic_parts = spark.read.format("kcoord-topics").load(data_dir).cache()
     ends = (
         spark.read.format("kcoord-topics")
@@ -218,7 +259,7 @@ def inputs(spark: Any, data_dir: str, s: Settings, snapshot: str | None = None):
     def timestamps_at(lookups: Any) -> Any:
         return lookups.mapInArrow(timestamps_at_arrow(data_dir), TIMESTAMPS_AT_DDL)
 
-    return records, meta, ends, parts, timestamps_at, segments, topic_parts
+    return ends, parts, timestamps_at, topic_parts
 
 
 def run_report(
@@ -234,6 +275,8 @@ def run_report(
     console: TextIO | None = None,
     progress_out: TextIO | None = None,
     write_history: bool = True,
+    spark_conf: dict[str, str] | None = None,
+    state_dir: str | Path | None = None,
 ) -> ReportResult:
     t_start = time.monotonic()
     from exporter.pgread import is_storage_url
@@ -245,18 +288,20 @@ def run_report(
     out.mkdir(parents=True, exist_ok=True)
     s = Settings(at=at if at is not None else parse_at(None), window=window, **(settings or {}))
     prog = Progress(None, progress_out)
-    spark = _session(spark, master, prog)
+    spark = _session(spark, master, prog, spark_conf)
     prog.spark = spark
     prog.start()
     timings: dict[str, float] = {}
     tables: Tables | None = None
     try:
         prog.step(f"reading {_shown(data_dir)}")
-        records, meta, ends, parts, ts_at, segments, topic_parts = inputs(
-            spark, data_dir, s, snapshot
-        )
-        warnings = input_warnings(segments, topic_parts)
-        open_txns = [] if is_storage_url(data_dir) else open_transactions(Path(data_dir))
+        incremental = None
+        if state_dir is not None:
+            incremental = Incremental(spark, data_dir, Path(state_dir), _shown(data_dir), s.at)
+            prog.step(f"  incremental: run {incremental.run} of the state in {state_dir}")
+        records, meta, bad_segments, open_txns = coordinator_inputs(spark, data_dir, s, incremental)
+        ends, parts, ts_at, topic_parts = inputs(spark, data_dir, s, snapshot)
+        warnings = input_warnings(bad_segments, topic_parts)
         for w in warnings:
             prog.step(f"warning: {w}")
         t = time.monotonic()
@@ -293,6 +338,8 @@ def run_report(
             share,
         )
         write_summary(out, groups, partitions, console, open_txns, share)
+        if incremental is not None:
+            incremental.commit()
         elapsed = time.monotonic() - t_start
         prog.step(f"done in {elapsed:.1f}s: {out}")
         return ReportResult(
@@ -386,13 +433,16 @@ def write_summary(
     print(summary, file=console if console is not None else sys.stdout, end="")
 
 
-def _session(spark: Any, master: str | None, prog: Progress) -> Any:
+def _session(
+    spark: Any, master: str | None, prog: Progress, conf: dict[str, str] | None = None
+) -> Any:
     """The caller's session with the kcoord sources registered, or a new one."""
     if spark is None:
-        prog.step(f"starting Spark ({master or 'local[2]'})")
-        from exporter.session import build_session
+        from exporter.session import build_session, is_submitted
 
-        return build_session(master)
+        shown = master or ("spark-submit's master" if is_submitted() else "local[2]")
+        prog.step(f"starting Spark ({shown})")
+        return build_session(master, extra_conf=conf)
     from exporter.datasource import register
 
     register(spark)
@@ -456,9 +506,9 @@ def write_share_tables(spark: Any, share: ShareReport, out: Path) -> dict[str, s
     return paths
 
 
-def input_warnings(segments: Any, topic_parts: Any) -> list[str]:
-    """What the readers skipped: torn or corrupt segment tails, unreadable topic logs."""
-    seg_rows = [r.asDict() for r in segments.where("error IS NOT NULL").collect()]
+def input_warnings(seg_rows: list[dict], topic_parts: Any) -> list[str]:
+    """What the readers skipped: torn or corrupt segment tails (``seg_rows``: the segments
+    with an error), unreadable topic logs."""
     warnings = [
         f"{r['path']}: skipped {r['file_bytes'] - r['valid_bytes']} bytes: {r['error']}"
         for r in seg_rows
@@ -485,15 +535,32 @@ def read_lags(spark: Any, paths: dict[str, str]) -> tuple[list[dict], list[dict]
     return groups, partitions
 
 
+CHART_POINTS = 600
+
+
 def lag_series(spark: Any, path: str, groups: list[dict]) -> dict[str, list[tuple[int, float]]]:
-    """The lag over time of the 10 groups with the most lag, for the line chart."""
+    """The lag over time of the 10 groups with the most lag, for the line chart: at most
+    ``CHART_POINTS`` points per group whatever the history's length (the last total of each
+    time bucket, taken on the executors)."""
     from pyspark.sql import functions as F
 
     top_groups = [g["group"] for g in sorted(groups, key=lambda g: -(g.get("total_lag") or 0))[:10]]
-    lot = spark.read.parquet(path).where(F.col("group").isin(top_groups)).collect()
+    lot = spark.read.parquet(path).where(F.col("group").isin(top_groups))
+    first, last = lot.agg(F.min("minute_ts"), F.max("minute_ts")).first()
+    if first is None:
+        return {}
+    minutes = (last - first) // 60_000 + 1
+    width = -(-minutes // CHART_POINTS) * 60_000  # whole minutes per bucket
+    rows = (
+        lot.groupBy("group", F.floor((F.col("minute_ts") - first) / width).alias("_b"))
+        .agg(F.max_by(F.struct("minute_ts", "total_lag"), "minute_ts").alias("p"))
+        .collect()
+    )
     series: dict[str, list[tuple[int, float]]] = {}
-    for r in lot:
-        series.setdefault(r["group"], []).append((r["minute_ts"], float(r["total_lag"] or 0)))
+    for r in sorted(rows, key=lambda r: (r["group"], r["p"]["minute_ts"])):
+        series.setdefault(r["group"], []).append(
+            (r["p"]["minute_ts"], float(r["p"]["total_lag"] or 0))
+        )
     return series
 
 

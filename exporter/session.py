@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,47 @@ def scratch_dir() -> Path:
     return path
 
 
+def is_submitted() -> bool:
+    """Whether this driver runs under ``spark-submit`` (which then gives the master): its
+    Python driver is started with the launcher's gateway in the environment."""
+    return (
+        "PYSPARK_GATEWAY_PORT" in os.environ
+        or "SPARK_SUBMIT_OPTS" in os.environ
+        or "spark.master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    )
+
+
+def cluster_cores(spark: SparkSession, settle: float = 3.0, timeout: float = 60.0) -> int:
+    """The executor cores of a cluster, once its executors have registered (their count
+    unchanged for ``settle`` seconds; at most ``timeout``): Spark does not wait for them
+    before the first job, and counts only those registered."""
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return sc.defaultParallelism
+    status = sc._jsc.sc().getExecutorMemoryStatus  # the driver is listed too
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        n = status().size() - 1
+        if n != last:
+            last, since = n, time.monotonic()
+        elif n > 0 and time.monotonic() - since >= settle:
+            break
+        time.sleep(0.5)
+    return sc.defaultParallelism
+
+
+def fit_to_cluster(spark: SparkSession, minimum: int = 4) -> int:
+    """Two shuffle partitions per executor core, unless ``spark.sql.shuffle.partitions`` was
+    set: Spark's fixed 200 is thousands of near-empty tasks on a small cluster (the cached
+    tables are not merged by adaptive execution), and a fixed 4 would cap a big cluster's
+    history stages at 4 tasks. Returns the cores."""
+    cores = cluster_cores(spark)
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(minimum, 2 * cores)))
+    return cores
+
+
 def build_session(
     master: str | None = None,
     app_name: str = "kcoord-report",
@@ -56,12 +98,12 @@ def build_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    submitted = "SPARK_SUBMIT_OPTS" in os.environ or "spark.master" in os.environ.get(
-        "PYSPARK_SUBMIT_ARGS", ""
-    )
+    submitted = is_submitted()
     if master is None and not submitted:
         master = DEFAULT_MASTER
-    local = master is None or master.startswith("local")
+    # Under spark-submit (master None) its settings apply as they are: the loopback-only ones
+    # would keep executors on other machines from reaching the driver.
+    local = master is not None and master.startswith("local")
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
@@ -70,7 +112,6 @@ def build_session(
     log4j.write_text(_LOG4J)
     java_opts = f"-Dlog4j.configurationFile=file:{log4j}"
     conf = {
-        "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": java_opts,
@@ -88,6 +129,8 @@ def build_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.update(
             {
+                # Two cores: Spark's default of 200 shuffle partitions is pure overhead.
+                "spark.sql.shuffle.partitions": str(shuffle_partitions),
                 "spark.driver.bindAddress": "127.0.0.1",
                 "spark.driver.host": "127.0.0.1",
                 "spark.driver.memory": driver_memory,
@@ -102,6 +145,8 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if not local:
+        fit_to_cluster(spark, shuffle_partitions)
     from exporter.datasource import register
 
     register(spark)

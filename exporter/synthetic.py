@@ -155,6 +155,11 @@ class LogWriter:
         recs = [Record(base + i, ts, k, v) for i, (ts, k, v) in enumerate(records)]
         return self.append_raw(build_batch(recs), len(recs))
 
+    def flush(self) -> None:
+        """Make what was appended visible to readers (the segment stays the active one)."""
+        if self._fh is not None:
+            self._fh.flush()
+
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
@@ -189,6 +194,10 @@ class CoordinatorLog:
         self, group: str, pairs: Sequence[tuple[bytes, bytes | None]], timestamp: int
     ) -> int:
         return self.writer(partition_for(group, self.partitions)).append(pairs, timestamp)
+
+    def flush(self) -> None:
+        for w in self.writers.values():
+            w.flush()
 
     def close(self) -> None:
         for w in self.writers.values():

@@ -44,7 +44,7 @@ def test_hadolint_passes() -> None:
 def test_compose_file_is_valid() -> None:
     env = {**os.environ, "DOCKER_CONFIG": str(docker_config())}
     everything = ["--profile", "report", "--profile", "test", "--profile", "postgres",
-                  "--profile", "secure"]  # fmt: skip
+                  "--profile", "secure", "--profile", "spark"]  # fmt: skip
     for profiles in ([], everything + ["--profile", "cluster"]):
         out = subprocess.run(
             [
@@ -93,7 +93,7 @@ def topology(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         t1 = time.monotonic()
         compose(
             "--profile", "postgres", "--profile", "cluster", "--profile", "secure",
-            "down", "-v", "--remove-orphans", "-t", "10", check=False,
+            "--profile", "spark", "down", "-v", "--remove-orphans", "-t", "10", check=False,
         )  # fmt: skip
         engine.timings["down"] = time.monotonic() - t1
 
@@ -228,6 +228,69 @@ def test_the_cluster_profile_fails_over_when_a_node_is_killed(topology: Compose)
     assert after["confluent-kafka"]["resumed_with"] == 10
     assert after["kafka-python"]["committed"] == before["kafka-python"]["committed"]
     topology.engine.timings["cluster scenarios"] = time.monotonic() - t0
+
+
+def spark_master_status(compose: Compose, wait_workers: int = 0) -> dict:
+    """The Spark master's JSON status page, read inside the network (once ``wait_workers``
+    workers are alive, or a minute passed)."""
+    script = (
+        "import json, time, urllib.request\n"
+        "for _ in range(120):\n"
+        "    s = json.load(urllib.request.urlopen('http://spark-master:8080/json/', timeout=5))\n"
+        f"    if sum(w['state'] == 'ALIVE' for w in s['workers']) >= {wait_workers}:\n"
+        "        break\n"
+        "    time.sleep(0.5)\n"
+        "print(json.dumps(s))\n"
+    )
+    out = compose("run", "--rm", "-T", "--no-deps", "--entrypoint", "python3", "runner", "-c",
+                  script)  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_spark_profile_reports_on_the_cluster_database(topology: Compose) -> None:
+    """A Spark master and two workers from the report image; the spark-report job runs
+    `kcoord report --master spark://spark-master:7077` over cluster-db (where the cluster
+    profile's groups committed): both workers run its executors, and the tables and the page
+    land in REPORTS_DIR, written by the driver and the executors."""
+    reports = Path(topology.env["REPORTS_DIR"])
+    t0 = time.monotonic()
+    prof = ("--profile", "cluster", "--profile", "spark")
+    services = ("cluster-db", "spark-master", "spark-worker-1", "spark-worker-2")
+    topology(*prof, "up", "-d", "--no-build", "--wait", "--wait-timeout", "180", *services,
+             timeout=240)  # fmt: skip
+    topology.engine.timings["spark profile up"] = time.monotonic() - t0
+    workers = spark_master_status(topology, wait_workers=2)["workers"]
+    assert sorted(w["host"] for w in workers if w["state"] == "ALIVE") == [
+        "spark-worker-1",
+        "spark-worker-2",
+    ]
+    port = topology("port", "spark-master", "8080").strip()
+    assert port.endswith(":" + os.environ.get("SPARK_UI_PORT", "8080")), port
+    events = reports / "events"
+    events.mkdir(mode=0o777)
+    events.chmod(0o777)
+    log_events = (
+        "--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file:///reports/events"
+        " --conf spark.eventLog.compress=false --conf spark.eventLog.rolling.enabled=false"
+    )
+    out = topology(*prof, "run", "--rm", "-T", "-e", f"KCOORD_REPORT_ARGS={log_events}",
+                   "spark-report", check=False, timeout=900)  # fmt: skip
+    topology.engine.timings["spark report job"] = time.monotonic() - t0
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    html = (reports / "report.html").read_text()
+    assert "compose-kp-group" in html and "postgresql://kcoord@cluster-db" in html
+    assert (reports / "partition_lag.parquet").exists()
+    finished = spark_master_status(topology)
+    [app] = [a for a in finished["completedapps"] if a["name"] == "kcoord-report"]
+    assert app["state"] == "FINISHED", app
+    # Both workers' executors ran tasks (Spark's event log, written by the driver).
+    executors = {
+        e["Task Info"]["Executor ID"]
+        for f in events.iterdir()
+        for e in map(json.loads, f.read_text().splitlines())
+        if e.get("Event") == "SparkListenerTaskEnd"
+    }
+    assert executors == {"0", "1"}, executors
 
 
 def run_secure_scenario(compose: Compose, phase: str) -> dict:

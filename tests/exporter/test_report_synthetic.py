@@ -133,6 +133,9 @@ def test_rebalances_and_state(report: Any) -> None:
     warn = _group(report, "warn")
     assert (warn["rebalances"], warn["generation"], warn["members"]) == (3, 3, 1)
     assert warn["state"] == "Stable"
+    # Its metadata history is 599 s old at AT: 3 rebalances count as 3 in the last hour, not
+    # extrapolated to 18 an hour.
+    assert warn["rebalances_per_hour"] == pytest.approx(3.0)
     stop = _group(report, "stop")
     assert (stop["rebalances"], stop["state"]) == (1, "Dead")
     streamer = _group(report, "streamer")

@@ -93,3 +93,27 @@ def test_open_transactions_are_listed_with_the_offsets_they_hold_back(tmp_path: 
     assert rows[0]["first_offset"] == 3
     assert "producer 9" in open_transactions_summary(rows)
     assert "Open transactions" in "".join(open_transactions_section(rows))
+
+
+def test_the_decoder_tells_which_ranges_wait_for_a_marker(tmp_path: Path) -> None:
+    """What an incremental report records as pending: the ranges of transactions with no
+    marker anywhere yet (aborted ones and ones decided in a later segment are not)."""
+    pdir = tmp_path / "__consumer_offsets-0"
+    write_segments(
+        pdir,
+        [
+            [
+                commit(0, 10, pid=7),  # offset 0: aborted below
+                marker_batch(7, 0, False, 0, 1),
+                commit(1, 11, pid=8),  # offset 2: committed in the next segment
+                commit(2, 12, pid=9),  # offset 3: never ends
+                commit(3, 13),
+            ],
+            [marker_batch(8, 0, True, 0, 1), commit(4, 14, pid=9)],  # offsets 5, 6
+        ],
+    )
+    pending: list[tuple[int, int]] = []
+    for base, path in L.list_segments(pdir):
+        for _ in L.decode_segment(L.read_segment(path, base), 0, pending=pending):
+            pass
+    assert sorted(pending) == [(3, 3), (6, 6)]
