@@ -201,6 +201,7 @@ class Partition:
         except LogFailedError:
             return ErrorCode.KAFKA_STORAGE_ERROR, None
         h = parse_batch_header(stamped, 0, check_crc=False)._replace(base_offset=base)
+        self.producers.txns.closing_at(producer_id, base)
         self.producers.update_from_header(h, COMMIT if commit else ABORT)
         fut.add_done_callback(self._appended)
         return ErrorCode.NONE, fut

@@ -32,6 +32,10 @@ class PartitionTxns:
     def __init__(self) -> None:
         self.open: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # in marker order
+        # Ended by a marker not yet below the high watermark: (first offset, marker offset).
+        # Still unstable, as Kafka's unreplicated transactions are: a read_committed reader
+        # must not see a transaction's records before the marker that ends it is durable.
+        self.closing: list[tuple[int, int]] = []
 
     def on_batch(self, h: BatchHeader, marker: int | None = None) -> None:
         """Fold one appended (or replayed) batch; ``marker``: its marker type if control."""
@@ -45,11 +49,21 @@ class PartitionTxns:
         elif pid not in self.open:
             self.open[pid] = h.base_offset
 
-    def first_unstable(self) -> int | None:
-        return min(self.open.values()) if self.open else None
+    def closing_at(self, producer_id: int, marker_offset: int) -> None:
+        """``producer_id``'s transaction ends with a marker appended at ``marker_offset``, not
+        yet durable: it stays unstable until the high watermark passes the marker."""
+        first = self.open.get(producer_id)
+        if first is not None:
+            self.closing.append((first, marker_offset))
+
+    def first_unstable(self, high_watermark: int | None = None) -> int | None:
+        if self.closing and high_watermark is not None:
+            self.closing = [c for c in self.closing if c[1] >= high_watermark]
+        firsts = [*self.open.values(), *(first for first, _ in self.closing)]
+        return min(firsts) if firsts else None
 
     def last_stable_offset(self, high_watermark: int) -> int:
-        first = self.first_unstable()
+        first = self.first_unstable(high_watermark)
         return high_watermark if first is None or first > high_watermark else first
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:

@@ -39,8 +39,9 @@ def test_api_versions_advertises_what_is_served(kcoord: KcoordProcess, version: 
         resp = c.request(API_VERSIONS, version, req)
     assert resp.error_code == 0
     got = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
-    # Share groups are off by default: their APIs are not advertised (api_versions.py).
-    hidden = PROTOCOL_APIS["share"]
+    # Share and streams groups are off by default: their APIs are not advertised
+    # (api_versions.py).
+    hidden = PROTOCOL_APIS["share"] | PROTOCOL_APIS["streams"]
     assert got == {k: (a.min_version, a.max_version) for k, a in APIS.items() if k not in hidden}
     assert got[API_VERSIONS] == (0, 4)
     assert got[METADATA] == (0, 13)
