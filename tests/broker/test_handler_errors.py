@@ -29,7 +29,6 @@ from protocol.client import decode_response
 from protocol.errors import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES, ApiVersionsRequest
 from tests.inproc import ThreadBroker
-from tests.pg import pg_server  # noqa: F401 - fixture
 from tests.protocol.strategies import message_of
 from tests.wire import WireClient
 

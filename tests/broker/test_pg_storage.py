@@ -14,7 +14,6 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from tests.kcoord_process import start_kcoord
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "pg-orders"

@@ -11,7 +11,6 @@ from pathlib import Path
 import asyncpg
 
 from tests.kcoord_process import KcoordProcess, start_kcoord
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 N = 300
 NO_JOIN_DELAY = "group.initial.rebalance.delay.ms=0"  # each new group would wait 3 s

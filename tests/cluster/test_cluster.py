@@ -24,7 +24,6 @@ from tests.groups.harness import (
 )
 from tests.groups.harness import produce as client_produce
 from tests.groups.test_clients import consume_all
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.wire import WireClient
 
 TOPIC = "ledger"

@@ -14,7 +14,6 @@ from confluent_kafka import Consumer, TopicPartition
 from broker.security.devcerts import Ca
 from tests.cluster.harness import SETTINGS, Cluster, wait_for
 from tests.kcoord_process import KcoordProcess
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.security.test_sasl import add_user
 from tests.txn.test_confluent import committed, create, producer, read_all
 

@@ -23,7 +23,6 @@ from protocol.messages import (
 )
 from tests.cluster.harness import SETTINGS, Cluster, wait_for
 from tests.dataplane.wire import create_topic as wire_create
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.wire import WireClient
 
 SHARE = (

@@ -17,7 +17,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorRequest
 from tests.cluster.harness import Cluster, wait_for
 from tests.dataplane.wire import batch, produce_request
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.txn.test_confluent import committed, create, kcoord_cli, producer, read_all
 from tests.wire import WireClient
 

@@ -23,7 +23,6 @@ from protocol.messages import (
 from protocol.records import Record, build_batch
 from tests.cluster.harness import SETTINGS, Cluster, wait_for
 from tests.cluster.test_cluster_txn import txn_coordinator
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.txn.test_confluent import committed, create, read_all
 from tests.wire import WireClient
 

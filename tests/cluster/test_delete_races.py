@@ -24,7 +24,6 @@ from tests.dataplane.races import (
     quickly,
 )
 from tests.dataplane.wire import fetch_request
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.wire import WireClient
 
 SHARE = (

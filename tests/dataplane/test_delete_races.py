@@ -46,7 +46,6 @@ from tests.dataplane.races import (
 )
 from tests.dataplane.wire import batch, fetch_request, produce_request
 from tests.kcoord_process import KcoordProcess
-from tests.pg import pg_server  # noqa: F401 - fixture
 from tests.wire import WireClient
 
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

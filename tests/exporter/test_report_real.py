@@ -15,7 +15,6 @@ import pytest
 
 from exporter.report import run_report
 from tests.kcoord_process import start_kcoord
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 TOPIC = "orders"
 PARTITIONS = 3

@@ -20,7 +20,6 @@ from exporter import synthetic as S
 from protocol.coordinator_records import encode_record
 from storage.log import Log
 from storage.logconfig import LogConfig
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 T0 = 1_700_000_000_000
 END = 100  # records in q-0

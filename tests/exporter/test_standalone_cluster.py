@@ -21,7 +21,6 @@ from exporter import synthetic as S
 from exporter.report import run_report
 from tests.exporter.sparkcluster import StandaloneCluster, spark_home
 from tests.exporter.tables import assert_same_tables, read_tables
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 T0 = 1_700_000_000_000
 AT = T0 + 400_000

@@ -8,7 +8,6 @@ import pytest
 
 from tests.groups.harness import MIN_SESSION_MS, Members, kafka_admin
 from tests.kcoord_process import KcoordProcess, start_kcoord
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 # The settings every group test runs the broker with: no initial join delay, and session
 # timeouts as short as the tests want.

@@ -7,7 +7,6 @@ import pytest
 
 from tests.kcoord_process import KcoordProcess, start_kcoord
 from tests.kip848.harness import BROKER_SETTINGS, Member
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 
 @pytest.fixture(params=["file", "postgresql"])

@@ -37,7 +37,6 @@ from tests.dataplane.races import (
     start_broker,
 )
 from tests.kcoord_process import KcoordProcess
-from tests.pg import pg_server  # noqa: F401 - fixture
 from tests.wire import WireClient
 
 FETCH, ACK = ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE

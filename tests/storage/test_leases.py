@@ -20,7 +20,7 @@ from storage.partitionlog import replay_batches
 from storage.postgres import leases as L
 from storage.postgres.log import FencedError
 from storage.postgres.store import PgStore
-from tests.pg import OwnPostgres, pg_server, pg_url  # noqa: F401 - fixtures
+from tests.pg import OwnPostgres
 
 T, P = "__consumer_offsets", 3
 LEASE_MS = 300

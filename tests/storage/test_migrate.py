@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from tests.kcoord_process import KcoordProcess, start_kcoord
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[2]
 N = 40

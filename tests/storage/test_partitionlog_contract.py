@@ -16,7 +16,6 @@ from storage.log import Log, LogFailedError
 from storage.logconfig import LogConfig
 from storage.memory import MemoryLog
 from storage.partitionlog import PartitionLog, replay_batches
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 TOPIC_DIR = "__consumer_offsets-3"
 # Small segments so the file log has rolled segments to compact.

@@ -13,7 +13,6 @@ from storage.log import LogFailedError
 from storage.logconfig import LogConfig
 from storage.postgres.schema import SCHEMA_VERSION, SchemaError
 from storage.postgres.store import PgStore, StorageUnavailableError, redact
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.storage.test_partitionlog_contract import batch, records_of
 
 CONFIG = LogConfig(cleanup_policy="compact")

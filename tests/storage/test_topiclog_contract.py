@@ -16,7 +16,6 @@ from storage import retention, timestamps
 from storage.durability import ALWAYS
 from storage.log import Log
 from storage.logconfig import LogConfig
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 # One batch per segment in the file log, so that retention can take any whole batch.
 CONFIG = LogConfig(segment_bytes=14)

@@ -33,7 +33,6 @@ from tests.dataplane.races import (
     start_broker,
 )
 from tests.kcoord_process import KcoordProcess
-from tests.pg import pg_server  # noqa: F401 - fixture
 from tests.wire import WireClient
 
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

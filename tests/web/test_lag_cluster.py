@@ -15,7 +15,6 @@ from confluent_kafka import Consumer, ShareConsumer
 
 from tests.cluster.harness import SETTINGS, Cluster, wait_for
 from tests.kcoord_process import KcoordProcess, start_kcoord
-from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.share.test_share_consumer import SHARE, _poll_until
 from tests.web.helpers import console_url
 
