@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.kcoord-installed
 LISTEN   ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test test-librdkafka lint format bench bench-compare bench-compare-quick bench-share faults soak clean venv
+.PHONY: run test test-librdkafka lint format bench bench-compare bench-compare-quick bench-share faults soak clean venv schema-check
 
 venv: $(STAMP)
 
@@ -35,6 +35,12 @@ lint: $(STAMP)
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
+
+# The generated declarations against Kafka's and franz-go's definitions (kept beside the repo,
+# not in it): run after changing the spec or the generator.
+SPEC ?= ../shared/kafka-spec
+schema-check: $(STAMP)
+	$(PY) -m protocol.schema.import_spec --check $(SPEC)
 
 bench: $(STAMP)
 	@set -e; for f in bench/*.py; do \

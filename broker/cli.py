@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_report_parser(commands)
     add_admin_parsers(commands)  # health, groups, offsets
-    from broker.cluster_cli import add_parser as add_cluster_parser
+    from broker.cluster.commands import add_parser as add_cluster_parser
 
     add_cluster_parser(commands)
     return parser

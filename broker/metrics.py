@@ -15,7 +15,7 @@ import time
 from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -26,9 +26,24 @@ from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
+    from broker.dataplane.store import TopicStore
+    from broker.group_runtime import GroupRuntime
     from broker.lag.exposition import LagExposition
     from broker.share.runtime import ShareRuntime
-    from broker.state import BrokerState
+
+
+class ScrapedState(Protocol):
+    """What a scrape reads of the broker's state (`broker.state.BrokerState`)."""
+
+    @property
+    def groups(self) -> GroupRuntime: ...
+
+    @property
+    def data(self) -> TopicStore: ...
+
+    @property
+    def share(self) -> ShareRuntime: ...
+
 
 log = logging.getLogger("kcoord.metrics")
 
@@ -80,7 +95,6 @@ def api_name(key: int) -> str:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.state: BrokerState | None = None
         self.lag: LagExposition | None = None  # the lag model's families (broker.lag)
         self._requests = Counter(
             "kcoord_requests", "Requests answered, per API.", ["api"], registry=self.registry
@@ -124,7 +138,14 @@ class Metrics:
         self._per_api: dict[int, tuple[Any, Any]] = {}
         self._pending: dict[int, list[float]] = {}
         self._npending = 0
+        # The broker's state, read at each scrape (its groups, logs, shares); None: only the
+        # request and connection metrics.
+        self.state: ScrapedState | None = None
         self.registry.register(_StateCollector(self))
+
+    def collect_from(self, state: ScrapedState) -> None:
+        """Read the broker's state at each scrape from now on."""
+        self.state = state
 
     # -- hot path --------------------------------------------------------------------------
 
@@ -210,11 +231,9 @@ class _StateCollector:
         state = m.state
         if state is None:
             return
-        runtime = state.groups
-        if runtime is not None:
-            yield from _group_families(runtime)
+        yield from _group_families(state.groups)
         yield from _log_families(state)
-        share = getattr(state, "_share", None)  # not made by a scrape when share groups are off
+        share = getattr(state, "share", None)  # a test's partial state may have none
         if share is not None:
             yield from _share_families(state, share)
 
@@ -280,7 +299,7 @@ def _log_families(state: Any) -> Iterator[Any]:
             return
         seen.add(id(plog))
         sizes[topic] += plog.size_bytes
-        segments[topic] += len(getattr(plog, "segments", ()))  # the PostgreSQL engine has none
+        segments[topic] += len(plog.segments)  # the PostgreSQL engine has none
 
     store = state.data
     if store is not None:

@@ -7,25 +7,28 @@ import functools
 import gc
 import logging
 import socket
+import ssl
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import broker.apis  # noqa: F401  (registers every API handler)
-from broker.cluster import cluster_identity, load_identity
-from broker.cluster_node import ClusterNode
-from broker.cluster_view import ClusterView, format_endpoints
+from broker.cluster.identity import Identity, cluster_identity, load_identity
+from broker.cluster.node import ClusterNode
+from broker.cluster.peers import PeerClients, PeerSecurity
+from broker.cluster.view import ClusterView, format_endpoints
 from broker.config import Config, ConfigView, listener_setting, listener_view
 from broker.connection import Connection
 from broker.dataplane.store import TopicStore
-from broker.group_runtime import GroupRuntime, LogOpener
+from broker.group_runtime import GroupRuntime
 from broker.lag.exposition import LagExposition
 from broker.lag.remote import RemoteLogs
-from broker.lag.tracker import LagTracker, group_filter
+from broker.lag.tracker import LagSources, LagTracker, group_filter
 from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
-from broker.peers import PeerClients, PeerSecurity
+from broker.ownership import Leases, LogOpener, Ownership, SoleOwner
 from broker.security.acls import Authorizer, parse_super_users
 from broker.security.client import jaas_credentials
 from broker.security.credentials import CredentialStore
@@ -34,15 +37,23 @@ from broker.security.oauth import OAuthSettings, OAuthValidator
 from broker.security.tls import TlsConfigError, TlsContext, client_context
 from broker.share.group_configs import GroupConfigs
 from broker.share.persister import SharePersister
+from broker.share.runtime import ShareRuntime
 from broker.state import BrokerState
+from broker.streams.internal_topics import InternalTopicCreator
 from broker.txn_runtime import TxnRuntime
 from broker.web.app import HttpServer
 from broker.web.cluster import HTTP_ENDPOINT, HttpPeers
 from protocol.coordinator_records import OFFSETS_TOPIC
 from storage.journal import Journal
 from storage.journal import recover as recover_journal
+from storage.log import Log
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError, TopicLog
+
+if TYPE_CHECKING:
+    from storage.kvlog import OpenLog as KvOpener
+    from storage.postgres.log import PgLog
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.server")
 
@@ -58,7 +69,7 @@ class Broker:
         listen: tuple[str, int],
         advertised: tuple[str, int] | None,
         data_dir: Path,
-        config: Any,
+        config: Config,
         metrics: tuple[str, int] | None = None,
     ) -> None:
         self.listen = listen
@@ -78,26 +89,49 @@ class Broker:
         self.tls: dict[str, TlsContext] = {}  # by listener name: each its own ssl.* settings
         self._servers: list[asyncio.Server] = []
         self._tls_reloader: asyncio.Future | None = None
-        self._group_store: Any = None  # storage.postgres.store.PgStore when configured
+        self._engine: PgStore | None = None  # the PostgreSQL engine, when kcoord.storage names one
         self.cluster_node: ClusterNode | None = None  # cluster mode (the PostgreSQL engine)
         self._peers: PeerClients | None = None  # requests to other nodes (txn markers)
-        self._first_round: asyncio.Future | None = None
+        self._peer_security: PeerSecurity | None = None
         self.journal: Journal | None = None  # the file engine's (storage/journal.py)
 
     async def start(self) -> None:
+        """In phases: the storage engine (an unreachable database stops start-up before
+        anything listens), the listeners and their TLS, the file engine's journal (before any
+        log opens), the stores, the state with its coordinator runtimes, the metrics listener,
+        the cluster (with the PostgreSQL engine), then serving clients."""
         cfg = self.config
-        # Before anything listens: an unreachable database stops start-up (StartupError).
-        open_log = await self._open_group_storage(cfg.get("kcoord.storage"))
-        clustered = self._group_store is not None
-        if clustered:
-            node_id, cluster_id = await cluster_identity(self._group_store, self.data_dir, cfg)
+        engine = self._engine = await _open_engine(cfg.get("kcoord.storage"))
+        identity = await self._identity(engine)
+        socks, inter_broker = self._bind_listeners(engine is not None)
+        if engine is None:
+            await self._open_journal()
+        stores = await self._open_stores(engine)
+        self.state = state = self._build_state(identity, engine, stores)
+        await self._start_runtimes(state, engine)
+        await self._serve_http(state)
+        if engine is not None:
+            await self._join_cluster(state, engine, inter_broker)
+        await self._serve(state, socks)
+
+    # -- the phases of start -------------------------------------------------------------
+
+    async def _identity(self, engine: PgStore | None) -> Identity:
+        """meta.properties; in a cluster the node id and cluster id come from the database."""
+        cfg = self.config
+        if engine is not None:
+            node_id, cluster_id = await cluster_identity(engine, self.data_dir, cfg)
         else:
             node_id, cluster_id = cfg.get("node.id"), cfg.get("cluster.id")
         try:
-            identity = load_identity(self.data_dir, node_id, cluster_id)
+            return load_identity(self.data_dir, node_id, cluster_id)
         except ValueError as e:
             raise StartupError(str(e)) from None
-        max_frame = cfg.get("socket.request.max.bytes")
+
+    def _bind_listeners(self, clustered: bool) -> tuple[list[socket.socket], Listener]:
+        """Bind every listener (its TLS context made first); returns the sockets and the
+        inter-broker listener as bound. Other nodes are reached like that listener."""
+        cfg = self.config
         try:
             wanted = resolve_listeners(cfg, self.listen, self.advertised)
             for w in wanted:
@@ -106,7 +140,8 @@ class Broker:
             if self.metrics_address is not None and cfg.get("kcoord.metrics.ssl.enabled"):
                 self.tls[METRICS_LISTENER] = TlsContext(_tls_settings(cfg, METRICS_LISTENER, True))
             inter_broker = _inter_broker_listener(cfg, wanted)
-            peer_security = _peer_security(cfg, inter_broker) if clustered else None
+            # Only a cluster node talks to others (with credentials SASL may need).
+            self._peer_security = _peer_security(cfg, inter_broker) if clustered else None
         except (ListenerError, TlsConfigError) as e:
             raise StartupError(str(e)) from None
         socks = []
@@ -114,100 +149,167 @@ class Broker:
             sock = _bind(w.host, w.port)
             socks.append(sock)
             self.listeners.append(w.bound(sock.getsockname()[1]))
-        first = self.listeners[0]
-        inter_broker = next(b for b in self.listeners if b.name == inter_broker.name)
-        self.port = first.port
-        self.state = state = BrokerState(
-            identity, first.advertised_host, first.advertised_port, cfg
-        )
-        state.metrics = self.metrics
-        state.cluster = ClusterView(identity.node_id, clustered, rack=cfg.get("broker.rack"))
-        self.metrics.state = state
-        if not clustered:
-            await self._open_journal()
-        state.credentials = await CredentialStore.open(
-            self.data_dir, cfg.durability, self._credentials_opener()
-        )
+        self.port = self.listeners[0].port
+        return socks, next(b for b in self.listeners if b.name == inter_broker.name)
+
+    async def _open_stores(self, engine: PgStore | None) -> _Stores:
+        """Users, per-group configs, ACLs and the topics: in the data directory, or in the
+        database with the PostgreSQL engine."""
+        cfg = self.config
+        open_kv = _kv_opener(engine)
+        credentials = await CredentialStore.open(self.data_dir, cfg.durability, open_kv)
+        oauth = None
         if any(
             "OAUTHBEARER" in listener_setting(cfg, w.name, "sasl.enabled.mechanisms")
-            for w in wanted
+            for w in self.listeners
             if w.uses_sasl
         ):
-            state.oauth = OAuthValidator(OAuthSettings.from_config(cfg))
-            state.oauth.start()
-        state.group_configs = await GroupConfigs.open(
-            self.data_dir, cfg.durability, self._credentials_opener()
-        )
+            oauth = OAuthValidator(OAuthSettings.from_config(cfg))
+            oauth.start()
+        group_configs = await GroupConfigs.open(self.data_dir, cfg.durability, open_kv)
+        authorizer = None
         if cfg.get("authorizer.class.name") is not None:
-            state.authorizer = await Authorizer.open(
+            authorizer = await Authorizer.open(
                 self.data_dir,
                 cfg.durability,
                 parse_super_users(cfg.get("super.users")),
                 cfg.get("allow.everyone.if.no.acl.found"),
-                self._credentials_opener(),
+                open_kv,
             )
-        state.data = await TopicStore.open(
-            self.data_dir, cfg, engine=self._group_store, cluster=clustered
+        data = await TopicStore.open(self.data_dir, cfg, engine=engine, cluster=engine is not None)
+        return _Stores(credentials, group_configs, authorizer, oauth, data)
+
+    def _build_state(
+        self, identity: Identity, engine: PgStore | None, stores: _Stores
+    ) -> BrokerState:
+        """Everything a request handler reaches, complete: the coordinator runtimes are made
+        here (started by `_start_runtimes`), on the ownership source of the engine."""
+        cfg = self.config
+        # The one place one node and a cluster differ for the coordinators (broker/ownership.py).
+        ownership: Ownership = (
+            SoleOwner(self.data_dir, _file_opener(cfg))
+            if engine is None
+            else Leases(engine.open_leased)
         )
-        state.topics = state.data.registry
-        state.groups = GroupRuntime(
+        first = self.listeners[0]
+        cluster = ClusterView(identity.node_id, engine is not None, rack=cfg.get("broker.rack"))
+        groups = GroupRuntime(
             self.data_dir,
             cfg,
             cfg.durability,
-            open_log=open_log,
-            open_leased=self._group_store.open_leased if clustered else None,
-            per_group=state.group_configs.table,
+            ownership=ownership,
+            per_group=stores.group_configs.table,
         )
-        metrics_event, share_event = self.metrics.on_event, state.share.on_event
-        state.lag = LagTracker(state, cfg)
-        state.groups.on_result = state.lag.on_result
-        lag_event = state.lag.on_event
+        self._peers = PeerClients(f"kcoord-node-{identity.node_id}", self._peer_security)
+        txns = TxnRuntime(
+            self.data_dir,
+            cfg,
+            None,
+            groups,
+            stores.data,
+            ownership=ownership,
+            view=cluster,
+            peers=self._peers,
+        )
+        share = ShareRuntime.from_config(cfg, stores.group_configs)
+        share.persister = SharePersister(
+            share.partitions, stores.data.registry, cluster, self._peers
+        )
+        lag = LagTracker(LagSources(groups, stores.data.registry, stores.data, share), cfg)
+        groups.on_result = lag.on_result
+        metrics_event, share_event, lag_event = self.metrics.on_event, share.on_event, lag.on_event
 
         def on_event(event: object) -> None:
             metrics_event(event)
             share_event(event)
             lag_event(event)
 
-        state.groups.on_event = on_event
+        groups.on_event = on_event
         self.metrics.lag = LagExposition(
-            state.lag, group_filter(cfg), cfg.get("kcoord.metrics.lag.partition.groups")
+            lag, group_filter(cfg), cfg.get("kcoord.metrics.lag.partition.groups")
         )
-        share_on = "share" in cfg.get("group.coordinator.rebalance.protocols")
-        if share_on and clustered:
-            state.share.use_engine(self._group_store)
-        elif share_on:
+        stores.data.on_topic_deleted.append(groups.on_topic_deleted)
+        stores.data.on_topic_deleted.append(share.on_topic_deleted)
+        stores.data.on_topic_deleted.append(lag.on_topic_deleted)
+        state = BrokerState(
+            identity=identity,
+            advertised_host=first.advertised_host,
+            advertised_port=first.advertised_port,
+            config=cfg,
+            topics=stores.data.registry,
+            data=stores.data,
+            groups=groups,
+            txns=txns,
+            share=share,
+            group_configs=stores.group_configs,
+            streams_topics=InternalTopicCreator(
+                lambda: stores.data, lambda: int(cfg.get("default.replication.factor"))
+            ),
+            cluster=cluster,
+            metrics=self.metrics,
+            lag=lag,
+            credentials=stores.credentials,
+            authorizer=stores.authorizer,
+            oauth=stores.oauth,
+        )
+        self.metrics.collect_from(state)
+        if engine is not None:  # partitions led elsewhere are sampled through their leaders
+            lag.remote = RemoteLogs(state, self._peers)
+        return state
+
+    async def _start_runtimes(self, state: BrokerState, engine: PgStore | None) -> None:
+        cfg = self.config
+        if "share" in cfg.get("group.coordinator.rebalance.protocols"):
             await state.share.open_state_log(
                 self.data_dir,
                 cfg.get("share.coordinator.state.topic.num.partitions"),
-                state.groups.open_log,
+                _file_opener(cfg),
+                engine=engine,
             )
-        state.data.on_topic_deleted.append(state.groups.on_topic_deleted)
-        state.data.on_topic_deleted.append(state.share.on_topic_deleted)
-        state.data.on_topic_deleted.append(state.lag.on_topic_deleted)
         state.groups.start()
         state.lag.start()
-        self._peers = PeerClients(f"kcoord-node-{identity.node_id}", peer_security)
-        state.share.persister = SharePersister(
-            state.share.partitions, state.topics, state.cluster, self._peers
-        )
-        state.txns = TxnRuntime(
-            self.data_dir,
-            cfg,
-            open_log,
-            state.groups,
-            state.data,
-            open_leased=self._group_store.open_leased if clustered else None,
-            view=state.cluster if clustered else None,
-            peers=self._peers,
-        )
         state.txns.start()
         self._publisher = asyncio.ensure_future(_publish_offsets_topic(state))
+
+    async def _join_cluster(
+        self, state: BrokerState, engine: PgStore, inter_broker: Listener
+    ) -> None:
+        cfg = self.config
+        share_on = "share" in cfg.get("group.coordinator.rebalance.protocols")
+        self.cluster_node = ClusterNode(
+            engine.pool,
+            state.cluster,
+            [state.groups.runtime, state.txns.runtime],
+            state.data,
+            (inter_broker.advertised_host, inter_broker.advertised_port),
+            cfg.get("kcoord.cluster.lease.ms"),
+            cfg.get("kcoord.cluster.renew.interval.ms"),
+            share=state.share if share_on else None,
+            shared=[state.credentials.refresh, state.group_configs.refresh]
+            + ([state.authorizer.refresh] if state.authorizer is not None else []),
+            endpoints=format_endpoints(
+                [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
+                + (
+                    [(HTTP_ENDPOINT, inter_broker.advertised_host, self.metrics_port)]
+                    if self.metrics_port
+                    else []
+                )
+            ),
+        )
+        await self.cluster_node.start()
+        # Serve once the first round has taken this node's partitions: a client that
+        # connects at "ready" finds the leaders (the offsets partitions may still load).
+        await self.cluster_node.first_round.wait()
+
+    async def _serve_http(self, state: BrokerState) -> None:
+        """The metrics listener (metrics, lag console, Burrow API): before joining a cluster,
+        whose other nodes are told its port."""
+        cfg = self.config
         if self.metrics_address is not None:
             metrics_tls = self.tls.get(METRICS_LISTENER)
             peers = None
-            if clustered:
+            if state.cluster.clustered:  # the console asks the other nodes' listeners
                 peers = HttpPeers(state.cluster, _peer_http_tls(cfg) if metrics_tls else None)
-                state.lag.remote = RemoteLogs(state, self._peers)
             self._http = HttpServer(self.metrics, state, cfg, self._metrics_access(), peers)
             self.metrics_port = await self._http.start(
                 *self.metrics_address, metrics_tls.context if metrics_tls is not None else None
@@ -218,38 +320,11 @@ class Broker:
                 self.metrics_address[0],
                 self.metrics_port,
             )
-        elif clustered:
-            state.lag.remote = RemoteLogs(state, self._peers)
 
-        if clustered:
-            self.cluster_node = ClusterNode(
-                self._group_store.pool,
-                state.cluster,
-                state.groups,
-                state.data,
-                state.txns,
-                (inter_broker.advertised_host, inter_broker.advertised_port),
-                cfg.get("kcoord.cluster.lease.ms"),
-                cfg.get("kcoord.cluster.renew.interval.ms"),
-                share=state.share if share_on else None,
-                shared=[state.credentials.refresh, state.group_configs.refresh]
-                + ([state.authorizer.refresh] if state.authorizer is not None else []),
-                endpoints=format_endpoints(
-                    [(b.name, b.advertised_host, b.advertised_port) for b in self.listeners]
-                    + (
-                        [(HTTP_ENDPOINT, inter_broker.advertised_host, self.metrics_port)]
-                        if self.metrics_port
-                        else []
-                    )
-                ),
-            )
-            await self.cluster_node.start()
-            # Serve once the first round has taken this node's partitions: a client that
-            # connects at "ready" finds the leaders (the offsets partitions may still load).
-            await self.cluster_node.first_round.wait()
-            self._first_round = asyncio.ensure_future(
-                _loaded_after_first_round(state, self.cluster_node)
-            )
+    async def _serve(self, state: BrokerState, socks: list[socket.socket]) -> None:
+        """Every listener, and the sweepers of idle connections and renewed certificates."""
+        cfg = self.config
+        max_frame = cfg.get("socket.request.max.bytes")
 
         def connect(listener: Listener) -> Connection:
             conn = Connection(state, max_frame, listener=listener)
@@ -270,6 +345,7 @@ class Broker:
         idle_ms = cfg.get("connections.max.idle.ms")
         if idle_ms >= 0:
             self._idle_sweeper = asyncio.ensure_future(self._close_idle(idle_ms))
+        first = self.listeners[0]
         others = "".join(
             f", {w.name} on {w.host}:{w.port} (advertised as {w.advertised_host}:"
             f"{w.advertised_port})"
@@ -283,8 +359,8 @@ class Broker:
             first.advertised_port,
             first.name,
             others,
-            identity.node_id,
-            identity.cluster_id,
+            state.identity.node_id,
+            state.identity.cluster_id,
         )
 
     async def _close_idle(self, idle_ms: int) -> None:
@@ -306,8 +382,6 @@ class Broker:
             # Hand every partition off while still answering (NOT_COORDINATOR sends clients
             # to the new owners), as Kafka's controlled shutdown moves leadership first.
             await self.cluster_node.stop()
-        if self._first_round is not None:
-            self._first_round.cancel()
         if self._idle_sweeper is not None:
             self._idle_sweeper.cancel()
         if self._publisher is not None:
@@ -322,31 +396,26 @@ class Broker:
             await self._finish_connections()
             for server in self._servers:
                 await server.wait_closed()
-        if self.state is not None and self.state.txns is not None:
-            await self.state.txns.close()
+        state = self.state
+        if state is not None:
+            await state.txns.close()
         if self._peers is not None:
             self._peers.close()
-        if self.state is not None and self.state._share is not None:
-            await self.state.share.close()
-        if self.state is not None and self.state._streams_topics is not None:
-            for task in self.state._streams_topics.close():
+        if state is not None:
+            await state.share.close()
+            for task in state.streams_topics.close():
                 await asyncio.gather(task, return_exceptions=True)
-        if self.state is not None and self.state.lag is not None:
-            await self.state.lag.close()
-        if self.state is not None and self.state.groups is not None:
-            await self.state.groups.close()
-        if self.state is not None and self.state.data is not None:
-            await self.state.data.close()
-        if self.state is not None and self.state.oauth is not None:
-            await self.state.oauth.close()
-        if self.state is not None and self.state.credentials is not None:
-            await self.state.credentials.close()
-        if self.state is not None and self.state.authorizer is not None:
-            await self.state.authorizer.close()
-        if self.state is not None and self.state._group_configs is not None:
-            await self.state._group_configs.close()
-        if self._group_store is not None:
-            await self._group_store.close()
+            await state.lag.close()
+            await state.groups.close()
+            await state.data.close()
+            if state.oauth is not None:
+                await state.oauth.close()
+            await state.credentials.close()
+            if state.authorizer is not None:
+                await state.authorizer.close()
+            await state.group_configs.close()
+        if self._engine is not None:
+            await self._engine.close()
         if self.journal is not None:
             await self.journal.close()  # last: every log of the directory has closed
 
@@ -369,18 +438,6 @@ class Broker:
             ),
         )
 
-    def _credentials_opener(self) -> Any:
-        """The engine of the security logs (credentials, ACLs): the database's when the group
-        logs are there."""
-        store = self._group_store
-        if store is None:
-            return None
-
-        async def open_log(topic: str, partition: int) -> Any:
-            return await store.open_log(topic, partition, LogConfig(cleanup_policy="compact"))
-
-        return open_log
-
     def _metrics_access(self) -> MetricsAccess | None:
         basic = self.config.get("kcoord.metrics.authentication") == "basic"
         assert self.state is not None
@@ -388,17 +445,6 @@ class Broker:
             return None
         rules = listener_setting(self.config, METRICS_LISTENER, "ssl.principal.mapping.rules")
         return MetricsAccess(self.state, basic, rules)
-
-    async def _open_group_storage(self, storage: str) -> LogOpener | None:
-        """The opener of the group runtime's logs: None for the file engine (its default),
-        PostgreSQL's for a postgresql:// URL, which then keeps the topics too."""
-        if storage == "file":
-            return None
-        from storage.postgres.store import PgStore, redact
-
-        self._group_store = await PgStore.connect(storage)
-        log.info("%s and topic logs in PostgreSQL at %s", OFFSETS_TOPIC, redact(storage))
-        return self._group_store.opener
 
     async def _finish_connections(self) -> None:
         """Let in-flight requests complete (up to a grace period), then drop the rest."""
@@ -411,57 +457,65 @@ class Broker:
             conn.abort("broker shutting down")
 
 
+@dataclass(frozen=True)
+class _Stores:
+    credentials: CredentialStore
+    group_configs: GroupConfigs
+    authorizer: Authorizer | None
+    oauth: OAuthValidator | None
+    data: TopicStore
+
+
+async def _open_engine(storage: str) -> PgStore | None:
+    """The PostgreSQL engine for a postgresql:// URL (it then keeps every log and the
+    topics, and the node joins a cluster); None for the file engine."""
+    if storage == "file":
+        return None
+    from storage.postgres.store import PgStore, redact
+
+    engine = await PgStore.connect(storage)
+    log.info("%s and topic logs in PostgreSQL at %s", OFFSETS_TOPIC, redact(storage))
+    return engine
+
+
+def _file_opener(cfg: Config) -> LogOpener:
+    durability = cfg.durability
+    return lambda path, config: Log.open(path, config, durability)
+
+
+def _kv_opener(engine: PgStore | None) -> KvOpener | None:
+    """The engine of the key-value logs (credentials, ACLs, group configs): the database's
+    with the PostgreSQL engine, else the data directory's files."""
+    if engine is None:
+        return None
+
+    async def open_log(topic: str, partition: int) -> PgLog:
+        return await engine.open_log(topic, partition, LogConfig(cleanup_policy="compact"))
+
+    return open_log
+
+
 async def _publish_offsets_topic(state: BrokerState) -> None:
-    """Once the group runtime has opened `__consumer_offsets`, list it in Metadata as an
-    internal topic and serve Fetch/ListOffsets of it, as Kafka does (its tools read it)."""
-    groups, data = state.groups, state.data
+    """List `__consumer_offsets` in Metadata as an internal topic and serve Fetch/ListOffsets
+    of the partitions this node coordinates, as Kafka does (its tools read it): republished
+    whenever one starts or stops being served here, woken after each durable write."""
+    runtime, data = state.groups.runtime, state.data
     assert data is not None  # the server builds the data plane before it starts this task
-    if groups.owned is not None:
-        # Cluster mode: the partitions this node coordinates, republished as they come and go.
-        await data.register_internal(OFFSETS_TOPIC, groups.partitions)
-        # The group runtime's logs are the engine's (PgLog): topic logs as well.
-        logs = cast(list[TopicLog | None], groups.logs)
+    await data.register_internal(OFFSETS_TOPIC, runtime.partitions)
+    # The runtime's logs are topic logs on every engine (the file Log, PgLog).
+    logs = cast("list[TopicLog | None]", runtime.logs)
 
-        def publish(_: int = -1) -> None:
-            data.attach(OFFSETS_TOPIC, logs, groups.owned)
-
-        groups.on_durable = functools.partial(_wake, data)
-        groups.on_reload = publish
-        publish()
-        return
-    await groups.loaded.wait()
-    await data.register_internal(OFFSETS_TOPIC, groups.partitions)
-    data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
+    def publish(_: int = -1) -> None:
+        data.attach(OFFSETS_TOPIC, logs, runtime.owned)
 
     def wake(p: int) -> None:
         partition = data.partition(OFFSETS_TOPIC, p)
         if partition is not None:
             partition.wake()
 
-    groups.on_durable = wake
-
-    def reattach(p: int) -> None:
-        # A partition's log was reopened after a failed write: serve Fetch from the new one.
-        if all(plog is not None for plog in groups.logs):
-            data.attach(OFFSETS_TOPIC, groups.logs)  # type: ignore[arg-type]
-
-    groups.on_reload = reattach
-
-
-def _wake(data: TopicStore, p: int) -> None:
-    partition = data.partition(OFFSETS_TOPIC, p)
-    if partition is not None:
-        partition.wake()
-
-
-async def _loaded_after_first_round(state: BrokerState, node: ClusterNode) -> None:
-    """Cluster mode: the runtime counts as loaded once the first balance round took this
-    node's partitions and they loaded."""
-    await node.first_round.wait()
-    groups = state.groups
-    while groups.owned is not None and any(groups.shards[p] is None for p in groups.owned):
-        await asyncio.sleep(0.05)
-    groups.loaded.set()
+    runtime.on_durable = wake
+    runtime.on_change = publish
+    publish()
 
 
 async def _reload_tls(contexts: list[TlsContext], every_ms: int) -> None:
@@ -515,7 +569,7 @@ def _peer_security(cfg: Config, listener: Listener) -> PeerSecurity:
     return PeerSecurity(tls, mechanism, user, password)
 
 
-def _peer_http_tls(cfg: Config) -> Any:
+def _peer_http_tls(cfg: Config) -> ssl.SSLContext:
     """The client side of the metrics listener's TLS, for the console's requests to other
     nodes' listeners (their certificates checked against the trust store)."""
     return client_context(listener_view(cfg, METRICS_LISTENER))
@@ -535,7 +589,7 @@ async def serve(
     listen: tuple[str, int],
     advertised: tuple[str, int] | None,
     data_dir: Path,
-    config: Any,
+    config: Config,
     metrics: tuple[str, int] | None = None,
 ) -> None:
     """Run a broker until cancelled; with ``metrics``, serve Prometheus metrics there."""

@@ -1,9 +1,11 @@
-"""Drives the transaction coordinator: the `__transaction_state` logs and the markers.
+"""The transaction coordinator on the partition runtime: the `__transaction_state` logs and
+the markers.
 
-Each of the `transaction.state.log.num.partitions` partitions has its log (compacted, in the
-data directory or the storage engine, like `__consumer_offsets`) and a pure
-`coordinator.txn.TxnCoordinator` rebuilt from it at start-up. A transactional id lives in
-partition `Utils.abs(hashCode) % partitions`, Kafka's rule.
+Each of the `transaction.state.log.num.partitions` partitions served here has its log
+(compacted, in the data directory or the storage engine, like `__consumer_offsets`) and a pure
+`coordinator.txn.TxnCoordinator` replayed from it (`broker/partition_runtime.py` loads,
+reloads and gives them up). A transactional id lives in partition
+`Utils.abs(hashCode) % partitions`, Kafka's rule.
 
 A decision's record is written and made durable before its reply goes out; while it is in
 flight the id is pending (CONCURRENT_TRANSACTIONS to anything else it is asked). Ending a
@@ -11,8 +13,9 @@ transaction writes PrepareCommit/PrepareAbort, then a marker to every partition 
 transaction (topic partitions through the data plane, `__consumer_offsets` partitions through
 the group runtime, which commits or drops the pending offsets), then CompleteCommit /
 CompleteAbort. EndTxn is answered once the markers are durable: the completion, which a
-restart redoes from the prepared state, holds the id's next request instead of the reply. A
-transaction found prepared after a restart is completed the same way.
+load redoes from the prepared state, holds the id's next request instead of the reply. A
+transaction found prepared when its partition loads (a restart, a reload after a failed
+write, a partition taken over from another node) is completed the same way.
 Timed-out transactions are aborted under a bumped epoch (fencing their producer), and ids
 unused for `transactional.id.expiration.ms` are removed.
 """
@@ -22,13 +25,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Iterator,
+)
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker.loading import PartitionHealth, load_until_served
-from broker.tasks import BackgroundTasks
+from broker.loading import PartitionHealth
+from broker.ownership import LeasedOpener, Leases, LogOpener, Ownership, SoleOwner
+from broker.partition_runtime import PartitionRuntime, now_ms
 from coordinator.partitioning import partition_for
 from coordinator.txn.coordinator import (
     NeedProducerId,
@@ -42,18 +53,18 @@ from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
-from protocol.records import build_tail_batch, kv_record_tail
+from protocol.records import BatchHeader, RecordTuple, build_tail_batch, kv_record_tail
 from protocol.txn_records import TXN_TOPIC, decode, encode_key, encode_value
 from protocol.types import DecodeError
-from storage.log import FencedError, Log
+from storage.log import Log
 from storage.logconfig import LogConfig
-from storage.partitionlog import PartitionLog, replay_batches
 
 if TYPE_CHECKING:
-    from broker.cluster_view import ClusterView
+    from broker.cluster.peers import PeerClients
+    from broker.cluster.view import ClusterView
+    from broker.config import Config
     from broker.dataplane.store import TopicStore
-    from broker.group_runtime import GroupRuntime, LeasedOpener
-    from broker.peers import PeerClients
+    from broker.group_runtime import GroupRuntime
 
 log = logging.getLogger("kcoord.txn")
 
@@ -79,14 +90,7 @@ class MarkerNotWritten(Exception):
     """A marker another node could not write yet: retried."""
 
 
-Opener = Callable[[Path, LogConfig], PartitionLog]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def txn_config(cfg: Any) -> TxnConfig:
+def txn_config(cfg: Config) -> TxnConfig:
     return TxnConfig(
         max_timeout_ms=cfg.get("transaction.max.timeout.ms"),
         id_expiration_ms=cfg.get("transactional.id.expiration.ms"),
@@ -104,16 +108,45 @@ class _Turn:
         self.users = 0
 
 
+class TxnFold:
+    """A `TxnCoordinator` rebuilt from its partition's records (the newest per id wins)."""
+
+    def __init__(self, coord: TxnCoordinator, name: str) -> None:
+        self.state = coord
+        self.name = name
+
+    def replay(self, header: BatchHeader, records: list[RecordTuple]) -> None:
+        if header.is_control:
+            return
+        coord = self.state
+        for record in records:
+            if record[2] is None:
+                continue
+            try:
+                tid, value = decode(record[2], record[3])
+            except DecodeError as e:
+                log.warning("%s: skipping undecodable record: %s", self.name, e)
+                continue
+            coord.replay(tid, None if value is None else TxnMetadata.from_value(tid, value))
+
+    def finish(self) -> Iterator[None]:
+        return iter(())
+
+
 class TxnRuntime:
+    """The transaction coordinator on its `PartitionRuntime`: a `TxnCoordinator` per
+    `__transaction_state` partition served here."""
+
     def __init__(
         self,
         data_dir: Path,
-        cfg: Any,
-        open_log: Opener | None,
+        cfg: Config,
+        open_log: LogOpener | None,
         groups: GroupRuntime,
         data: TopicStore,
         *,
         open_leased: LeasedOpener | None = None,
+        ownership: Ownership | None = None,
         view: ClusterView | None = None,
         peers: PeerClients | None = None,
     ) -> None:
@@ -131,153 +164,76 @@ class TxnRuntime:
         )
         durability = cfg.durability
         # The file log unless the broker runs on another engine (as the group runtime).
-        self.open_log: Opener = open_log or (lambda path, c: Log.open(path, c, durability))
+        opener: LogOpener = open_log or (lambda path, c: Log.open(path, c, durability))
+        if ownership is None:
+            ownership = (
+                SoleOwner(self.data_dir, opener) if open_leased is None else Leases(open_leased)
+            )
+        self.ownership = ownership
+        self.runtime: PartitionRuntime[TxnCoordinator] = PartitionRuntime(
+            TXN_TOPIC,
+            self.partitions,
+            self,
+            self.ownership.opener(TXN_TOPIC, self.log_config),
+            data_dir=self.data_dir,
+            log=log,
+        )
+        self.logs = self.runtime.logs
+        self.loaded = self.runtime.loaded
         self.groups = groups
         self.data = data
-        self.coordinators = [TxnCoordinator(self.config) for _ in range(self.partitions)]
-        self.logs: list[PartitionLog | None] = [None] * self.partitions
-        # Cluster mode: the partitions this node's leases give it (partition -> fencing
-        # epoch), loaded by ``take``; markers for partitions led elsewhere go to their leader.
-        self.open_leased = open_leased
-        self.owned: dict[int, int] | None = None if open_leased is None else {}
+        # Markers for partitions led by another node go to it (WriteTxnMarkers), and so do
+        # verifications of writes to partitions led here of ids another node coordinates.
         self.view = view
         self.peers = peers
-        # Called with a partition whose write was fenced (another node holds it now).
-        self.on_fenced: Callable[[int], None] | None = None
-        # Cluster mode: LeaseKeeper.valid (requests are refused while this node's leases may
-        # have expired).
-        self.lease_valid: Callable[[int], bool] | None = None
-        self.loaded = asyncio.Event()
-        self.health = [PartitionHealth() for _ in range(self.partitions)]
-        self._tasks = BackgroundTasks(log, "transaction runtime")
         self._partition_cache: dict[str, int] = {}
         self._turns: dict[str, _Turn] = {}  # transactional id -> its turn (_decide)
         self._closed = False
+        self.ownership.adopt(self.runtime)
+
+    @property
+    def health(self) -> list[PartitionHealth]:
+        h = self.runtime.health
+        return [h.get(p) or PartitionHealth() for p in range(self.partitions)]
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self.owned is None:
-            self._tasks.spawn(self._load_all())
-        else:  # cluster mode: the node's leases decide what to load (take)
-            self.loaded.set()
-            self._tasks.spawn(self._expiry_loop())
-            self._tasks.spawn(self._compaction_loop())
+        self.runtime.spawn(self._expiry_loop())
+        self.runtime.spawn(self._compaction_loop())
+        self.ownership.serve(self.runtime)
 
     async def take(self, p: int, epoch: int) -> None:
-        """Cluster mode: this node acquired partition ``p``'s lease under ``epoch``: load it
-        (retrying while it stays this node's) and finish the transactions found prepared."""
-        assert self.owned is not None and self.open_leased is not None
-        self.owned[p] = epoch
-        delay = 0.1
-        while self.owned.get(p) == epoch and not self._closed:
-            coord = TxnCoordinator(self.config)
-            try:
-                plog = await self.open_leased(TXN_TOPIC, p, self.log_config, epoch)
-            except FencedError:
-                log.warning("%s-%d: fenced while loading; giving it up", TXN_TOPIC, p)
-                self._fenced(p, epoch)
-                return
-            except Exception as e:
-                log.warning("loading %s-%d failed (%s); retrying in %.1fs", TXN_TOPIC, p, e, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            try:
-                await self._replay_into(coord, p, plog)
-            except Exception as e:
-                await plog.close()
-                log.warning("replaying %s-%d failed (%s); retrying", TXN_TOPIC, p, e)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            if self.owned.get(p) != epoch:
-                await plog.close()  # given up while it loaded
-                return
-            self.coordinators[p], self.logs[p] = coord, plog
-            for tid in coord.to_complete():
-                self._tasks.spawn(self._complete_in_turn(p, tid))
-            return
+        """This node owns partition ``p`` under ``epoch``: load it (the transactions found
+        prepared are then finished)."""
+        await self.runtime.take(p, epoch)
 
-    def give_up(self, p: int) -> Coroutine[Any, Any, None]:
-        """Cluster mode: stop coordinating partition ``p`` (a handoff or a lost lease), at
-        once: requests get NOT_COORDINATOR from this call on; the returned coroutine closes the
-        log."""
-        assert self.owned is not None
-        self.owned.pop(p, None)
-        plog, self.logs[p] = self.logs[p], None
-        self.coordinators[p] = TxnCoordinator(self.config)
-        return self._close_given_up(p, plog)
-
-    async def _close_given_up(self, p: int, plog: Any) -> None:
-        if plog is not None:
-            try:
-                await plog.close()
-            except Exception as e:  # it may have failed (fenced): nothing more to do with it
-                log.debug("closing %s-%d on give-up: %s", TXN_TOPIC, p, e)
-
-    def _fenced(self, p: int, epoch: int) -> None:
-        if self.owned is not None and self.owned.get(p) == epoch:
-            del self.owned[p]
-            if self.on_fenced is not None:
-                self.on_fenced(p)
-
-    async def _load_all(self) -> None:
-        """Every partition on its own (a damaged one is quarantined or retried without holding
-        the others back, as the group runtime's), then the timers."""
-        counts = await asyncio.gather(*(self._load_partition(p) for p in range(self.partitions)))
-        self.loaded.set()
-        log.info(
-            "loaded %d partitions of %s (%d transactional ids)",
-            self.partitions,
-            TXN_TOPIC,
-            sum(counts),
-        )
-        self._tasks.spawn(self._expiry_loop())
-        self._tasks.spawn(self._compaction_loop())
-
-    async def _load_partition(self, p: int) -> int:
-        name = f"{TXN_TOPIC}-{p}"
-        loop = asyncio.get_running_loop()
-
-        async def attempt() -> int:
-            plog = await loop.run_in_executor(
-                None, self.open_log, self.data_dir / name, self.log_config
-            )
-            coord = TxnCoordinator(self.config)
-            try:
-                await self._replay_into(coord, p, plog)
-            except BaseException:
-                await plog.close()  # a retry opens it again
-                raise
-            self.coordinators[p], self.logs[p] = coord, plog
-            for tid in coord.to_complete():
-                self._tasks.spawn(self._complete_in_turn(p, tid))
-            return len(coord.txns)
-
-        return await load_until_served(name, self.data_dir / name, attempt, self.health[p])
-
-    async def _replay_into(self, coord: TxnCoordinator, p: int, plog: PartitionLog) -> None:
-        async for chunk in replay_batches(plog):
-            for header, records in chunk:
-                if header.is_control:
-                    continue
-                for record in records:
-                    if record[2] is None:
-                        continue
-                    try:
-                        tid, value = decode(record[2], record[3])
-                    except DecodeError as e:
-                        log.warning("%s-%d: skipping undecodable record: %s", TXN_TOPIC, p, e)
-                        continue
-                    coord.replay(tid, None if value is None else TxnMetadata.from_value(tid, value))
+    def give_up(self, p: int) -> Coroutine[object, None, None]:
+        """Stop coordinating partition ``p`` (a handoff or a lost lease), at once: requests
+        get NOT_COORDINATOR from this call on; the returned coroutine closes the log."""
+        return self.runtime.give_up(p, flush=False)
 
     async def close(self) -> None:
         self._closed = True
-        await asyncio.gather(*self._tasks.cancel(), return_exceptions=True)
-        for plog in self.logs:
-            if plog is not None:
-                await plog.close()
+        await self.runtime.close()
+
+    # -- the coordinator's part of the runtime ---------------------------------------------
+
+    def fold(self, p: int) -> TxnFold:
+        return TxnFold(TxnCoordinator(self.config), f"{TXN_TOPIC}-{p}")
+
+    def on_loaded(self, p: int, coord: TxnCoordinator) -> None:
+        for tid in coord.to_complete():
+            self.runtime.spawn(self._complete_in_turn(p, tid))
+
+    def on_unloaded(self, p: int, coord: TxnCoordinator) -> None:
+        pass  # requests wait in their id's turn, not in the state: their writes fail
+
+    def release(self, p: int, waiting: list[object], error: BaseException | None) -> None:
+        pass  # every write is awaited by its decision (_write)
+
+    def timer(self, p: int, coord: TxnCoordinator, key: Hashable) -> None:
+        pass  # time is the expiry loop's
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -293,18 +249,12 @@ class TxnRuntime:
 
     def _coordinator(self, transactional_id: str) -> tuple[int, TxnCoordinator | None]:
         p = self.partition_of(transactional_id)
-        if self.logs[p] is None or (self.lease_valid is not None and not self.lease_valid(p)):
-            return p, None
-        return p, self.coordinators[p]
+        return p, self.runtime.serving(p)
 
     def _unavailable(self, p: int) -> Reply:
-        """Loading here, or (cluster mode) coordinated by another node, or this node's lease
-        possibly expired (it is about to be given up)."""
-        if self.lease_valid is not None and not self.lease_valid(p):
-            return Reply(ErrorCode.NOT_COORDINATOR)
-        if self.owned is None or p in self.owned:
-            return Reply(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        return Reply(ErrorCode.NOT_COORDINATOR)
+        """Loading here, or coordinated by another node, or this node's lease possibly
+        expired (it is about to be given up)."""
+        return Reply(self.runtime.refusal(p))
 
     async def init_producer_id(
         self, tid: str, timeout_ms: int, expected_pid: int, expected_epoch: int
@@ -334,7 +284,7 @@ class TxnRuntime:
 
     def is_local(self, tid: str) -> bool:
         """Whether this node coordinates ``tid`` (always, outside cluster mode)."""
-        return self.owned is None or self.partition_of(tid) in self.owned
+        return self.partition_of(tid) in self.runtime.owned
 
     async def add_remote(
         self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
@@ -348,11 +298,11 @@ class TxnRuntime:
         self, tid: str, producer_id: int, epoch: int, partition: TopicPartition
     ) -> ErrorCode | None:
         """Whether a transactional write to ``partition`` is in the producer's ongoing
-        transaction (KIP-890's verification); None when another node coordinates ``tid``
-        (cluster mode): ask it with ``verify_remote``."""
+        transaction (KIP-890's verification); None when another node coordinates ``tid``: ask
+        it with ``verify_remote``."""
         p, coord = self._coordinator(tid)
         if coord is None:
-            if self.owned is not None and p not in self.owned:
+            if p not in self.runtime.owned:
                 return None
             return ErrorCode.NOT_ENOUGH_REPLICAS  # loading here: retriable for every client
         return coord.verify(tid, producer_id, epoch, partition)
@@ -432,9 +382,8 @@ class TxnRuntime:
     ) -> list[TxnMetadata]:
         now = now_ms()
         out: list[TxnMetadata] = []
-        for p, coord in enumerate(self.coordinators):
-            if self.logs[p] is not None:
-                out.extend(coord.listing(states, producer_ids, min_duration_ms, now))
+        for _, coord in self.runtime.served():
+            out.extend(coord.listing(states, producer_ids, min_duration_ms, now))
         return out
 
     # -- writing -------------------------------------------------------------------------------
@@ -514,48 +463,31 @@ class TxnRuntime:
             if not outcome.reply_when_complete:
                 # A coordinator's own abort (a new incarnation fencing the open transaction):
                 # the reply needs none of it.
-                rest = self._tasks.spawn(self._complete(p, tid))
-            elif await self._markers(p, tid):
-                rest = self._tasks.spawn(self._finish(p, tid))
+                rest = self.runtime.spawn(self._complete(p, tid))
+            elif (coord := await self._markers(p, tid)) is not None:
+                rest = self.runtime.spawn(self._finish(p, tid, coord))
         return outcome.reply or Reply(), rest
 
     async def _write(self, p: int, write: Write) -> bool:
-        """Persist one decision; True once it is durable and applied."""
-        coord = self.coordinators[p]
-        plog = self.logs[p]
-        if plog is None:
+        """Persist one decision; True once it is durable and applied. The id is pending
+        while its record is written (requests about it meanwhile get
+        CONCURRENT_TRANSACTIONS); a failed write is never applied: the runtime reloads the
+        partition from its log (or gives it up, fenced), and the caller answers
+        NOT_COORDINATOR."""
+        coord = self.runtime.states[p]
+        if coord is None:
             return False
         coord.begin(write)
         target = write.target
         value = None if target is None else encode_value(target.to_value(), target.record_version)
         batch = build_tail_batch([kv_record_tail(encode_key(write.transactional_id), value)])
         try:
-            await plog.append(batch, built_here=True)
+            await self.runtime.append(p, batch)
         except Exception as e:
             log.error("writing %s-%d failed: %s", TXN_TOPIC, p, e)
-            coord.fail(write)
-            if isinstance(e, FencedError) and self.owned is not None and p in self.owned:
-                self._fenced(p, self.owned[p])
-                self._tasks.spawn(self.give_up(p))
-            elif self.logs[p] is plog:
-                # The log takes no more writes: reopen it (recovery keeps whole batches) and
-                # replay; requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile.
-                self.logs[p] = None
-                self._tasks.spawn(self._reload(p, plog))
             return False
         coord.finish(write)
         return True
-
-    async def _reload(self, p: int, failed: PartitionLog) -> None:
-        try:
-            await failed.close()
-        except Exception as e:  # it failed already; what matters is the reopen
-            log.debug("closing failed %s-%d: %s", TXN_TOPIC, p, e)
-        if self.owned is None:
-            await self._load_partition(p)
-        elif (epoch := self.owned.get(p)) is not None:
-            await self.take(p, epoch)
-        log.warning("reloaded %s-%d after a failed write", TXN_TOPIC, p)
 
     async def _complete_in_turn(self, p: int, tid: str) -> None:
         async with self._turn(tid):
@@ -563,24 +495,28 @@ class TxnRuntime:
 
     async def _complete(self, p: int, tid: str) -> None:
         """Write the markers of ``tid``'s prepared transaction, then its completion."""
-        if await self._markers(p, tid):
-            await self._finish(p, tid)
+        coord = await self._markers(p, tid)
+        if coord is not None:
+            await self._finish(p, tid, coord)
 
-    async def _markers(self, p: int, tid: str) -> bool:
-        """The markers of ``tid``'s prepared transaction, durable in every partition; False
-        if it is not prepared (nothing to complete)."""
-        meta = self.coordinators[p].txns.get(tid)
+    async def _markers(self, p: int, tid: str) -> TxnCoordinator | None:
+        """The markers of ``tid``'s prepared transaction, durable in every partition: the
+        coordinator that holds it, or None if it is not prepared (nothing to complete) or
+        its partition is not served here."""
+        coord = self.runtime.states[p]
+        if coord is None:
+            return None
+        meta = coord.txns.get(tid)
         if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return False
+            return None
         await self._write_markers(meta, meta.state == TxnState.PREPARE_COMMIT, coordinator_epoch=0)
-        return True
+        return coord
 
-    async def _finish(self, p: int, tid: str) -> None:
-        """The completion of ``tid``'s transaction, whose markers are durable. A failed
-        write reloads the partition, whose load completes the transaction again (this one
-        then stops, releasing the id's turn to it)."""
-        coord = self.coordinators[p]
-        done = coord.complete(tid, now_ms())
+    async def _finish(self, p: int, tid: str, coord: TxnCoordinator) -> None:
+        """The completion of ``tid``'s transaction, whose markers are durable in ``coord``.
+        A partition reloaded meanwhile (or after this write fails) completes the
+        transaction again when it loads, in the id's turn after this one: this one stops."""
+        done = coord.complete(tid, now_ms()) if self.runtime.states[p] is coord else None
         if done is not None:
             await self._write(p, done)
 
@@ -590,7 +526,7 @@ class TxnRuntime:
         todo = set(meta.partitions)
         delay = MARKER_RETRY_S
         while todo and not self._closed:
-            waits: list[tuple[TopicPartition, Awaitable[Any]]] = []
+            waits: list[tuple[TopicPartition, Awaitable[object]]] = []
             for tp in sorted(todo):
                 result = self._marker(
                     tp,
@@ -706,17 +642,18 @@ class TxnRuntime:
         """Abort timed-out transactions and remove expired ids (each in its id's turn, where
         it is decided again); returns how many were found."""
         n = 0
-        for p, coord in enumerate(self.coordinators):
-            if self.logs[p] is None:
-                continue
+        for p, coord in self.runtime.served():
             for write in coord.expired(now):
                 n += 1
-                self._tasks.spawn(self._expire_in_turn(p, write.transactional_id))
+                self.runtime.spawn(self._expire_in_turn(p, write.transactional_id))
         return n
 
     async def _expire_in_turn(self, p: int, tid: str) -> None:
         async with self._turn(tid):
-            for write in self.coordinators[p].expired(now_ms(), only=tid):
+            coord = self.runtime.states[p]
+            if coord is None:
+                return
+            for write in coord.expired(now_ms(), only=tid):
                 if write.target is not None:
                     log.info(
                         "aborting transaction %s: timed out after %d ms",
@@ -730,10 +667,4 @@ class TxnRuntime:
     async def _compaction_loop(self) -> None:
         while True:
             await asyncio.sleep(COMPACTION_INTERVAL_S)
-            for p, plog in enumerate(self.logs):
-                if plog is None:
-                    continue
-                try:
-                    await plog.compact(now_ms())
-                except Exception:
-                    log.exception("compaction of %s-%d failed", TXN_TOPIC, p)
+            await self.runtime.compact()

@@ -1,7 +1,7 @@
 """What every kind of group offers the code that does not care about its kind (Kafka's
 group-coordinator `Group` interface): offsets, describe, delete and expiry call these, never
-an if/else on the kind. Classic and consumer groups implement it; share and mixed groups are
-meant to be further implementations, not further branches.
+an if/else on the kind. Classic, consumer, share and streams groups implement it (a consumer
+group holding classic members is a consumer group).
 """
 
 from __future__ import annotations

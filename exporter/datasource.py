@@ -59,8 +59,8 @@ from pyspark.sql.datasource import (
 )
 
 from exporter.pgread import is_storage_url
+from protocol.internal_topics import OFFSETS_TOPIC
 
-OFFSETS_TOPIC_NAME = "__consumer_offsets"
 _LEVELS = ("records", "segments", "transactions")
 _TOPIC_LEVELS = ("partitions", "batches", "records")
 BYTES_PER_PARTITION = 128 << 20
@@ -348,7 +348,7 @@ class KcoordReader(DataSourceReader):
         if is_storage_url(self.data_dir):
             from exporter import pgread
 
-            entry = pgread.catalog(self.data_dir).get(OFFSETS_TOPIC_NAME) or {}
+            entry = pgread.catalog(self.data_dir).get(OFFSETS_TOPIC) or {}
             n = self.offsets_partitions or entry.get("partitions")
         else:
             n = self.offsets_partitions or offsets_partition_count(Path(self.data_dir))
@@ -423,7 +423,7 @@ class KcoordReader(DataSourceReader):
         if self.level == "transactions":
             per = 1 << 62  # a partition in one read: its transactions may span ranges
         per_log: list[list[PgRange]] = []
-        for topic, p in pgread.partitions(self.data_dir, OFFSETS_TOPIC_NAME):
+        for topic, p in pgread.partitions(self.data_dir, OFFSETS_TOPIC):
             if (wanted is not None and p not in wanted) or not self.log_partitions.contains(p):
                 continue
             if not self._in_bounds(p):

@@ -40,7 +40,6 @@ from protocol import share_state_records as sr
 from protocol.codec import DecodeError
 from protocol.records import RecordError, decode_record_tuples
 
-SHARE_STATE_TOPIC = sr.SHARE_STATE_TOPIC
 # ShareGroupMemberMetadata, ShareGroupMetadata, ShareGroupCurrentMemberAssignment.
 MEMBER_RECORD_TYPES = (10, 11, 14)
 _CONTROL = 0x20
@@ -99,7 +98,7 @@ def _scans(source: str, topic: str) -> Iterator[tuple[int, SegmentScan]]:
         from exporter import pgread
 
         # Cluster mode keeps each topic's share state in logs of its own, named
-        # "<topic>:<topic id>" (broker.share.runtime.leased_state_log_name).
+        # "<topic>:<topic id>" (broker.share.state_log.leased_state_log_name).
         logs = pgread.partitions_of_logs(
             source, lambda name: name == topic or name.startswith(topic + ":")
         )
@@ -118,9 +117,9 @@ def read_states(source: str, at: int | None = None) -> tuple[dict[Key, Persisted
     what was skipped (torn tails, records that do not decode)."""
     fold = StateReplay()
     warnings: list[str] = []
-    for p, scan in _scans(source, SHARE_STATE_TOPIC):
+    for p, scan in _scans(source, sr.SHARE_STATE_TOPIC):
         if scan.error:
-            warnings.append(f"{SHARE_STATE_TOPIC}-{p} {scan.path.name}: {scan.error}")
+            warnings.append(f"{sr.SHARE_STATE_TOPIC}-{p} {scan.path.name}: {scan.error}")
         h = batch_headers(scan)
         for pos, attrs in zip(h["position"], h["attributes"], strict=True):
             if attrs & _CONTROL:
@@ -128,7 +127,7 @@ def read_states(source: str, at: int | None = None) -> tuple[dict[Key, Persisted
             try:
                 records = decode_record_tuples(scan.data, int(pos))
             except RecordError as e:
-                warnings.append(f"{SHARE_STATE_TOPIC}-{p}: skipped a batch: {e}")
+                warnings.append(f"{sr.SHARE_STATE_TOPIC}-{p}: skipped a batch: {e}")
                 continue
             for _offset, ts, key, value, _headers in records:
                 if key is None or (at is not None and ts > at):
@@ -136,7 +135,7 @@ def read_states(source: str, at: int | None = None) -> tuple[dict[Key, Persisted
                 try:
                     fold.apply(sr.decode_record(key, value))
                 except DecodeError as e:
-                    warnings.append(f"{SHARE_STATE_TOPIC}-{p}: skipped a record: {e}")
+                    warnings.append(f"{sr.SHARE_STATE_TOPIC}-{p}: skipped a record: {e}")
     return fold.states, warnings
 
 

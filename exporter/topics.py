@@ -26,6 +26,7 @@ from exporter.logread import (
     read_segment,
     spark_ddl,
 )
+from protocol.internal_topics import SHARE_STATE_TOPIC
 from protocol.records import (
     HEADER_SIZE,
     MAGIC,
@@ -37,7 +38,6 @@ from protocol.records import (
 from storage.batches import batch_headers as walk_batch_headers
 
 CATALOG_FILE = "kcoord-topics.json"  # broker/dataplane/catalog.py
-SHARE_STATE_TOPIC = "__share_group_state"  # kcoord's and Kafka's share-group state log
 
 PARTITION_SCHEMA = pa.schema(
     [
@@ -172,13 +172,9 @@ def partition_info(data_dir: Path, topic: str, partition: int, pdir: Path) -> di
     return row
 
 
-def partition_batches(topic: str, partition: int, pdir: Path) -> pa.RecordBatch:
-    """One row per valid batch of a topic partition: its offsets and timestamps."""
-    return batches_of(topic, partition, _scans(pdir))
-
-
 def batches_of(topic: str, partition: int, scans: list[SegmentScan]) -> pa.RecordBatch:
-    """:func:`partition_batches` of scanned segments (or ranges of a storage engine)."""
+    """One row per valid batch of a topic partition (its scanned segments, or ranges of a
+    storage engine): its offsets and timestamps."""
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("b", "l", "r", "bt", "mt")}
     for scan in scans:
         h = batch_headers(scan)

@@ -14,11 +14,11 @@ import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.codec import DecodeError, MessageType
-from protocol.records import encode_varint, kv_record_tail, plain_batch, plain_record
-from protocol.schema import coordinator as _decls
 
 # The internal topic these records are written to (one coordinator shard per partition).
-OFFSETS_TOPIC = "__consumer_offsets"
+from protocol.internal_topics import OFFSETS_TOPIC as OFFSETS_TOPIC
+from protocol.records import encode_varint, kv_record_tail, plain_batch, plain_record
+from protocol.schema import coordinator as _decls
 
 TYPES: dict[str, MessageType] = {d.name: MessageType(d) for d in _decls.ALL}
 if TYPE_CHECKING:

@@ -183,10 +183,6 @@ class BatchHeader(NamedTuple):
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_MASK)
 
-    @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & DELETE_HORIZON_MASK)
-
 
 _tuple_new = tuple.__new__
 _unpack_header = HEADER.unpack_from
@@ -622,6 +618,22 @@ def parse_batch_header(
     return _make_header(h)
 
 
+def split_batches(data: bytes, *, check_crc: bool = True) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of every batch of an append, checked as :func:`parse_batch_header`
+    checks them; raises ``CorruptRecordError`` at the first bad one, or when there is none.
+    Every log engine's append splits its bytes with this (a loop, not :func:`iter_batches`:
+    a generator and a view cost 0.3 us per append)."""
+    headers = []
+    pos, n = 0, len(data)
+    while pos < n:
+        h = parse_batch_header(data, pos, check_crc=check_crc)
+        headers.append((pos, h))
+        pos += h[1] + LOG_OVERHEAD  # batch_length: the hot path skips the property call
+    if not headers:
+        raise CorruptRecordError("no record batch to append")
+    return headers
+
+
 def iter_batches(
     buf: bytes | bytearray | memoryview,
     pos: int = 0,
@@ -651,11 +663,6 @@ def set_base_offset(batch: bytearray | memoryview, base_offset: int, pos: int = 
 def with_base_offset(batch: bytes, base_offset: int) -> bytes:
     """A copy of a single batch with its baseOffset replaced (CRC still valid)."""
     return _Q.pack(base_offset) + batch[8:]
-
-
-def set_partition_leader_epoch(batch: bytearray | memoryview, epoch: int, pos: int = 0) -> None:
-    """Rewrite partitionLeaderEpoch in place (also outside the CRC)."""
-    _LENGTH_AT.pack_into(batch, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,9 +12,8 @@ import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.codec import DecodeError, MessageType
+from protocol.internal_topics import SHARE_STATE_TOPIC as SHARE_STATE_TOPIC
 from protocol.schema import sharestate as _decls
-
-SHARE_STATE_TOPIC = "__share_group_state"
 
 TYPES: dict[str, MessageType] = {d.name: MessageType(d) for d in _decls.ALL}
 if TYPE_CHECKING:

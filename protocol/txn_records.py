@@ -15,10 +15,9 @@ import struct
 from typing import Any, NamedTuple
 
 from protocol.codec import DecodeError, MessageType
+from protocol.internal_topics import TXN_TOPIC as TXN_TOPIC
 from protocol.records import HEADER_SIZE, Record, _read_varint, build_batch
 from protocol.schema import txnlog as _decls
-
-TXN_TOPIC = "__transaction_state"
 
 KEY = MessageType(_decls.TransactionLogKey)
 VALUE = MessageType(_decls.TransactionLogValue)

@@ -54,16 +54,6 @@ def uvarint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Zig-zag signed varint (also varlong: Python ints have no width)."""
-    raw, pos = read_uvarint(buf, pos)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def write_varint(out: bytearray, value: int) -> None:
-    write_uvarint(out, (value << 1) ^ (value >> 63))
-
-
 def read_uuid(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
     end = pos + 16
     if end > len(buf):

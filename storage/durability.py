@@ -32,10 +32,6 @@ class Durability:
         if self.mode == "interval" and self.interval_ms <= 0:
             raise ValueError("interval durability needs a positive interval in ms")
 
-    @property
-    def fsync_before_ack(self) -> bool:
-        return self.mode == "always"
-
     def __str__(self) -> str:
         return f"interval:{self.interval_ms}" if self.mode == "interval" else self.mode
 

@@ -1,14 +1,14 @@
 """The partition-log interface: what a log engine must offer its writers.
 
-The group runtime (broker/group_runtime.py) depends on this, not on :class:`storage.log.Log`,
-so that another engine (a PostgreSQL one is planned) or an in-memory log
-(:mod:`storage.memory`) can take the file log's place.
+The coordinator runtime (broker/partition_runtime.py) depends on this, not on
+:class:`storage.log.Log`, so that another engine (PostgreSQL's, :mod:`storage.postgres`) or an
+in-memory log (:mod:`storage.memory`) can take the file log's place.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.records import BatchHeader, RecordTuple
@@ -52,7 +52,26 @@ class PartitionLog(Protocol):
 
     def replay(self) -> Iterator[tuple[BatchHeader, list[RecordTuple]]]:
         """Every durable batch from the log start: header, records as plain tuples in
-        ``Record`` field order. For loading state at start-up."""
+        ``Record`` field order. Blocking: for tools, and for loading through
+        :meth:`replay_chunks`."""
+        ...
+
+    def replay_chunks(self) -> AsyncIterator[Iterable[tuple[BatchHeader, list[RecordTuple]]]]:
+        """:meth:`replay` for a caller in the event loop, in chunks: an engine that must await
+        its reads (PostgreSQL) yields one per query, the others their whole replay as one."""
+        ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    @property
+    def segments(self) -> Sequence[Segment]:
+        """The files the log keeps, oldest first (none for an engine that keeps no files)."""
+        ...
+
+    def roll(self) -> object:
+        """Start a new active segment, so the cleaner may compact the one before (nothing for
+        an engine without segments)."""
         ...
 
     async def compact(self, now_ms: int | None = None) -> CleanerStats | None:
@@ -62,6 +81,11 @@ class PartitionLog(Protocol):
     async def close(self) -> None:
         """Make what was appended durable and release the log."""
         ...
+
+
+class Segment(Protocol):
+    @property
+    def size(self) -> int: ...
 
 
 class NeedsRead(Exception):
@@ -96,9 +120,6 @@ class TopicLog(PartitionLog, Protocol):
         """The end of what is durable: what readers may see."""
         ...
 
-    @property
-    def size_bytes(self) -> int: ...
-
     def read(self, offset: int, max_bytes: int) -> ReadResult:
         """Whole batches from the one holding ``offset`` (at least one). An engine that must
         read them from elsewhere first raises :class:`NeedsRead`: await
@@ -125,12 +146,6 @@ class TopicLog(PartitionLog, Protocol):
 async def replay_batches(
     plog: PartitionLog,
 ) -> AsyncIterator[Iterable[tuple[BatchHeader, list[RecordTuple]]]]:
-    """The log's batches in chunks, for a caller in the event loop: an engine that must
-    await its reads (PostgreSQL) offers ``replay_chunks()``; the others' ``replay()``
-    iterator is the one chunk."""
-    chunks = getattr(plog, "replay_chunks", None)
-    if chunks is not None:
-        async for chunk in chunks():
-            yield chunk
-    else:
-        yield plog.replay()
+    """The log's batches in chunks, for a caller in the event loop (``replay_chunks``)."""
+    async for chunk in plog.replay_chunks():
+        yield chunk

@@ -26,14 +26,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.records import HEADER_SIZE, LOG_OVERHEAD
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SCAN_CHUNK,
     TIMEINDEX_SUFFIX,
     parse_segment_name,
-    validate_batch,
+    scan_segment,
 )
 
 log = logging.getLogger(__name__)
@@ -66,31 +65,10 @@ class Cut:
 def first_damage(fd: int, base_offset: int) -> tuple[int, int, str] | None:
     """(position, next offset, reason) of the first batch of the segment file that is not
     whole, CRC-valid and in offset order; None if the whole file is sound."""
-    size = os.fstat(fd).st_size
-    pos = 0
-    next_offset = base_offset
-    while pos < size:
-        buf = os.pread(fd, min(SCAN_CHUNK, size - pos), pos)
-        q = 0
-        while q < len(buf):
-            h = validate_batch(buf, q, next_offset)
-            if isinstance(h, str):
-                if h.startswith("torn") and q > 0:
-                    break  # may only be cut by the window: read on from here
-                if h.startswith("torn") and pos + len(buf) < size and len(buf) >= HEADER_SIZE:
-                    # A batch larger than the window: read exactly its declared size.
-                    need = int.from_bytes(buf[8:12], "big", signed=True) + LOG_OVERHEAD
-                    whole = os.pread(fd, need, pos) if pos + need <= size else buf
-                    h = validate_batch(whole, 0, next_offset)
-                    if not isinstance(h, str):
-                        next_offset = h[0] + h[6] + 1
-                        q = need
-                        break
-                return pos + q, next_offset, h
-            next_offset = h[0] + h[6] + 1
-            q += h[1] + LOG_OVERHEAD
-        pos += q
-    return None
+    scan = scan_segment(fd, base_offset, os.fstat(fd).st_size)
+    if scan.reason is None:
+        return None
+    return scan.valid_bytes, scan.next_offset, scan.reason
 
 
 def _side_path(segment: Path) -> Path:

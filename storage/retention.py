@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from storage.log import Log
+from typing import Protocol
 
 
 class SegmentInfo(Protocol):
@@ -63,7 +60,15 @@ def _mtime_ms(seg: SegmentInfo) -> int:
         return 0
 
 
-async def delete_oldest_segments(log: Log, count: int) -> int:
+class SegmentedLog(Protocol):
+    """What deleting whole segments needs of a log (`storage.log.Log`)."""
+
+    async def flush(self) -> None: ...
+
+    async def delete_oldest_segments(self, count: int) -> int: ...
+
+
+async def delete_oldest_segments(log: SegmentedLog, count: int) -> int:
     """Delete the ``count`` oldest segments (never the active one); returns how many went.
 
     Flushes first: an fsync already running in the executor may hold the descriptor of a

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +104,73 @@ def validate_batch(buf: bytes, q: int, expected_min_offset: int) -> BatchHeader 
     return h
 
 
+# Called with (position, last offset, max timestamp, size) of each sound batch a scan passes.
+BatchVisitor = Callable[[int, int, int, int], None]
+
+
+def scan_segment(
+    fd: int, base_offset: int, file_bytes: int, visit: BatchVisitor | None = None
+) -> ScanResult:
+    """The one walk over a segment file from its start (recovery of the active segment, the
+    rebuild of a rolled one's indexes, the search for damage in rolled ones): every batch
+    that is whole, CRC-valid, in offset order and within the index's reach of the base is
+    handed to ``visit``; the walk stops at the first that is not, and says why. Reads in
+    windows of SCAN_CHUNK bytes; a batch larger than a window is read whole."""
+    next_offset = base_offset
+    pos = 0
+    batches = 0
+    reason: str | None = None
+    first_bad: int | None = None
+    while pos < file_bytes:
+        buf = read_window(fd, pos, file_bytes)
+        q = 0
+        while q < len(buf):
+            h = validate_batch(buf, q, next_offset)
+            if isinstance(h, str):
+                if h.startswith("torn") and pos + len(buf) < file_bytes:
+                    break  # the batch continues past this window: read on from q
+                reason = h
+                if len(buf) - q >= 8:
+                    first_bad = _Q.unpack_from(buf, q)[0]
+                break
+            last = h.base_offset + h.last_offset_delta
+            if last - base_offset > INT32_MAX:
+                reason = "offset too far from the segment base for the index"
+                break
+            size = h.batch_length + LOG_OVERHEAD
+            if visit is not None:
+                visit(pos + q, last, h.max_timestamp, size)
+            next_offset = last + 1
+            batches += 1
+            q += size
+        if reason is not None:
+            pos += q
+            break
+        if q == 0:
+            # The window held no whole batch: read exactly the batch's declared size,
+            # unless that size runs past the end of the file (a torn or garbage length).
+            need = _LEN.unpack_from(buf, 0)[1] + LOG_OVERHEAD if len(buf) >= 12 else 0
+            if need <= len(buf) or pos + need > file_bytes:
+                reason = f"torn batch ({file_bytes - pos} of {need} bytes)"
+                break
+            h = validate_batch(os.pread(fd, need, pos), 0, next_offset)
+            if isinstance(h, str):
+                reason = h
+                first_bad = _Q.unpack_from(buf, 0)[0]
+                break
+            last = h.base_offset + h.last_offset_delta
+            if last - base_offset > INT32_MAX:
+                reason = "offset too far from the segment base for the index"
+                break
+            if visit is not None:
+                visit(pos, last, h.max_timestamp, need)
+            next_offset = last + 1
+            batches += 1
+            q = need
+        pos += q
+    return ScanResult(pos, file_bytes, batches, next_offset, first_bad, reason)
+
+
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
         self.directory = directory
@@ -175,9 +242,12 @@ class LogSegment:
         index_interval_bytes: int,
         *,
         fresh: bool = False,
+        quarantine: Callable[[Path, int], object] | None = None,
     ) -> LogSegment:
         """Open a rolled segment, trusting its data (it was fsynced before the next segment
-        was created) but checking its indexes, which are rebuilt if missing or stale."""
+        was created) but checking its indexes, which are rebuilt if missing or stale. A
+        rebuild truncates at the first bad batch: ``quarantine(path, base_offset)`` sets
+        those bytes aside first (storage.recovery)."""
         seg = cls(directory, base_offset, index_interval_bytes)
         seg.size = os.stat(seg.log_path).st_size
         try:
@@ -187,13 +257,9 @@ class LogSegment:
         except (FileNotFoundError, StaleIndexError) as e:
             # ``fresh``: a segment just written by the cleaner, which has no index yet.
             (log.debug if fresh else log.warning)("rebuilding indexes of %s: %s", seg.log_path, e)
-            if not fresh:
-                # Rebuilding truncates at the first bad batch: set those bytes aside and
-                # say what they held before they leave a rolled segment.
-                from storage.recovery import quarantine_damage
-
+            if quarantine is not None:
                 seg._close_log()
-                if quarantine_damage(seg.log_path, base_offset, None) is not None:
+                if quarantine(seg.log_path, base_offset) is not None:
                     seg.size = os.stat(seg.log_path).st_size
             seg.recover()
             return seg
@@ -259,53 +325,12 @@ class LogSegment:
         self.first_batch_timestamp = None
         self._bytes_since_index = 0
         self._offset_of_max_ts = -1
-        file_bytes = self.size
-        pos = 0
-        batches = 0
-        reason: str | None = None
-        first_bad: int | None = None
-        while pos < file_bytes:
-            buf = read_window(self._fd, pos, file_bytes)
-            q = 0
-            while q < len(buf):
-                h = validate_batch(buf, q, self.next_offset)
-                if isinstance(h, str):
-                    if h.startswith("torn") and pos + len(buf) < file_bytes:
-                        break  # the batch continues past this window: read on from q
-                    reason = h
-                    if len(buf) - q >= 8:
-                        first_bad = _Q.unpack_from(buf, q)[0]
-                    break
-                last = h.base_offset + h.last_offset_delta
-                if last - self.base_offset > INT32_MAX:
-                    reason = "offset too far from the segment base for the index"
-                    break
-                size = h.batch_length + LOG_OVERHEAD
-                self._index_batch(pos + q, last, h.max_timestamp, size)
-                batches += 1
-                q += size
-            if reason is not None:
-                pos += q
-                break
-            if q == 0:
-                # The window held no whole batch: read exactly the batch's declared size,
-                # unless that size runs past the end of the file (a torn or garbage length).
-                need = _LEN.unpack_from(buf, 0)[1] + LOG_OVERHEAD if len(buf) >= 12 else 0
-                if need <= len(buf) or pos + need > file_bytes:
-                    reason = f"torn batch ({file_bytes - pos} of {need} bytes)"
-                    break
-                h = validate_batch(os.pread(self._fd, need, pos), 0, self.next_offset)
-                if isinstance(h, str):
-                    reason = h
-                    break
-                self._index_batch(pos, h.last_offset, h.max_timestamp, h.size)
-                batches += 1
-                q = need
-            pos += q
-        self.size = pos
-        if pos < file_bytes:
-            os.ftruncate(self._fd, pos)
-        return ScanResult(pos, file_bytes, batches, self.next_offset, first_bad, reason)
+        scan = scan_segment(self._fd, self.base_offset, self.size, self._index_batch)
+        self.next_offset = scan.next_offset
+        if scan.valid_bytes < self.size:
+            os.ftruncate(self._fd, scan.valid_bytes)
+        self.size = scan.valid_bytes
+        return scan
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -7,12 +7,21 @@ client then reads a few older records, never misses one).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from protocol.records import BatchHeader, RecordError, decode_record_tuples
+from storage.segment import LogSegment
 
-if TYPE_CHECKING:
-    from storage.log import Log
+
+class TimedLog(Protocol):
+    """What a lookup by time reads of a log (`storage.log.Log`)."""
+
+    @property
+    def segments(self) -> Sequence[LogSegment]: ...
+
+    @property
+    def high_watermark(self) -> int: ...
 
 
 def _first_record_at_or_after(buf: bytes, q: int, h: BatchHeader, ts: int) -> tuple[int, int]:
@@ -25,7 +34,7 @@ def _first_record_at_or_after(buf: bytes, q: int, h: BatchHeader, ts: int) -> tu
     return h.base_offset, h.max_timestamp
 
 
-def offset_for_timestamp(log: Log, timestamp: int) -> tuple[int, int] | None:
+def offset_for_timestamp(log: TimedLog, timestamp: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``, among the
     records below the high watermark; None if there is none."""
     hw = log.high_watermark
@@ -45,7 +54,7 @@ def offset_for_timestamp(log: Log, timestamp: int) -> tuple[int, int] | None:
     return None
 
 
-def max_timestamp(log: Log) -> tuple[int, int] | None:
+def max_timestamp(log: TimedLog) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record carrying the largest timestamp in the log (below
     the high watermark); None for an empty log."""
     hw = log.high_watermark

@@ -36,6 +36,7 @@ from broker.admin.transactions import add_parser as add_transactions_parser
 from broker.admin.users import add_parser as add_users_parser
 from coordinator.partitioning import DEFAULT_OFFSETS_PARTITIONS, partition_for
 from protocol.errors import ErrorCode
+from protocol.internal_topics import OFFSETS_TOPIC
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 INACTIVE_STATES = ("Empty", "Dead")  # Kafka's tools reset offsets only for these
@@ -181,12 +182,9 @@ def _health(args: argparse.Namespace) -> int:
 
 
 def _offsets_partitions(admin: AdminClient) -> int:
-    """Partitions of `__consumer_offsets` as Metadata lists them (kcoord lists the topic once
-    every partition has loaded; until then, Kafka's default)."""
+    """Partitions of `__consumer_offsets` as Metadata lists them (else Kafka's default)."""
     try:
-        return len(admin.partitions(["__consumer_offsets"])["__consumer_offsets"]) or (
-            DEFAULT_OFFSETS_PARTITIONS
-        )
+        return len(admin.partitions([OFFSETS_TOPIC])[OFFSETS_TOPIC]) or (DEFAULT_OFFSETS_PARTITIONS)
     except AdminError:
         return DEFAULT_OFFSETS_PARTITIONS
 

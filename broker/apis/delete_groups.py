@@ -43,16 +43,11 @@ def handle(ctx: RequestContext, req: DeleteGroupsRequest):
         results = refused + loading
         for part in await asyncio.gather(*writes):
             results.extend(part)
-        share = ctx.broker._share
-        if share is not None:
-            # A deleted share group's share-partition state goes with it, as in Kafka.
-            await asyncio.gather(
-                *(
-                    share.persister.delete_group(r.group_id)
-                    for r in results
-                    if r.error_code == ErrorCode.NONE
-                )
-            )
+        # A deleted share group's share-partition state goes with it, as in Kafka.
+        persister = ctx.broker.share.persister
+        await asyncio.gather(
+            *(persister.delete_group(r.group_id) for r in results if r.error_code == ErrorCode.NONE)
+        )
         return DeleteGroupsResponse(results=results)
 
     return gather()

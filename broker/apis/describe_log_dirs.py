@@ -67,5 +67,5 @@ def _partition_sizes(ctx: RequestContext) -> dict[tuple[str, int], int]:
     if groups is not None:
         for p, plog in enumerate(groups.logs):
             if plog is not None:
-                out[(OFFSETS_TOPIC, p)] = getattr(plog, "size_bytes", 0)
+                out[(OFFSETS_TOPIC, p)] = plog.size_bytes
     return out

@@ -22,7 +22,6 @@ them down-converted to the old message formats (`_old_format`).
 from __future__ import annotations
 
 import asyncio
-import struct
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.legacy_records import from_batches
 from protocol.messages import FetchRequest, FetchResponse
+from storage.batches import batch_headers
 from storage.groupcommit import LogClosedError
 from storage.partitionlog import NeedsRead
 
@@ -185,28 +185,20 @@ def _build(topics: list[_Topic], max_bytes: int, committed: bool) -> tuple[Resp,
     return Resp(responses=responses), total, failed
 
 
-_BASE_AND_LENGTH = struct.Struct(">qi")
-
-
 def _below(data: bytes, end_offset: int) -> bytes:
     """The whole batches of ``data`` that start below ``end_offset`` (the last stable offset
     is always a batch's first offset)."""
-    pos, n = 0, len(data)
-    while pos + 12 <= n:
-        base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
-        if base >= end_offset:
+    for pos, h in batch_headers(data):
+        if h.base_offset >= end_offset:
             return data[:pos]
-        pos += 12 + length
     return data
 
 
 def _end_of(data: bytes) -> int:
     """One past the base offset of the last batch that starts in ``data``."""
-    pos, n, last = 0, len(data), 0
-    while pos + 12 <= n:
-        base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
-        last = base
-        pos += 12 + length
+    last = 0
+    for _, h in batch_headers(data):
+        last = h.base_offset
     return last + 1
 
 

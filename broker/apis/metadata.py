@@ -1,4 +1,4 @@
-"""Metadata: the live nodes and each partition's leader with its epoch (broker/cluster_view.py:
+"""Metadata: the live nodes and each partition's leader with its epoch (broker/cluster/view.py:
 on one node, this node and epoch 0 for every partition). A partition no live node holds yet
 (cluster mode, between a node's death and the takeover) has leader -1 and
 LEADER_NOT_AVAILABLE: clients ask again. `controller_id` is the answering node, unlike Kafka's

@@ -28,6 +28,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
+from broker.dataplane.topicconfig import TopicSettings
 from broker.dataplane.validation import Refusal, validate
 from broker.registry import serves
 from broker.security.acls import Operation, ResourceType
@@ -220,6 +221,54 @@ def _refused(index: int, refusal: Refusal) -> PartResp:
     return r
 
 
+def _produce_partition(
+    ctx: RequestContext,
+    tid: str | None,
+    now: int,
+    part: Partition,
+    settings: TopicSettings,
+    p: ProduceRequest.PartitionProduceData,
+) -> tuple[PartResp, Awaitable[Any] | None, Coroutine[Any, Any, None] | None]:
+    """One partition's batch, checked and appended: its response (filled in later when the
+    append waits), what to await for its durability, and the append deferred until another
+    node verified its transaction (also what to await)."""
+    records = p.records
+    if ctx.api_version < 3:  # an old message set: stored as a v2 batch
+        records, why = up_converted(records)
+        if records is None:
+            return _part(p.index, ErrorCode.CORRUPT_MESSAGE, msg=why), None, None
+    code, msg, header = check_batch(records, settings.max_message_bytes)
+    if header is None or records is None:  # check_batch refuses a null batch too
+        return _part(p.index, code, msg=msg), None, None
+    remote = add = False
+    if (
+        header.attributes & TRANSACTIONAL_MASK
+        and header.producer_id not in part.producers.txns.open
+    ):
+        # The first batch of a transaction in this partition is checked against the
+        # coordinator (v12+: added to the transaction by it); the rest of it is in the
+        # partition's open transaction already.
+        if ctx.api_version >= IMPLICIT_ADD_VERSION and tid is not None and ctx.broker.txns:
+            add = True
+        else:
+            refused = _verify_transactional(ctx, tid, header, part.topic, p.index)
+            remote = refused is None
+            if refused is not None and refused != ErrorCode.NONE:
+                return _part(p.index, refused, msg=_REFUSED_TXN), None, None
+    checked = validate(records, header, settings, now, ctx.api_version)
+    if isinstance(checked, Refusal):
+        return _refused(p.index, checked), None, None
+    if remote or add:
+        assert tid is not None
+        r = _part(p.index, ErrorCode.NONE, start=part.log.log_start_offset)
+        then = _append_added if add else _append_verified
+        append = then(ctx, tid, checked, part, r)
+        return r, append, append
+    code, base, wait = part.append(*checked)
+    r = _part(p.index, code, base if code == ErrorCode.NONE else -1, part.log.log_start_offset)
+    return r, wait, None
+
+
 @serves(ApiKey.PRODUCE, 0, 13)
 def handle(
     ctx: RequestContext, req: ProduceRequest
@@ -288,69 +337,28 @@ def _handle(
         return ProduceResponse(responses=responses)
     for t in req.topic_data:
         parts = []
-        settings = store.settings.get(t.name) if store is not None else None
-        topic = ctx.broker.topics.get(t.name)
         if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, t.name):
             denied = [
                 _part(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_data
             ]
             responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=denied))
             continue
+        topic = ctx.broker.topics.get(t.name)
+        settings = store.settings.get(t.name) if store is not None else None
         for p in t.partition_data:
             part = store.partition(t.name, p.index) if store is not None else None
             if topic is not None and topic.internal:
                 # Clients may not write to internal topics (Kafka's rule).
                 parts.append(_part(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                continue
-            if part is None or settings is None:
+            elif part is None or settings is None:
                 parts.append(_part(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            records = p.records
-            if ctx.api_version < 3:  # an old message set: stored as a v2 batch
-                records, why = up_converted(records)
-                if records is None:
-                    parts.append(_part(p.index, ErrorCode.CORRUPT_MESSAGE, msg=why))
-                    continue
-            code, msg, header = check_batch(records, settings.max_message_bytes)
-            if header is None or records is None:  # check_batch refuses a null batch too
-                parts.append(_part(p.index, code, msg=msg))
-                continue
-            remote = add = False
-            if (
-                header.attributes & TRANSACTIONAL_MASK
-                and header.producer_id not in part.producers.txns.open
-            ):
-                # The first batch of a transaction in this partition is checked against the
-                # coordinator (v12+: added to the transaction by it); the rest of it is in the
-                # partition's open transaction already.
-                if ctx.api_version >= IMPLICIT_ADD_VERSION and tid is not None and ctx.broker.txns:
-                    add = True
-                else:
-                    refused = _verify_transactional(ctx, tid, header, t.name, p.index)
-                    remote = refused is None
-                    if refused is not None and refused != ErrorCode.NONE:
-                        parts.append(_part(p.index, refused, msg=_REFUSED_TXN))
-                        continue
-            checked = validate(records, header, settings, now, ctx.api_version)
-            if isinstance(checked, Refusal):
-                parts.append(_refused(p.index, checked))
-                continue
-            if remote or add:
-                assert tid is not None
-                r = _part(p.index, ErrorCode.NONE, start=part.log.log_start_offset)
+            else:
+                r, wait, verified = _produce_partition(ctx, tid, now, part, settings, p)
                 parts.append(r)
-                then = _append_added if add else _append_verified
-                append = then(ctx, tid, checked, part, r)
-                deferred.append(append)
-                waits.append((r, part, append))
-                continue
-            code, base, wait = part.append(*checked)
-            r = _part(
-                p.index, code, base if code == ErrorCode.NONE else -1, part.log.log_start_offset
-            )
-            parts.append(r)
-            if wait is not None:
-                waits.append((r, part, wait))
+                if verified is not None:
+                    deferred.append(verified)
+                if wait is not None:
+                    waits.append((r, part, wait))
         responses.append(Resp.TopicProduceResponse(name=t.name, partition_responses=parts))
     resp = ProduceResponse(responses=responses)
     if acks == 0:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 from protocol.coordinator_records import OFFSETS_TOPIC
+from protocol.share_state_records import SHARE_STATE_TOPIC
+from protocol.txn_records import TXN_TOPIC
 
 MAX_NAME_LENGTH = 249
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-SHARE_STATE_TOPIC = "__share_group_state"  # protocol.share_state_records.SHARE_STATE_TOPIC
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC})
 # kcoord's own logs (credentials, ACLs) share a storage engine's namespace with the topics.
 RESERVED_PREFIX = "__kcoord"
 

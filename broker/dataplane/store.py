@@ -14,12 +14,12 @@ import asyncio
 import functools
 import logging
 import shutil
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
+from broker.config import Config
 from broker.dataplane import leadership, memory, names
 from broker.dataplane.catalog import (
     Catalog,
@@ -34,6 +34,7 @@ from broker.dataplane.producers import ProducerStateTable
 from broker.dataplane.topicconfig import TopicSettings
 from broker.topics import Topic, TopicRegistry
 from protocol.errors import ErrorCode
+from storage import clock
 from storage.durability import ALWAYS, Durability
 from storage.log import parse_partition_dir
 from storage.partitionlog import TopicLog
@@ -50,10 +51,6 @@ class TopicError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 P = ParamSpec("P")
@@ -89,10 +86,10 @@ class TopicStore:
     def __init__(
         self,
         data_dir: Path,
-        config: Any,
+        config: Config,
         catalog: Catalog,
         *,
-        now_ms: Callable[[], int] = _now_ms,
+        now_ms: Callable[[], int] = clock.now_ms,
         engine: Any = None,
         cluster: bool = False,
     ) -> None:
@@ -135,9 +132,9 @@ class TopicStore:
     async def open(
         cls,
         data_dir: Path,
-        config: Any,
+        config: Config,
         *,
-        now_ms: Callable[[], int] = _now_ms,
+        now_ms: Callable[[], int] = clock.now_ms,
         engine: Any = None,
         cluster: bool = False,
     ) -> TopicStore:

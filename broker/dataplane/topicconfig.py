@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from broker.config import Config
 from storage.logconfig import LogConfig
 
 # DescribeConfigs enums (org.apache.kafka.common.config.ConfigResource / DescribeConfigsResponse).
@@ -172,7 +173,7 @@ class TopicSettings:
     timestamp_after_max_ms: int = LONG_MAX
 
     @classmethod
-    def resolve(cls, broker_config: Any, overrides: Mapping[str, str]) -> TopicSettings:
+    def resolve(cls, broker_config: Config, overrides: Mapping[str, str]) -> TopicSettings:
         def value(name: str) -> Any:
             d = DEFS[name]
             if name in overrides:
@@ -229,7 +230,7 @@ class ConfigEntry:
     read_only: bool = False
 
 
-def describe(broker_config: Any, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+def describe(broker_config: Config, overrides: Mapping[str, str]) -> list[ConfigEntry]:
     """Every supported topic config of a topic with these overrides, Kafka's sources and
     synonyms (topic override, then the broker setting, then the default)."""
     entries = []
@@ -259,7 +260,7 @@ def describe(broker_config: Any, overrides: Mapping[str, str]) -> list[ConfigEnt
     return entries
 
 
-def _broker_setting_is_set(broker_config: Any, name: str) -> bool:
+def _broker_setting_is_set(broker_config: Config, name: str) -> bool:
     try:
         return broker_config.source(name) != "default"
     except Exception:  # noqa: BLE001 - a config without sources reads as defaults

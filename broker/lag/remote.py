@@ -1,6 +1,6 @@
 """Cluster mode: the log facts of topic partitions another node leads, asked of their leaders
 as any client would (one request per leader and kind per tick, over the inter-broker
-connection ``broker/peers.py`` keeps): ListOffsets for the log start, the high watermark and
+connection ``broker/cluster/peers.py`` keeps): ListOffsets for the log start, the high watermark and
 the last stable offset, Fetch of the batch holding an offset for a record's time."""
 
 from __future__ import annotations

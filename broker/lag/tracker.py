@@ -34,7 +34,10 @@ from coordinator.lag.model import LagModel, LagSettings
 from coordinator.result import RebalanceEvent
 
 if TYPE_CHECKING:
-    from broker.state import BrokerState
+    from broker.dataplane.store import TopicStore
+    from broker.group_runtime import GroupRuntime
+    from broker.share.runtime import ShareRuntime
+    from broker.topics import TopicRegistry
 
 log = logging.getLogger("kcoord.lag")
 
@@ -67,8 +70,19 @@ def settings_from(cfg: Any) -> LagSettings:
     )
 
 
+@dataclass(frozen=True)
+class LagSources:
+    """What the lag model reads: the shards' offsets, the topics, the logs and the
+    share-partitions (the broker's, before its state is built around the tracker)."""
+
+    groups: GroupRuntime
+    topics: TopicRegistry
+    data: TopicStore | None
+    share: ShareRuntime | None = None
+
+
 class LagTracker:
-    def __init__(self, state: BrokerState, cfg: Any) -> None:
+    def __init__(self, state: LagSources, cfg: Any) -> None:
         self.state = state
         self.model = LagModel(settings_from(cfg))
         self.interval_ms: int = cfg.get("kcoord.lag.sample.interval.ms")
@@ -241,7 +255,7 @@ class LagTracker:
                 self.rebalances.pop(gid, None)
 
     def _sample_shares(self, now: int) -> None:
-        share = getattr(self.state, "_share", None)
+        share = getattr(self.state, "share", None)  # a benchmark's sources may have none
         if share is None:
             return
         topics = self.state.topics

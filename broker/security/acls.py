@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from broker.security.kvlog import KeyValueLog, OpenLog
 from storage.durability import Durability
+from storage.kvlog import KeyValueLog, OpenLog
 
 TOPIC = "__kcoord_acls"
 DIRECTORY = "kcoord-acls"

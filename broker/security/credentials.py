@@ -16,9 +16,9 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from broker.security.kvlog import KeyValueLog, OpenLog
 from broker.security.scram import ScramCredential
 from storage.durability import Durability
+from storage.kvlog import KeyValueLog, OpenLog
 
 TOPIC = "__kcoord_credentials"
 DIRECTORY = "kcoord-credentials"

@@ -28,6 +28,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from broker.config import Config
+
 log = logging.getLogger("kcoord.security")
 
 # Asymmetric algorithms only: a shared-secret (HS*) or "none" token cannot prove who signed it.
@@ -57,7 +59,7 @@ class OAuthSettings:
     backoff_max_ms: int = 10_000
 
     @classmethod
-    def from_config(cls, cfg: Any) -> OAuthSettings:
+    def from_config(cls, cfg: Config) -> OAuthSettings:
         p = "sasl.oauthbearer."
         return cls(
             jwks_url=cfg.get(p + "jwks.endpoint.url"),

@@ -47,15 +47,6 @@ class ScramCredential:
             iterations,
         )
 
-    @classmethod
-    def from_password(
-        cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS
-    ) -> ScramCredential:
-        salt = secrets.token_bytes(32)
-        return cls.from_salted_password(
-            mechanism, salt, salted_password(mechanism, password, salt, iterations), iterations
-        )
-
     def check_password(self, mechanism: str, password: str) -> bool:
         """For SASL/PLAIN against the same user database."""
         h = MECHANISMS[mechanism]

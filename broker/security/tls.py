@@ -21,9 +21,16 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("kcoord.tls")
+
+
+class SslSettings(Protocol):
+    """An endpoint's ssl.* settings: the broker's Config, or a listener's view of it."""
+
+    def get(self, name: str) -> Any: ...
+
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -53,7 +60,7 @@ def _mtime(path: Path | None) -> float | None:
 class TlsContext:
     """The server-side SSLContext of the TLS listeners, with :meth:`reload_if_changed`."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: SslSettings) -> None:
         self._config = config
         kind = (config.get("ssl.keystore.type") or "PEM").upper()
         if kind != "PEM":
@@ -147,7 +154,7 @@ class TlsContext:
         return True
 
 
-def client_context(config: Any) -> ssl.SSLContext:
+def client_context(config: SslSettings) -> ssl.SSLContext:
     """The client side of this broker's TLS, for its connections to other nodes (Kafka's
     inter-broker TLS): other nodes' certificates checked against ``ssl.truststore.*`` (the
     system's CAs if none is set), and this broker's key store presented as its certificate."""

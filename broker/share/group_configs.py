@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.security.kvlog import KeyValueLog, OpenLog
 from storage.durability import Durability
+from storage.kvlog import KeyValueLog, OpenLog
 
 TOPIC = "__kcoord_group_configs"
 DIRECTORY = "kcoord-group-configs"

@@ -19,11 +19,12 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from broker.share.state_log import ShareStateLog, now_ms, update_record
 from coordinator.share.partition import SharePartition, SharePartitionConfig
 
 if TYPE_CHECKING:
+    from broker.config import Config
     from broker.share.group_configs import GroupConfigs
-    from broker.share.state_log import ShareStateLog
 
 Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 
@@ -45,7 +46,7 @@ class ShareSettings:
     record_locks_bounds: tuple[int, int] = (100, 4000)
 
     @classmethod
-    def from_config(cls, cfg) -> ShareSettings:
+    def from_config(cls, cfg: Config) -> ShareSettings:
         return cls(
             SharePartitionConfig(
                 max_in_flight_records=cfg.get("group.share.partition.max.record.locks"),
@@ -63,10 +64,6 @@ class ShareSettings:
                 cfg.get("group.share.max.partition.max.record.locks"),
             ),
         )
-
-
-def now_ms() -> int:
-    return int(asyncio.get_running_loop().time() * 1000)
 
 
 class SharePartitions:
@@ -155,7 +152,7 @@ class SharePartitions:
         share-partition for key (the caller then looks up the offset by time), else None."""
         if key in self.partitions:
             return None
-        if self.state_log is not None and key in self.state_log.states:
+        if self.state_log is not None and self.state_log.stored(key) is not None:
             return None
         from broker.share.group_configs import reset_duration_ms
 
@@ -172,7 +169,7 @@ class SharePartitions:
             sp.config = self.config_for(key[0])  # a group config may have changed
             return sp
         config = self.config_for(key[0])
-        stored = self.state_log.states.pop(key, None) if self.state_log is not None else None
+        stored = self.state_log.take_stored(key) if self.state_log is not None else None
         if stored is not None:
             sp = SharePartition.restore(stored, config)
             sp.advance_start(log_start)
@@ -197,7 +194,7 @@ class SharePartitions:
         the share-partition was never initialised."""
         sp = self.partitions.get(key)
         if sp is None:
-            stored = self.state_log.states.get(key) if self.state_log is not None else None
+            stored = self.state_log.stored(key) if self.state_log is not None else None
             if stored is None:
                 return None
             sp = SharePartition.restore(stored, self.settings.partition)  # a look, not kept
@@ -213,7 +210,7 @@ class SharePartitions:
         """Start the share-partition afresh at start_offset: nothing in flight, the delivery
         counts forgotten (Kafka's InitializeShareGroupState), persisted as a new snapshot."""
         if self.state_log is not None:
-            self.state_log.states.pop(key, None)
+            self.state_log.take_stored(key)
         sp = self.partitions[key] = SharePartition(
             start_offset, self.config_for(key[0]), state_epoch=state_epoch
         )
@@ -229,7 +226,7 @@ class SharePartitions:
         self._updates.pop(key, None)
         if self.state_log is None:
             return None
-        if not known and key not in self.state_log.states:
+        if not known and self.state_log.stored(key) is None:
             return None
         return self.state_log.delete(key)
 
@@ -246,24 +243,17 @@ class SharePartitions:
         update = sp.take_update()
         if update is None:
             return None
-        from broker.share.state_log import update_record
-
         self._updates[key] = self._updates.get(key, 0) + 1
-        epoch = self.state_log.snapshot_epochs.get(key, 0)
+        epoch = self.state_log.snapshot_epoch(key)
         return self.state_log.write(key, [update_record(key, update, epoch)])
 
     def _snapshot(self, key: Key, sp: SharePartition) -> Awaitable[Any] | None:
         sp.take_update()
         if self.state_log is None:
             return None
-        epochs = self.state_log.snapshot_epochs
-        epochs[key] = epochs.get(key, -1) + 1
+        epoch = self.state_log.next_snapshot_epoch(key)
         self._updates[key] = 0
-        return self.state_log.write_snapshot(key, sp.snapshot(), epochs[key])
-
-    def persist_all(self) -> list[Awaitable[Any]]:
-        writes = [self.persist(k, sp) for k, sp in self.partitions.items()]
-        return [w for w in writes if w is not None]
+        return self.state_log.write_snapshot(key, sp.snapshot(), epoch)
 
     def release_member(self, group_id: str, member_id: str) -> int:
         """Make every record the member holds in any partition of its group available."""
@@ -294,7 +284,7 @@ class SharePartitions:
         """Every share-partition with a state: in use, or stored and not yet read."""
         keys = set(self.partitions)
         if self.state_log is not None:
-            keys.update(self.state_log.states)
+            keys.update(self.state_log.stored_keys())
         return keys
 
     # ---- keeping __share_group_state short
@@ -312,12 +302,12 @@ class SharePartitions:
             if age is None or age < older_than_ms:
                 continue  # fresh, or its first snapshot is still being written
             sp = self.partitions.get(key)
+            stored = state_log.stored(key)
             if sp is not None:
                 writes.append(self._snapshot(key, sp))
-            else:
-                epochs = state_log.snapshot_epochs
-                epochs[key] = epochs.get(key, -1) + 1
-                writes.append(state_log.write_snapshot(key, state_log.states[key], epochs[key]))
+            elif stored is not None:
+                epoch = state_log.next_snapshot_epoch(key)
+                writes.append(state_log.write_snapshot(key, stored, epoch))
         return [w for w in writes if w is not None]
 
     async def prune_state_log(self) -> int:

@@ -28,8 +28,8 @@ from protocol.messages import (
 )
 
 if TYPE_CHECKING:
-    from broker.cluster_view import ClusterView
-    from broker.peers import PeerClients
+    from broker.cluster.peers import PeerClients
+    from broker.cluster.view import ClusterView
     from broker.share.partitions import SharePartitions
     from broker.topics import TopicRegistry
 

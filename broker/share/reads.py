@@ -9,16 +9,13 @@ instead of reading them again. Redelivered ranges (below the end) are read from 
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.share.partition import AcquiredRange
+from storage.batches import batch_headers
 from storage.partitionlog import NeedsRead, TopicLog
 
-_HEADER = struct.Struct(">qi")  # base offset, batch length (after these 12 bytes)
-_LAST_DELTA = struct.Struct(">i")  # at byte 23: lastOffsetDelta
-_MIN_HEADER = 61  # a RecordBatch v2 header
 # Bytes asked of the log at a time while scanning for new records: ~500 records of 100 bytes,
 # so one read usually covers a fetch's max_records.
 SCAN_BYTES = 64 * 1024
@@ -30,17 +27,15 @@ def whole_batches(data: bytes, stop_after: int | None = None) -> list[Batch]:
     """(base offset, last offset, start, end) of each whole batch in data; with stop_after,
     none after the first batch whose last offset reaches it (the caller needs no more)."""
     out = []
-    pos, n = 0, len(data)
-    while pos + _MIN_HEADER <= n:
-        base, length = _HEADER.unpack_from(data, pos)
-        end = pos + 12 + length
+    n = len(data)
+    for pos, h in batch_headers(data):
+        end = pos + h.size
         if end > n:
             break
-        (delta,) = _LAST_DELTA.unpack_from(data, pos + 23)
-        out.append((base, base + delta, pos, end))
-        if stop_after is not None and base + delta >= stop_after:
+        last = h.last_offset
+        out.append((h.base_offset, last, pos, end))
+        if stop_after is not None and last >= stop_after:
             break
-        pos = end
     return out
 
 

@@ -10,24 +10,21 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from broker.config import Config
+from broker.ownership import LogOpener
+from broker.share.group_configs import GroupConfigs
 from broker.share.partitions import SharePartitions, ShareSettings, now_ms
 from broker.share.persister import SharePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
-from broker.share.state_log import Opener, ShareStateLog, topic_id_string
+from broker.share.state_log import ShareStateLog, leased_state_log_name
 from broker.topics import TopicRegistry
 from coordinator.share.events import ShareMemberGone
-from storage.log import FencedError
 from storage.logconfig import LogConfig
 
 log = logging.getLogger("kcoord.share")
 
 
-def leased_state_log_name(topic_id: uuid.UUID) -> str:
-    """Cluster mode: the engine's name for a topic's share state logs, one per partition. The
-    colon keeps it out of the topic namespace."""
-    return f"__share_group_state:{topic_id_string(topic_id)}"
-
-
+STATE_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024)
 # How long a member that left its share group keeps its share session (see member_gone).
 MEMBER_GONE_GRACE_S = 5.0
 
@@ -46,19 +43,22 @@ class ShareRuntime:
         self.prune_interval_ms = prune_interval_ms
         self._maintenance: list[asyncio.Task[None]] = []
         self._dropping: set[asyncio.Future[None]] = set()
-        self.engine: Any = None  # cluster mode: the shared storage engine (use_engine)
+        self.engine: Any = None  # cluster mode: the shared storage engine (open_state_log)
         # The admin paths' way to share-partition state, wherever it is; set by the broker
         # (in cluster mode, with the view and the clients of the other nodes).
         self.persister: SharePersister = SharePersister(self.partitions, TopicRegistry())
 
     @classmethod
-    def from_config(cls, cfg) -> ShareRuntime:
-        return cls(
+    def from_config(cls, cfg: Config, group_configs: GroupConfigs | None = None) -> ShareRuntime:
+        """``group_configs``: the groups' own settings (share.auto.offset.reset...)."""
+        share = cls(
             ShareSettings.from_config(cfg),
             cfg.get("group.share.max.share.sessions"),
             cfg.get("share.coordinator.cold.partition.snapshot.interval.ms"),
             cfg.get("share.coordinator.state.topic.prune.interval.ms"),
         )
+        share.partitions.group_configs = group_configs
+        return share
 
     def on_event(self, event: Any) -> None:
         """A group runtime event: a member that left its share group (or was fenced) loses
@@ -106,23 +106,26 @@ class ShareRuntime:
             self.sessions.remove(group_id, member_id)
             self.partitions.release_member(group_id, member_id)
 
-    async def open_state_log(self, data_dir: Path, partitions: int, open_log: Opener) -> None:
-        """Replay `__share_group_state` (broker/share/state_log.py); from now on every
-        share-partition's changes are written there."""
-        state_log = ShareStateLog(
-            data_dir, partitions, LogConfig(segment_bytes=100 * 1024 * 1024), open_log
-        )
+    async def open_state_log(
+        self, data_dir: Path, partitions: int, open_log: LogOpener, *, engine: Any = None
+    ) -> None:
+        """From now on every share-partition's changes are written to the share state logs
+        (broker/share/state_log.py). On one node: `__share_group_state`, replayed now. With
+        a cluster's shared storage ``engine``: each topic partition's share state is a log of
+        its own, written only by the node leading the topic partition (see lead)."""
+        if engine is not None:
+            self.engine = engine
+            self._use(ShareStateLog(Path("."), 0, STATE_LOG_CONFIG, engine=engine))
+            return
+        state_log = ShareStateLog(data_dir, partitions, STATE_LOG_CONFIG, open_log)
+        self._use(state_log)
         await state_log.load()
-        self.partitions.state_log = state_log
-        self._start_maintenance()
 
-    def use_engine(self, engine: Any) -> None:
-        """Cluster mode: each topic partition's share state is a log of its own in the shared
-        storage engine, written only by the node leading the topic partition (see lead)."""
-        self.engine = engine
-        self.partitions.state_log = ShareStateLog(
-            Path("."), 0, LogConfig(segment_bytes=100 * 1024 * 1024), place=lambda k: k[1:]
-        )
+    def _use(self, state_log: ShareStateLog) -> None:
+        self.partitions.state_log = state_log
+        # A slot unloaded (a failed write, a handoff): its share-partitions leave memory and
+        # are restored from what its log kept.
+        state_log.on_unload = self.partitions.unload
         self._start_maintenance()
 
     async def lead(self, topic_id: uuid.UUID, partition: int, epoch: int) -> None:
@@ -132,18 +135,13 @@ class ShareRuntime:
         state_log = self.partitions.state_log
         if state_log is None or self.engine is None:
             return
-        name = leased_state_log_name(topic_id)
-        if not await self.engine.take_epoch(name, partition, epoch):
-            raise FencedError(f"{name}-{partition}: a newer leader than epoch {epoch} took it")
-        plog = await self.engine.open_leased(name, partition, state_log.log_config, epoch)
-        await state_log.open_slot((topic_id, partition), plog)
+        await state_log.lead(topic_id, partition, epoch)
 
     async def resign(self, topic_id: uuid.UUID, partition: int) -> None:
         state_log = self.partitions.state_log
         if state_log is None or self.engine is None:
             return
-        self.partitions.unload((topic_id, partition))
-        await state_log.close_slot((topic_id, partition))
+        await state_log.resign(topic_id, partition)
 
     def _start_maintenance(self) -> None:
         self._maintenance = [

@@ -24,7 +24,7 @@ TIMEOUT_S = 5.0
 
 class HttpPeers:
     def __init__(self, view: Any, tls: ssl.SSLContext | None) -> None:
-        self.view = view  # broker.cluster_view.ClusterView
+        self.view = view  # broker.cluster.view.ClusterView
         self.tls = tls
         self._session: aiohttp.ClientSession | None = None
 

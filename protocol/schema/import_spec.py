@@ -1,6 +1,7 @@
 """Regenerates our message declarations from Kafka's JSON message definitions.
 
     python -m protocol.schema.import_spec ../shared/kafka-spec
+    python -m protocol.schema.import_spec --check ../shared/kafka-spec   # make schema-check
 
 Writes `protocol/schema/messages.py` (wire messages), `protocol/schema/coordinator.py`
 (`__consumer_offsets` record keys and values), `protocol/schema/txnlog.py` (the
@@ -19,9 +20,10 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from protocol.schema import franz, streams_facts
+from protocol.schema import franz, spec_checks, streams_facts
 
 HERE = Path(__file__).parent
 
@@ -324,7 +326,26 @@ def write(out: Path, doc: str, specs: list[dict]) -> None:
     )
 
 
-def main(spec_dir: str) -> None:
+GENERATED = ("messages.py", "coordinator.py", "txnlog.py", "sharestate.py")
+
+
+def check(spec_dir: str) -> list[str]:
+    """What is out of date against the spec: the generated declarations that differ from
+    what it makes of the spec today (regenerated in a scratch directory), then the checks
+    of protocol.schema.spec_checks (raised)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        main(spec_dir, Path(scratch))
+        stale = [
+            f"protocol/schema/{name} is stale: rerun import_spec"
+            for name in GENERATED
+            if (Path(scratch) / name).read_text() != (HERE / name).read_text()
+        ]
+    spec_checks.run_all(Path(spec_dir))
+    return stale
+
+
+def main(spec_dir: str, out: Path = HERE) -> None:
+    """Write the declarations made of the spec in ``spec_dir`` to ``out``."""
     root = Path(spec_dir)
     msgs = [with_newer(load_json(p)) for p in (root / "message").glob("*.json")]
     msgs += share_specs(root)
@@ -338,7 +359,7 @@ def main(spec_dir: str) -> None:
             msgs.append(with_newer(spec))
     msgs = [with_current(s, root) for s in msgs]
     msgs.sort(key=lambda s: (s.get("apiKey", -1), s["name"]))
-    write(HERE / "messages.py", "Kafka wire messages, every served version.", msgs)
+    write(out / "messages.py", "Kafka wire messages, every served version.", msgs)
     snapshot = root / "kafka-4.0-snapshot" / "coordinator"
     recs = sorted(
         [load_json(p) for p in (root / "coordinator").glob("*.json")]
@@ -346,22 +367,32 @@ def main(spec_dir: str) -> None:
         + [old_layout(r) for r in streams_facts.RECORDS],
         key=lambda s: s["name"],
     )
-    write(HERE / "coordinator.py", "Records of the __consumer_offsets log (keys and values).", recs)
+    write(out / "coordinator.py", "Records of the __consumer_offsets log (keys and values).", recs)
     txn = sorted(
         (load_json(p) for p in (root / "kafka-4.0-snapshot" / "coordinator").glob("Transaction*")),
         key=lambda s: s["name"],
     )
-    write(HERE / "txnlog.py", "Records of the __transaction_state log (key and value).", txn)
+    write(out / "txnlog.py", "Records of the __transaction_state log (key and value).", txn)
     share = sorted(
         (load_json(p) for p in snapshot.glob("Share*.json") if not p.name.startswith("ShareGroup")),
         key=lambda s: s["name"],
     )
     write(
-        HERE / "sharestate.py",
+        out / "sharestate.py",
         "Records of the __share_group_state log (share snapshots and updates).",
         share,
     )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/kafka-spec")
+    args = sys.argv[1:]
+    checking = "--check" in args
+    args = [a for a in args if a != "--check"]
+    spec = args[0] if args else "../shared/kafka-spec"
+    if not checking:
+        main(spec)
+    else:
+        problems = check(spec)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        sys.exit(1 if problems else 0)

@@ -131,10 +131,6 @@ async def nodes(db: Any) -> list[Node]:
     ]
 
 
-async def live_node_ids(db: Any) -> list[int]:
-    return [n.node_id for n in await nodes(db) if n.alive]
-
-
 async def acquire(db: Any, topic: str, partition: int, node_id: int, lease_ms: int) -> int | None:
     """Take the lease if it is free, expired or this node's: the new fencing epoch, or None
     while another node holds it."""

@@ -29,6 +29,7 @@ from protocol.records import (
     RecordTuple,
     decode_record_tuples,
     parse_batch_header,
+    split_batches,
     with_base_offset,
 )
 from storage.compaction import CleanerStats, OffsetMap, _clean_batch, _Counts
@@ -105,14 +106,7 @@ class PgLog(PgReads):
         if self.failure is not None:
             raise LogFailedError(f"{self.name} failed earlier: {self.failure}")
         data = bytes(data)
-        headers: list[tuple[int, BatchHeader]] = []
-        pos = 0
-        while pos < len(data):
-            h = parse_batch_header(data, pos, check_crc=not built_here)
-            headers.append((pos, h))
-            pos += h.batch_length + LOG_OVERHEAD
-        if not headers:
-            raise CorruptRecordError("no record batch to append")
+        headers = split_batches(data, check_crc=not built_here)
         base = self._next_offset
         for pos, h in headers:
             offset = self._next_offset
@@ -228,6 +222,13 @@ class PgLog(PgReads):
         self._writer = None
         if self._waiters:
             self._start_write()
+
+    @property
+    def segments(self) -> tuple[()]:
+        return ()  # rows, not files
+
+    def roll(self) -> None:
+        pass  # no segments: compaction cleans every batch below the active window
 
     # -- reading ------------------------------------------------------------------------------
 

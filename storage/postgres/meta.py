@@ -23,10 +23,6 @@ async def write_meta(pool: Any, name: str, data: bytes) -> None:
     )
 
 
-async def delete_meta(pool: Any, name: str) -> None:
-    await pool.execute("DELETE FROM kcoord_meta WHERE name = $1", name)
-
-
 async def replace_meta(pool: Any, name: str, data: bytes, expected: bytes | None) -> bool:
     """Write ``name`` only if it still holds ``expected`` (None: only if absent); False if
     another writer changed it first (several nodes share one catalog)."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 from broker.apis import fetch, list_offsets, produce
-from broker.cluster import Identity
+from broker.cluster.identity import Identity
+from broker.cluster.view import ClusterView
 from broker.context import RequestContext
-from broker.state import BrokerState
 from protocol.errors import ErrorCode
 from protocol.records import iter_records
 from storage.log import Log
@@ -18,9 +19,20 @@ from tests.dataplane.wire import fetch_request, produce_request
 
 
 def ctx_for(store, api_key: int, version: int) -> RequestContext:
-    state = BrokerState(Identity("c", 0), "127.0.0.1", 9092, store.config)
-    state.data, state.topics = store, store.registry
-    return RequestContext(state, api_key, version, 1, "test", "127.0.0.1")
+    # What the data-plane handlers reach of the broker state.
+    state = SimpleNamespace(
+        identity=Identity("c", 0),
+        node_id=0,
+        advertised_host="127.0.0.1",
+        advertised_port=9092,
+        config=store.config,
+        data=store,
+        topics=store.registry,
+        cluster=ClusterView(0),
+        authorizer=None,
+        metrics=None,
+    )
+    return RequestContext(state, api_key, version, 1, "test", "127.0.0.1")  # type: ignore[arg-type]
 
 
 async def test_attached_internal_logs_are_served_read_only(open_store, data_dir: Path) -> None:

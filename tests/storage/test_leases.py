@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.lease_keeper import LeaseKeeper
-from broker.placement import assignment, owner
+from broker.cluster.lease_keeper import LeaseKeeper
+from broker.cluster.placement import assignment, owner
 from protocol.records import Record, build_batch
 from storage.logconfig import LogConfig
 from storage.partitionlog import replay_batches

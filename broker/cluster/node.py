@@ -21,24 +21,22 @@ handed off and the node deregisters, so the others take over without waiting for
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.cluster_view import ClusterView, NodeAddress, parse_endpoints
+from broker.cluster.lease_keeper import Held, LeaseKeeper
+from broker.cluster.view import ClusterView, NodeAddress, parse_endpoints
 from broker.dataplane import leadership
-from broker.lease_keeper import Held, LeaseKeeper
-from protocol.coordinator_records import OFFSETS_TOPIC
-from protocol.txn_records import TXN_TOPIC
 from storage.log import FencedError
 from storage.postgres import leases as L
 
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
-    from broker.group_runtime import GroupRuntime
+    from broker.partition_runtime import PartitionRuntime
     from broker.share.runtime import ShareRuntime
-    from broker.txn_runtime import TxnRuntime
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -55,9 +53,8 @@ class ClusterNode:
         self,
         db: Any,
         view: ClusterView,
-        groups: GroupRuntime,
+        runtimes: Sequence[PartitionRuntime[Any]],
         data: TopicStore,
-        txns: TxnRuntime | None,
         address: tuple[str, int],
         lease_ms: int,
         renew_interval_ms: int,
@@ -74,8 +71,9 @@ class ClusterNode:
         # credentials, the ACLs).
         self.shared = list(shared)
         self.view = view
-        self.groups = groups
-        self.txns = txns
+        # The coordinator runtimes (group, transaction) by topic: a partition of one of these
+        # topics is loaded by its runtime; any other is a topic partition the data plane leads.
+        self.runtimes: dict[str, PartitionRuntime[Any]] = {rt.topic: rt for rt in runtimes}
         self.data = data
         self.address = address  # the inter-broker listener's, where other nodes connect
         self.endpoints = endpoints  # every listener's (cluster_view.format_endpoints)
@@ -86,12 +84,10 @@ class ClusterNode:
         self.keeper = LeaseKeeper(
             db, self.node_id, lease_ms, renew_interval_ms, self._lost, self.incarnation
         )
-        groups.on_fenced = self._fenced_offsets
-        groups.lease_valid = lambda p: self.keeper.valid(OFFSETS_TOPIC, p)
+        for rt in runtimes:
+            rt.on_fenced = functools.partial(self._fenced, rt.topic)
+            rt.lease_valid = functools.partial(self.keeper.valid, rt.topic)
         data.lease_valid = self.keeper.valid
-        if txns is not None:
-            txns.on_fenced = lambda p: self._fenced(TXN_TOPIC, p)
-            txns.lease_valid = lambda p: self.keeper.valid(TXN_TOPIC, p)
         self._task: asyncio.Task[None] | None = None
         self._round = asyncio.Lock()
         self._slots = asyncio.Semaphore(TAKE_CONCURRENCY)
@@ -165,8 +161,18 @@ class ClusterNode:
                 raise
             except Exception as e:  # noqa: BLE001 - the next round tries again
                 log.warning("cluster balance round failed: %s", e)
-            self.first_round.set()
+            if not self.first_round.is_set():
+                self.first_round.set()
+                self._spawn(self._loaded_after_first_round())
             await asyncio.sleep(every)
+
+    async def _loaded_after_first_round(self) -> None:
+        """A runtime counts as loaded once the first balance round took this node's
+        partitions and they loaded."""
+        for rt in self.runtimes.values():
+            while not rt.all_loaded():
+                await asyncio.sleep(0.05)
+            rt.loaded.set()
 
     async def balance(self) -> None:
         if not self.keeper.registered:
@@ -192,9 +198,7 @@ class ClusterNode:
             await asyncio.gather(*(self._take(t, p) for t, p in to_take))
 
     def _partitions(self) -> set[tuple[str, int]]:
-        found = {(OFFSETS_TOPIC, p) for p in range(self.groups.partitions)}
-        if self.txns is not None:
-            found.update((TXN_TOPIC, p) for p in range(self.txns.partitions))
+        found = {(t, p) for t, rt in self.runtimes.items() for p in range(rt.partitions)}
         for topic in self.data.registry.all():
             if not topic.internal:
                 found.update((topic.name, p) for p in range(topic.partitions))
@@ -245,17 +249,12 @@ class ClusterNode:
                 return  # another live node holds it: it hands it off or its lease expires
             self.view.own[topic, partition] = epoch
             log.info("took %s-%d (epoch %d)", topic, partition, epoch)
-            if topic in (OFFSETS_TOPIC, TXN_TOPIC):
+            runtime = self.runtimes.get(topic)
+            if runtime is not None:
                 # Loading replays the partition: in its own task, so that a long replay does
                 # not hold the round (requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile).
-                load = (
-                    self.groups.take(partition, epoch)
-                    if topic == OFFSETS_TOPIC
-                    else self._txns().take(partition, epoch)
-                )
-                task = asyncio.get_running_loop().create_task(load)
-                self._loading.add(task)
-                task.add_done_callback(self._loading.discard)
+                runtime.claim(partition, epoch)
+                self._spawn(runtime.take(partition, epoch))
                 return
             try:
                 await self._share_lead(topic, partition, epoch)
@@ -310,10 +309,9 @@ class ClusterNode:
         """Flush and stop serving, then release the lease for the partition's new owner."""
         topic, partition, epoch = h
         self.view.own.pop((topic, partition), None)
-        if topic == OFFSETS_TOPIC:
-            await self.groups.give_up(partition, flush=True)
-        elif topic == TXN_TOPIC:
-            await self._txns().give_up(partition)
+        runtime = self.runtimes.get(topic)
+        if runtime is not None:
+            await runtime.give_up(partition, flush=True)
         else:
             await self._resign(topic, partition)
         await self.keeper.release(topic, partition, epoch)
@@ -328,21 +326,17 @@ class ClusterNode:
 
     def _lost(self, lost: list[Held]) -> None:
         """The keeper lost these leases: stop serving them now (no flush: they are fenced)."""
-        loop = asyncio.get_running_loop()
         for topic, partition, _ in lost:
             self.view.own.pop((topic, partition), None)
-            if topic == OFFSETS_TOPIC:
-                task = loop.create_task(self.groups.give_up(partition, flush=False))
-            elif topic == TXN_TOPIC:
-                task = loop.create_task(self._txns().give_up(partition))
+            runtime = self.runtimes.get(topic)
+            if runtime is not None:
+                # It stops serving now; the task finishes the unload.
+                task = self._spawn(runtime.give_up(partition, flush=False))
             else:
                 part = self.data.partition(topic, partition)
                 if part is not None:
                     part.leading = False  # now, not when the task runs
-                task = loop.create_task(self._resign_lost(topic, partition))
-            # The loop keeps only weak references to tasks: hold each until it is done.
-            self._loading.add(task)
-            task.add_done_callback(self._loading.discard)
+                task = self._spawn(self._resign_lost(topic, partition))
             self._unloads[topic, partition] = task
             task.add_done_callback(self._unloaded)
 
@@ -350,15 +344,15 @@ class ClusterNode:
         for key in [k for k, t in self._unloads.items() if t is task]:
             del self._unloads[key]
 
-    def _fenced_offsets(self, partition: int) -> None:
-        """A write of an offsets partition was refused as fenced: forget its lease."""
-        self._fenced(OFFSETS_TOPIC, partition)
+    def _spawn(self, coro: Coroutine[object, None, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        # The loop keeps only weak references to tasks: hold each until it is done.
+        self._loading.add(task)
+        task.add_done_callback(self._loading.discard)
+        return task
 
     def _fenced(self, topic: str, partition: int) -> None:
+        """A write of a coordinator partition was refused as fenced: forget its lease."""
         self.view.own.pop((topic, partition), None)
         for h in [h for h in self.keeper.held if h[:2] == (topic, partition)]:
             self.keeper.discard(h)
-
-    def _txns(self) -> TxnRuntime:
-        assert self.txns is not None
-        return self.txns

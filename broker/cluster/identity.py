@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.config import Config
+
 
 @dataclass(frozen=True, slots=True)
 class Identity:
@@ -60,7 +62,7 @@ def load_identity(data_dir: Path, node_id: int, cluster_id: str | None = None) -
 CLUSTER_ID_META = "cluster.id"  # the cluster id every node of a shared database reports
 
 
-async def cluster_identity(store: Any, data_dir: Path, config: Any) -> tuple[int, str]:
+async def cluster_identity(store: Any, data_dir: Path, config: Config) -> tuple[int, str]:
     """Cluster mode: (node id, cluster id). The node id is ``node.id`` when set, else the
     one kept in this node's ``meta.properties``, else a new one the database allocates (and
     ``load_identity`` then keeps). The cluster id is the database's, written by the first

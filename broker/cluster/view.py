@@ -2,7 +2,7 @@
 FindCoordinator, DescribeCluster).
 
 On one node (the file engine) this node is the whole cluster and leads every partition at
-epoch 0. In cluster mode (``broker/cluster_node.py``) the view is what this node last read
+epoch 0. In cluster mode (``broker/cluster/node.py``) the view is what this node last read
 from the database, refreshed every renew interval, with its own leases exact: a client told
 a stale leader gets NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER there and asks again.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker import listeners, placement
+from broker import listeners
+from broker.cluster import placement
 from protocol.errors import ErrorCode
 
 
