@@ -239,7 +239,7 @@ async def run_broker(run: Run, args: argparse.Namespace, res: Results) -> None:
             m = Meter(run.peer)
             try:
                 cst = dataclasses.replace(st, connections=conns, window=window)
-                out = await S.commit(session, group, p, cst, seq)
+                out = await S.commit(session, group, p, cst, seq, args.commit_groups)
                 cpu = m.done(out["requests"], "request")
                 if note:
                     r["notes"][name] = rp["notes"][name] = note
@@ -320,6 +320,8 @@ def hb_case(args: argparse.Namespace, conns: int, window: int) -> str:
 
 
 def commit_case(args: argparse.Namespace, p: int, conns: int, window: int) -> str:
+    if args.commit_groups > 1:
+        return f"P={p}, {args.commit_groups} groups, C={conns}, W={window}"
     return f"P={p}, M={args.hb_members}, C={conns}, W={window}"
 
 
@@ -534,11 +536,20 @@ def main() -> None:
         "(1x4x128 10x4x128 100x4x128 1x8x8 100x8x8 1x8x64)",
     )
     ap.add_argument(
+        "--commit-groups",
+        type=int,
+        default=1,
+        metavar="G",
+        help="commits of G groups without members (generation -1) instead of the members of "
+        "the heartbeat group: spread over the coordinator partitions G hashes to (1)",
+    )
+    ap.add_argument(
         "--kcoord-also",
         nargs="*",
         default=["interval:100"],
-        metavar="DURABILITY",
-        help="run kcoord's commit cases again with these durabilities (interval:100)",
+        metavar="DURABILITY[,NAME=VALUE...]",
+        help="run kcoord's commit cases again with these durabilities, and settings "
+        "(interval:100; e.g. none, always,kcoord.journal.enable=false)",
     )
     ap.add_argument("--kip848-members", type=int, help="(1000)")
     ap.add_argument("--messages", type=int, help="e2e messages (1,000,000)")
@@ -601,8 +612,10 @@ def main() -> None:
             start = functools.partial(B.start_kcoord, profile=args.profile)
         elif name.startswith("kcoord@"):
             # Only the commit cases: the other scenarios write little or nothing.
-            durability = name.removeprefix("kcoord@")
-            start = functools.partial(B.start_kcoord, {"kcoord.durability": durability})
+            durability, *extra = name.removeprefix("kcoord@").split(",")
+            settings = dict(kv.split("=", 1) for kv in extra)
+            settings["kcoord.durability"] = durability
+            start = functools.partial(B.start_kcoord, settings)
             run_args = argparse.Namespace(**{**vars(args), "scenarios": ["commit"]})
         elif name == "tansu":
             start = functools.partial(B.start_tansu, args.peers_venv)

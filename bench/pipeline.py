@@ -20,7 +20,11 @@ record encoding, log append and group commit, reply encoding and writing.
 * kip848: a consumer group (KIP-848) of --members members, joined through the same path and
   reconciled until stable, sends steady-state ConsumerGroupHeartbeats v1 (member id and epoch,
   every other field null: nothing changed), as the classic heartbeat case does.
-* commit P: OffsetCommit v8 of P partitions per request by those members.
+* txn: --txn-producers transactional producers, each with its own id and connection, run
+  AddPartitionsToTxn, Produce (acks=-1, --txn-records records), AddOffsetsToTxn,
+  TxnOffsetCommit and EndTxn one after another (bench/pipeline_txn.py); CPU per transaction.
+* commit P: OffsetCommit v8 of P partitions per request by those members (``--commit-groups
+  G``: by G groups without members instead, spread over the coordinator partitions).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import groups as G  # noqa: E402
+import pipeline_txn as T  # noqa: E402
+from cpusample import Sampler  # noqa: E402
 
 from broker.config import load_config  # noqa: E402
 from broker.connection import Connection  # noqa: E402
@@ -262,6 +269,7 @@ async def run(args: argparse.Namespace) -> None:
             overrides=[
                 "group.initial.rebalance.delay.ms=0",
                 f"kcoord.durability={args.durability}",
+                *args.set,
             ],
         )
         broker = Broker(("127.0.0.1", 0), None, Path(d), cfg)
@@ -306,7 +314,10 @@ async def run(args: argparse.Namespace) -> None:
 
                 gc.callbacks.append(cb)
             client = Client(broker)
-            profiler = cProfile.Profile() if args.profile else None
+            # CPU time, not wall time: on a shared machine waiting for a core is not cost.
+            profiler: Any = cProfile.Profile(time.thread_time) if args.profile else None
+            if args.sample:
+                profiler = Sampler()
             parts = max(args.members, 100)
             out: dict[str, dict] = {}
             if "heartbeat" in args.scenarios:
@@ -334,6 +345,30 @@ async def run(args: argparse.Namespace) -> None:
                 out["kip848"] = await repeat(
                     args, lambda f=frames, e=err_at: measure(client, f, args.window, e, profiler)
                 )
+            committers: list[Any] = members
+            if args.commit_groups > 1:  # groups without members, as simple consumers commit
+                committers = [
+                    types.SimpleNamespace(group=f"pipeline-commit-{j}", generation=-1, member_id="")
+                    for j in range(args.commit_groups)
+                ]
+            if "txn" in args.scenarios:
+                producers = [
+                    T.Producer(Client(broker), i, TOPIC, parts) for i in range(args.txn_producers)
+                ]
+                for prod in producers:
+                    await prod.init()
+                per = max(args.requests // 10 // len(producers), 10)
+                out["txn"] = await repeat(
+                    args,
+                    lambda: T.measure(
+                        producers,
+                        per,
+                        args.txn_records,
+                        G.encode_frame,
+                        G.decode_response,
+                        profiler,
+                    ),
+                )
             for p in args.commit_partitions:
                 n = max(args.requests // max(p // 10, 1), 500)
                 frames = [
@@ -341,7 +376,7 @@ async def run(args: argparse.Namespace) -> None:
                         G.OFFSET_COMMIT,
                         G.COMMIT_V,
                         G.commit_request(
-                            members[k % len(members)],
+                            committers[k % len(committers)],
                             [(k * p + j) % parts for j in range(p)],
                             1000 + k,
                         ),
@@ -360,11 +395,14 @@ async def run(args: argparse.Namespace) -> None:
                 if args.repeat > 1:
                     spread = f" [best of {args.repeat}; median {r['median_cpu_us']:.1f} us]"
                 print(
-                    f"{name:14s} {r['cpu_us']:8.1f} us CPU/request ({r['loop_thread_us']:.1f} in "
+                    f"{name:14s} {r['cpu_us']:8.1f} us CPU/{'txn' if name == 'txn' else 'request'}"
+                    f" ({r['loop_thread_us']:.1f} in "
                     f"the loop thread), {r['rate']:10,.0f} requests/s, {r['errors']} errors, "
                     f"{r['requests']} requests{spread}"
                 )
-            if profiler is not None:
+            if args.sample:
+                print(profiler.report(args.sample))
+            elif profiler is not None:
                 profiler.dump_stats(args.profile)
                 print(f"profile of the measured requests: {args.profile}")
         finally:
@@ -377,8 +415,25 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--window", type=int, default=512, help="requests fed at once")
     ap.add_argument("--commit-partitions", type=int, nargs="*", default=[1, 100])
-    ap.add_argument("--scenarios", nargs="*", default=["heartbeat"])
+    ap.add_argument("--scenarios", nargs="*", default=["heartbeat"], help="heartbeat, kip848, txn")
+    ap.add_argument("--txn-producers", type=int, default=8)
+    ap.add_argument("--txn-records", type=int, default=10, help="records per transaction")
     ap.add_argument("--durability", default="always")
+    ap.add_argument(
+        "--commit-groups",
+        type=int,
+        default=1,
+        metavar="G",
+        help="commits of G groups without members (generation -1), over the coordinator "
+        "partitions they hash to, instead of the formed group's members (1)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker setting (e.g. kcoord.journal.enable=false)",
+    )
     ap.add_argument(
         "--gc",
         choices=["served", "default", "off"],
@@ -388,6 +443,12 @@ def main() -> None:
     ap.add_argument("--gc-stats", action="store_true", help="CPU spent in each generation")
     ap.add_argument("--repeat", type=int, default=1, help="runs per case: best and median")
     ap.add_argument("--profile", metavar="FILE", help="cProfile of the measured requests")
+    ap.add_argument(
+        "--sample",
+        type=int,
+        metavar="TOP",
+        help="sample the measured requests' CPU time (bench/cpusample.py); print TOP functions",
+    )
     args = ap.parse_args()
     try:
         import uvloop

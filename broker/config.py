@@ -424,6 +424,11 @@ _SETTINGS: tuple[Setting, ...] = (
     # kcoord's own
     Setting("kcoord.durability", "durability", Durability("always"), _durability,
             "always (fsync before replying; default), interval:<ms> or none."),
+    Setting("kcoord.journal.enable", "bool", True, _bool,
+            "File engine, durability always or interval: the logs' writes are made durable"
+            " together by one journal sync per flush (false: each log fsyncs its own file)."),
+    Setting("kcoord.journal.file.bytes", "int", 64 * 1024 * 1024, _int(1024 * 1024),
+            "Size of a journal file; a full one is checkpointed and reused."),
     Setting("kcoord.storage", "string", "file", _storage,
             "Where the logs live: file (in --data-dir;"
             " default) or a postgresql:// URL, which then keeps every log.", sensitive=True),

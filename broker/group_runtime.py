@@ -400,6 +400,22 @@ class GroupRuntime:
         self._apply(p, result, now)
         return fut
 
+    def renew(self, group_id: str, fn: Callable[[Shard, int], tuple | None]) -> tuple | None:
+        """A request whose only effect is a renewed timer (a steady heartbeat): ``fn`` gives
+        the timer's key and deadline (and whatever else the caller needs) or None. Returns
+        what ``fn`` gave once the loop timer is pushed, and the caller answers at once; None
+        (also while earlier writes of the partition are not durable): use ``call``."""
+        p = self.partition_of(group_id)
+        shard = self.shards[p]
+        if shard is None or not self.runtime.settled(p):
+            return None
+        now = now_ms()
+        renewed = fn(shard, now)
+        if renewed is None:
+            return None
+        self.runtime.arm(p, renewed[0], renewed[1], now)
+        return renewed
+
     def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
         """A read of the group's shard, answered once earlier writes are durable."""
         p = self.partition_of(group_id)

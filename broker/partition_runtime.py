@@ -167,10 +167,10 @@ class PartitionRuntime(Generic[S]):
 
     # -- ownership ----------------------------------------------------------------------------
 
-    def spawn(self, coro: Coroutine[object, None, object]) -> None:
+    def spawn(self, coro: Coroutine[object, None, object]) -> asyncio.Task:
         """Run ``coro`` until `close` (the coordinator's periodic jobs: retention, expiry,
-        compaction)."""
-        self._tasks.spawn(coro)
+        compaction; a transaction's completion)."""
+        return self._tasks.spawn(coro)
 
     def claim(self, p: int, epoch: int) -> None:
         """p is this node's under ``epoch`` from now on (loaded by `take`): requests for it

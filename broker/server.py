@@ -44,6 +44,8 @@ from broker.txn_runtime import TxnRuntime
 from broker.web.app import HttpServer
 from broker.web.cluster import HTTP_ENDPOINT, HttpPeers
 from protocol.coordinator_records import OFFSETS_TOPIC
+from storage.journal import Journal
+from storage.journal import recover as recover_journal
 from storage.log import Log
 from storage.logconfig import LogConfig
 from storage.partitionlog import StartupError, TopicLog
@@ -91,16 +93,19 @@ class Broker:
         self.cluster_node: ClusterNode | None = None  # cluster mode (the PostgreSQL engine)
         self._peers: PeerClients | None = None  # requests to other nodes (txn markers)
         self._peer_security: PeerSecurity | None = None
+        self.journal: Journal | None = None  # the file engine's (storage/journal.py)
 
     async def start(self) -> None:
         """In phases: the storage engine (an unreachable database stops start-up before
-        anything listens), the listeners and their TLS, the stores, the state with its
-        coordinator runtimes, the metrics listener, the cluster (with the PostgreSQL engine),
-        then serving clients."""
+        anything listens), the listeners and their TLS, the file engine's journal (before any
+        log opens), the stores, the state with its coordinator runtimes, the metrics listener,
+        the cluster (with the PostgreSQL engine), then serving clients."""
         cfg = self.config
         engine = self._engine = await _open_engine(cfg.get("kcoord.storage"))
         identity = await self._identity(engine)
         socks, inter_broker = self._bind_listeners(engine is not None)
+        if engine is None:
+            await self._open_journal()
         stores = await self._open_stores(engine)
         self.state = state = self._build_state(identity, engine, stores)
         await self._start_runtimes(state, engine)
@@ -413,6 +418,27 @@ class Broker:
             await state.group_configs.close()
         if self._engine is not None:
             await self._engine.close()
+        if self.journal is not None:
+            await self.journal.close()  # last: every log of the directory has closed
+
+    async def _open_journal(self) -> None:
+        """Before any log opens: redo what the journal of the data directory holds (an
+        earlier run's), then, for durability always or interval, start the journal that
+        makes every log's flushes durable with one sync."""
+        cfg, loop = self.config, asyncio.get_running_loop()
+        durability = cfg.durability
+        if durability.mode == "none" or not cfg.get("kcoord.journal.enable"):
+            await loop.run_in_executor(None, recover_journal, self.data_dir)
+            return
+        self.journal = await loop.run_in_executor(
+            None,
+            functools.partial(
+                Journal.open,
+                self.data_dir,
+                durability,
+                file_bytes=cfg.get("kcoord.journal.file.bytes"),
+            ),
+        )
 
     def _metrics_access(self) -> MetricsAccess | None:
         basic = self.config.get("kcoord.metrics.authentication") == "basic"

@@ -12,8 +12,10 @@ flight the id is pending (CONCURRENT_TRANSACTIONS to anything else it is asked).
 transaction writes PrepareCommit/PrepareAbort, then a marker to every partition of the
 transaction (topic partitions through the data plane, `__consumer_offsets` partitions through
 the group runtime, which commits or drops the pending offsets), then CompleteCommit /
-CompleteAbort. A transaction found prepared when its partition loads (a restart, a reload
-after a failed write, a partition taken over from another node) is completed the same way.
+CompleteAbort. EndTxn is answered once the markers are durable: the completion, which a
+load redoes from the prepared state, holds the id's next request instead of the reply. A
+transaction found prepared when its partition loads (a restart, a reload after a failed
+write, a partition taken over from another node) is completed the same way.
 Timed-out transactions are aborted under a bumped epoch (fencing their producer), and ids
 unused for `transactional.id.expiration.ms` are removed.
 """
@@ -394,42 +396,77 @@ class TxnRuntime:
         (and a transaction's end after its markers and completion). Kafka answers a request
         that arrives while a write is in flight CONCURRENT_TRANSACTIONS and the client retries
         after a backoff; waiting here gives the same answer without the round trips (a
-        producer sends AddOffsetsToTxn while its AddPartitionsToTxn is being written)."""
+        producer sends AddOffsetsToTxn while its AddPartitionsToTxn is being written).
+
+        The end of a transaction is answered once its markers are durable; its completion
+        record, which a restart redoes from the prepared state, is written after and holds
+        the id's turn (the producer's next request), not the reply."""
         p, coord = self._coordinator(tid)
         if coord is None:
             return self._unavailable(p)
-        async with self._turn(tid):
+        turn = await self._acquire(tid)
+        held = True
+        try:
             fresh: int | None = None
             while True:
                 outcome = decide(coord, now_ms(), fresh)
                 if not isinstance(outcome, NeedProducerId):
                     break
                 fresh = await self.data.allocate_producer_id()
-            return await self._run(p, outcome)
+            reply, rest = await self._run(p, outcome)
+            if rest is not None:
+                held = False
+                rest.add_done_callback(lambda _: self._release(tid, turn))
+            return reply
+        finally:
+            if held:
+                self._release(tid, turn)
 
-    @contextlib.asynccontextmanager
-    async def _turn(self, tid: str) -> AsyncIterator[None]:
+    async def _acquire(self, tid: str) -> _Turn:
         turn = self._turns.get(tid)
         if turn is None:
             turn = self._turns[tid] = _Turn()
         turn.users += 1
         try:
-            async with turn.lock:
-                yield
-        finally:
+            await turn.lock.acquire()
+        except BaseException:
             turn.users -= 1
             if not turn.users:
-                del self._turns[tid]  # nobody holds or waits for it: forget it
+                del self._turns[tid]
+            raise
+        return turn
 
-    async def _run(self, p: int, outcome: Reply | Write) -> Reply:
-        """Carry out a decision (in its id's turn)."""
+    def _release(self, tid: str, turn: _Turn) -> None:
+        turn.lock.release()
+        turn.users -= 1
+        if not turn.users:
+            del self._turns[tid]  # nobody holds or waits for it: forget it
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, tid: str) -> AsyncIterator[None]:
+        turn = await self._acquire(tid)
+        try:
+            yield
+        finally:
+            self._release(tid, turn)
+
+    async def _run(self, p: int, outcome: Reply | Write) -> tuple[Reply, asyncio.Task | None]:
+        """Carry out a decision (in its id's turn): its reply, and the completion of a
+        transaction still being written (the turn is the id's until it is done)."""
         if isinstance(outcome, Reply):
-            return outcome
+            return outcome, None
         if not await self._write(p, outcome):
-            return Reply(ErrorCode.NOT_COORDINATOR)
+            return Reply(ErrorCode.NOT_COORDINATOR), None
+        rest = None
         if outcome.markers:
-            await self._complete(p, outcome.transactional_id)
-        return outcome.reply or Reply()
+            tid = outcome.transactional_id
+            if not outcome.reply_when_complete:
+                # A coordinator's own abort (a new incarnation fencing the open transaction):
+                # the reply needs none of it.
+                rest = self.runtime.spawn(self._complete(p, tid))
+            elif (coord := await self._markers(p, tid)) is not None:
+                rest = self.runtime.spawn(self._finish(p, tid, coord))
+        return outcome.reply or Reply(), rest
 
     async def _write(self, p: int, write: Write) -> bool:
         """Persist one decision; True once it is durable and applied. The id is pending
@@ -457,17 +494,28 @@ class TxnRuntime:
             await self._complete(p, tid)
 
     async def _complete(self, p: int, tid: str) -> None:
-        """Write the markers of ``tid``'s prepared transaction, then its completion. A failed
-        write reloads the partition, whose load finishes the transaction again: this one
-        then stops."""
+        """Write the markers of ``tid``'s prepared transaction, then its completion."""
+        coord = await self._markers(p, tid)
+        if coord is not None:
+            await self._finish(p, tid, coord)
+
+    async def _markers(self, p: int, tid: str) -> TxnCoordinator | None:
+        """The markers of ``tid``'s prepared transaction, durable in every partition: the
+        coordinator that holds it, or None if it is not prepared (nothing to complete) or
+        its partition is not served here."""
         coord = self.runtime.states[p]
         if coord is None:
-            return
+            return None
         meta = coord.txns.get(tid)
         if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return
-        commit = meta.state == TxnState.PREPARE_COMMIT
-        await self._write_markers(meta, commit, coordinator_epoch=0)
+            return None
+        await self._write_markers(meta, meta.state == TxnState.PREPARE_COMMIT, coordinator_epoch=0)
+        return coord
+
+    async def _finish(self, p: int, tid: str, coord: TxnCoordinator) -> None:
+        """The completion of ``tid``'s transaction, whose markers are durable in ``coord``.
+        A partition reloaded meanwhile (or after this write fails) completes the
+        transaction again when it loads, in the id's turn after this one: this one stops."""
         done = coord.complete(tid, now_ms()) if self.runtime.states[p] is coord else None
         if done is not None:
             await self._write(p, done)
@@ -612,7 +660,9 @@ class TxnRuntime:
                         tid,
                         write.target.timeout_ms,
                     )
-                await self._run(p, write)
+                _, rest = await self._run(p, write)
+                if rest is not None:
+                    await rest
 
     async def _compaction_loop(self) -> None:
         while True:

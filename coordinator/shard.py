@@ -20,6 +20,7 @@ from coordinator.classic import rebalance as _classic
 from coordinator.classic.heartbeat import expire_heartbeat, heartbeat
 from coordinator.classic.join import join_group
 from coordinator.classic.leave import leave_group
+from coordinator.classic.steady import steady_heartbeat as steady_classic_heartbeat
 from coordinator.classic.sync import expire_pending_sync, sync_group
 from coordinator.config import GroupConfig
 from coordinator.context import Ctx
@@ -149,14 +150,30 @@ class Shard:
         if req.group_id not in self.consumer_rebalances:
             # Most heartbeats of a stable group change nothing: answered without a Ctx or
             # rebalance tracking (a group with a rebalance pending takes the full path).
-            steady = steady_heartbeat(self.state, req, meta, topics, req_id, now)
+            steady = steady_heartbeat(self.state, req, meta, topics, now)
             if steady is not None:
-                return steady
+                key, deadline, reply = steady
+                return Result([], {req_id: reply}, [Timer(key, deadline)], [], [], None, None)
         ctx = Ctx(self.state, now)
         before = self._epoch(req.group_id)
         consumer_group_heartbeat(ctx, req, meta, topics, req_id)
         self._track_consumer_rebalance(ctx, req.group_id, before)
         return ctx.result()
+
+    def steady_consumer_heartbeat(
+        self,
+        req: ConsumerGroupHeartbeatRequest,
+        meta: RequestMeta,
+        topics: TopicsImage,
+        now: int,
+    ) -> tuple[tuple, int, Any] | None:
+        """A steady-state ConsumerGroupHeartbeat (coordinator/modern/steady.py) answered
+        without a Result: the session timer's key, renewed deadline and the reply; None:
+        call ``consumer_group_heartbeat``."""
+        self.state.topics = topics
+        if req.group_id in self.consumer_rebalances:
+            return None
+        return steady_heartbeat(self.state, req, meta, topics, now)
 
     def share_group_heartbeat(
         self,
@@ -200,6 +217,11 @@ class Shard:
         ctx = Ctx(self.state, now)
         heartbeat(ctx, req, meta, req_id)
         return ctx.result()
+
+    def steady_heartbeat(self, req: HeartbeatRequest, now: int) -> tuple | None:
+        """A steady-state classic heartbeat (coordinator/classic/steady.py): the session
+        timer's key and renewed deadline, its reply being NONE; None: call ``heartbeat``."""
+        return steady_classic_heartbeat(self.state, req, now)
 
     def leave_group(
         self, req: LeaveGroupRequest, meta: RequestMeta, req_id: int, now: int

@@ -2,11 +2,13 @@
 
 Setting name: ``log.durability`` (CLI ``--log-durability``). Values:
 
-* ``always`` (default): a write is acknowledged only after an fsync that began after it was
-  written. Appends from one event-loop iteration share one fsync (group commit).
-* ``interval:<ms>``: a write is acknowledged once it is in the OS page cache; the log fsyncs
-  every ``<ms>`` milliseconds. A machine crash can lose up to that window of acknowledged
-  writes; a process crash loses nothing.
+* ``always`` (default): a write is acknowledged only after a sync that began after it was
+  written. Appends from one event-loop iteration share one sync (group commit); with the
+  node's journal (storage/journal.py, the broker's default) the appends of every log of the
+  data directory share it.
+* ``interval:<ms>``: a write is acknowledged once it is in the OS page cache; the log (or the
+  journal) syncs every ``<ms>`` milliseconds. A machine crash can lose up to that window of
+  acknowledged writes; a process crash loses nothing.
 * ``none``: acknowledged when written to the page cache, never fsynced except at roll and
   close. Kafka's own default; for tests and benchmarks.
 """

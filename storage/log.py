@@ -45,6 +45,7 @@ from storage import clock, timestamps
 from storage.compaction import CleanerStats, compact, finish_interrupted_compaction
 from storage.durability import ALWAYS, Durability
 from storage.groupcommit import FencedError, GroupCommit, InFlight, LogClosedError, LogFailedError
+from storage.journal import Chunk, Journal, JournalMember, journal_for
 from storage.logconfig import LogConfig
 from storage.recovery import quarantine_damage
 from storage.retention import deletable_count, delete_oldest_segments
@@ -174,6 +175,7 @@ class Log:
         *,
         now_ms: Callable[[], int],
         executor: Executor | None,
+        journal: Journal | None = None,
     ) -> None:
         self.directory = directory
         self.config = config
@@ -202,9 +204,19 @@ class Log:
         # DeleteRecords' log start, when it falls inside a segment (Kafka's
         # log-start-offset-checkpoint): kept in a file of its own.
         self._start_floor = read_start_floor(directory)
-        self._committer = GroupCommit(
-            durability, self._write_pending, self._prepare_sync, self._set_durable, executor
-        )
+        # With the node's journal (storage/journal.py) the journal makes flushes durable; the
+        # log keeps what it wrote since the journal last took it.
+        self._journal = journal
+        self._chunks: list[Chunk] = []
+        self._committer: GroupCommit | JournalMember
+        if journal is not None:
+            self._committer = journal.member(
+                directory.name, self._write_pending, self._take_chunks, self._set_durable
+            )
+        else:
+            self._committer = GroupCommit(
+                durability, self._write_pending, self._prepare_sync, self._set_durable, executor
+            )
 
     # -- opening and recovery -----------------------------------------------------------------
 
@@ -218,13 +230,24 @@ class Log:
         now_ms: Callable[[], int] = clock.now_ms,
         executor: Executor | None = None,
     ) -> Log:
-        """Open (creating if needed) the log in ``directory`` and recover it.
+        """Open (creating if needed) the log in ``directory`` and recover it. It joins the
+        journal of its data directory (:func:`storage.journal.journal_for`) when one is open
+        with this durability.
 
         Blocking: at start-up call it from a thread if the loop must stay responsive.
         """
         config = config or LogConfig()
         path = Path(directory)
+        journal = journal_for(path) if durability.mode != "none" else None
+        if journal is not None and journal.durability != durability:
+            journal = None
+        if journal is not None and journal.failure is not None:
+            raise LogFailedError(f"the journal of {path.parent} failed: {journal.failure}")
+        fresh = journal is not None and not path.exists()
         path.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            # Only the journal would hold this log's first records: its directory must last.
+            _fsync_dir(path.parent)
         finish_interrupted_compaction(path)
         _remove_orphan_indexes(path)
         bases = sorted(
@@ -274,7 +297,9 @@ class Log:
             for s in segments:
                 s.close()
             raise
-        return cls(path, config, durability, segments, now_ms=now_ms, executor=executor)
+        return cls(
+            path, config, durability, segments, now_ms=now_ms, executor=executor, journal=journal
+        )
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -408,7 +433,12 @@ class Log:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._active_since = self._now_ms()
-        self._dir_dirty = True
+        if self._journal is not None:
+            # The journal redoes records into the last segment only: the new one must exist
+            # after a crash before any record of it counts.
+            _fsync_dir(self.directory)
+        else:
+            self._dir_dirty = True
         if self._hw >= active.next_offset:
             self._hw_pos = (seg.base_offset, 0)
         return seg
@@ -420,9 +450,18 @@ class Log:
             self._pending = []
             self._pending_meta = []
             self._pending_size = 0
-            self._segments[-1].write(data, meta)
+            active = self._segments[-1]
+            if self._journal is not None:
+                self._chunks.append((active.base_offset, active.size, data))
+            active.write(data, meta)
             self._written_offset = self._next_offset
         return self._written_offset
+
+    def _take_chunks(self) -> list[Chunk]:
+        chunks = self._chunks
+        if chunks:
+            self._chunks = []
+        return chunks
 
     def _prepare_sync(self) -> Callable[[], None]:
         fd = self._segments[-1].fd
@@ -459,12 +498,29 @@ class Log:
         if self._closed:
             return
         await self._ops.close()
-        if self._committer.failure is None:
+        committer = self._committer
+        if committer.failure is None:
             await self.flush()
-        self._committer.cancel_timer()
+        if isinstance(committer, JournalMember):
+            await self._leave_journal(committer)
+        committer.cancel_timer()
         self._closed = True
         for s in self._segments:
             s.close()
+
+    async def _leave_journal(self, member: JournalMember) -> None:
+        """The segment synced on its own, then the journal told to forget this directory
+        (so a later log of the same name, a topic created again, never gets its records)."""
+        member.detach()
+        journal = member.journal
+        if member.failure is not None or journal.failure is not None:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._segments[-1].sync)
+        try:
+            await journal.forget(self.name)
+        except LogFailedError as e:
+            log.warning("%s: the journal could not record its close: %s", self.name, e)
 
     def close_sync(self) -> None:
         """Close outside an event loop (tools, tests): writes and fsyncs in this thread."""
@@ -476,6 +532,8 @@ class Log:
         self._write_pending()
         self._segments[-1].sync_all()
         self._committer.cancel_timer()
+        if isinstance(self._committer, JournalMember):
+            self._committer.detach()
         self._closed = True
         for s in self._segments:
             s.close()

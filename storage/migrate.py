@@ -5,8 +5,10 @@ Every partition log (the ``__consumer_offsets`` partitions, topic partitions, kc
 credential and ACL logs) is copied batch by batch: the same RecordBatch v2 bytes at the same
 offsets, the log start kept; the topic catalog goes along as it is. A file log is read up to
 its first torn or corrupt batch, as recovery would. The target must be empty, and no broker
-may run on either side while it copies. Producer-state snapshots are not copied: the broker
-folds the producer state from the batch headers when a snapshot is missing.
+may run on either side while it copies; the journal of a data directory is redone into its
+logs first (storage/journal.py), as a start of the broker would. Producer-state snapshots are
+not copied: the broker folds the producer state from the batch headers when a snapshot is
+missing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from protocol.records import LOG_OVERHEAD, parse_batch_header
 from storage.batches import read_batch_headers
+from storage.journal_records import recover as recover_journal
 from storage.log import parse_partition_dir, read_start_floor, write_start_floor
 from storage.segment import LOG_SUFFIX, segment_name
 
@@ -152,6 +155,9 @@ async def dir_to_pg(data_dir: Path, url: str) -> dict[tuple[str, int], Partition
 
     if not data_dir.is_dir():
         raise MigrationError(f"{data_dir} is not a data directory")
+    # What the journal holds (a node that stopped without closing) goes into the logs first,
+    # as the broker's start would put it.
+    recover_journal(data_dir)
     store = await PgStore.connect(url)
     try:
         async with store.pool.acquire() as con:

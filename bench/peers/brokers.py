@@ -148,8 +148,15 @@ def start_kcoord(extra: dict[str, str] | None = None, profile: str | None = None
         if marker in text:
             port = int(text.split(marker)[1].split(",")[0])
             notes = {
-                "storage": f"log on disk, durability {settings['kcoord.durability']} (fsync per "
-                "group commit)",
+                "storage": f"log on disk, durability {settings['kcoord.durability']} ("
+                + (
+                    "never synced but at roll and close"
+                    if settings["kcoord.durability"] == "none"
+                    else "each log fsyncs its own files per group commit"
+                    if settings.get("kcoord.journal.enable") == "false"
+                    else "one journal sync per group commit for every log"
+                )
+                + ")",
                 "initial rebalance delay": f"{settings['group.initial.rebalance.delay.ms']} ms",
                 "event loop": _kcoord_loop(),
             }

@@ -15,6 +15,7 @@ import os
 import resource
 import struct
 import time
+import types
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -510,26 +511,43 @@ def commit_request(m: Member, partitions: list[int], offsets: list[int], generat
     )
 
 
-async def commit(s: Session, g: Group, per_request: int, st: Settings, seq: int) -> dict:
+class Standalone:
+    """A committer outside any membership (generation -1, no member id): Kafka accepts its
+    commits for a group with no members, as a simple consumer's."""
+
+    def __init__(self, group: str) -> None:
+        self.group = types.SimpleNamespace(name=group)
+        self.member_id = ""
+        self.generation = -1
+
+
+async def commit(
+    s: Session, g: Group, per_request: int, st: Settings, seq: int, groups: int = 1
+) -> dict:
     """OffsetCommit of `per_request` partitions per request by the group's members, pipelined;
     each connection owns its own partitions, so the last value of every partition is known;
-    OffsetFetch then checks all of them."""
+    OffsetFetch then checks all of them. ``groups`` > 1: the requests go round `groups`
+    groups without members instead (so to as many coordinator partitions as they hash to)."""
     nconn = st.connections
     conns = await W.connect_many(s.port, nconn)
     v = s.v[W.COMMIT]
     owned = [list(range(i, st.partitions, nconn)) for i in range(nconn)]
     pool = max(st.window * 4, 64)
+    committers: list[Any] = list(g.members)
+    if groups > 1:
+        tag = uuid.uuid4().hex[:6]
+        committers = [Standalone(f"commit-{tag}-{j}") for j in range(groups)]
     try:
-        m = g.members[0]
+        m = committers[0]
         err_at = await checked_offset(
             conns[0],
             W.COMMIT,
             v,
             commit_request(m, [owned[0][0]], [0]),
-            commit_request(m, [owned[0][0]], [0], generation=-5),
+            commit_request(g.members[0], [owned[0][0]], [0], generation=-5),
         )
         frames: list[list[bytes]] = [[] for _ in conns]
-        plans: list[list[tuple[list[int], list[int]]]] = [[] for _ in conns]
+        plans: list[list[tuple[str, list[int], list[int]]]] = [[] for _ in conns]
         for i in range(nconn):
             mine = owned[i]
             for k in range(pool):
@@ -537,18 +555,24 @@ async def commit(s: Session, g: Group, per_request: int, st: Settings, seq: int)
                 ps = [mine[(first + j) % len(mine)] for j in range(per_request)]
                 # Offsets differ per frame and per round of the seq, so the check means something.
                 os_ = [seq * 10_000_000 + k * 1000 + p for p in ps]
-                plans[i].append((ps, os_))
-                member = g.members[(i * pool + k) % len(g.members)]
+                member = committers[(i * pool + k) % len(committers)]
+                plans[i].append((member.group.name, ps, os_))
                 frames[i].append(W.frame(W.COMMIT, v, commit_request(member, ps, os_), k))
         loop = W.Loop(conns, frames, st.window, err_at)
         elapsed = await loop.run(st.seconds)
-        expected: dict[int, int] = {}
+        expected: dict[str, dict[int, int]] = {}
         for i in range(nconn):
             sent, fs = loop.sent[i], plans[i]
             for j in range(sent - 1, max(-1, sent - 1 - len(fs)), -1):
-                for p, o in zip(*fs[j % len(fs)], strict=True):
-                    expected.setdefault(p, o)
-        checked, wrong = await verify_offsets(s, conns[0], g.name, expected)
+                name, ps, os_ = fs[j % len(fs)]
+                mine_expected = expected.setdefault(name, {})
+                for p, o in zip(ps, os_, strict=True):
+                    mine_expected.setdefault(p, o)
+        checked = wrong = 0
+        for name, exp in expected.items():
+            c, w = await verify_offsets(s, conns[0], name, exp)
+            checked += c
+            wrong += w
     finally:
         for c in conns:
             c.close()

@@ -27,7 +27,13 @@ def handle(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Any:
         return Response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     m = meta(ctx)
     image = topics_image(ctx)
-    reply = ctx.broker.groups.call(
+    groups = ctx.broker.groups
+    steady = groups.renew(
+        req.group_id, lambda shard, now: shard.steady_consumer_heartbeat(req, m, image, now)
+    )
+    if steady is not None:  # only the member's session renewed (coordinator/modern/steady.py)
+        return _plain_body(steady[2], ctx.api_version)
+    reply = groups.call(
         req.group_id,
         lambda shard, rid, now: shard.consumer_group_heartbeat(req, m, image, rid, now),
         lambda code: Response(error_code=code),

@@ -1,8 +1,10 @@
-"""EndTxn v0-5: commit or abort the producer's transaction. Answered once the markers are in
-every partition of the transaction and its completion is durable (a client that asks again
-meanwhile gets CONCURRENT_TRANSACTIONS, then NONE). v5 is transactions version 2 (KIP-890
-part 2): the epoch is bumped at every commit or abort, and the reply names the producer id
-and epoch the producer goes on with (`coordinator/txn/epoch_bump.py`)."""
+"""EndTxn v0-5: commit or abort the producer's transaction. Answered once the markers are
+durable in every partition of the transaction; its completion (CompleteCommit/CompleteAbort,
+which a restart redoes from the prepared state) is written after, and the producer's next
+request about its transactional id waits for it (as one asking again meanwhile does: then
+NONE). v5 is transactions version 2 (KIP-890 part 2): the epoch is bumped at every commit or
+abort, and the reply names the producer id and epoch the producer goes on with
+(`coordinator/txn/epoch_bump.py`)."""
 
 from __future__ import annotations
 

@@ -17,13 +17,12 @@ and only when the full path would write nothing, set no other timer and include 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.keys import session_key
 from coordinator.modern.member import ConsumerGroupMember, MemberState
 from coordinator.modern.topics import TopicsImage
-from coordinator.result import Result, Timer
 from protocol.messages import ConsumerGroupHeartbeatRequest as Request
 
 if TYPE_CHECKING:
@@ -36,11 +35,10 @@ def steady_heartbeat(
     req: Request,
     meta: RequestMeta,
     topics: TopicsImage,
-    req_id: int,
     now: int,
-) -> Result | None:
-    """The Result of a steady-state heartbeat (the reply and the renewed session timer), or
-    None when the request may change anything and must take the full path."""
+) -> tuple[tuple, int, Any] | None:
+    """A steady-state heartbeat's session timer key, renewed deadline (set in ``state``) and
+    reply, or None when the request may change anything and must take the full path."""
     epoch = req.member_epoch
     if epoch <= 0:
         return None  # joining or leaving
@@ -68,8 +66,7 @@ def steady_heartbeat(
     key = session_key(gid, member_id)
     deadline = now + max(0, session)
     state.deadlines[key] = deadline
-    reply = group.steady_reply(member, interval)
-    return Result([], {req_id: reply}, [Timer(key, deadline)], [], [], None, None)
+    return key, deadline, group.steady_reply(member, interval)
 
 
 def _unchanged(

@@ -1,11 +1,12 @@
 """The transaction runtime over in-memory logs: decisions persist and replay, a failed write
-is not acknowledged and the partition is reloaded from its log, and requests of one
-transactional id are decided one at a time."""
+is not acknowledged and the partition is reloaded from its log, requests of one
+transactional id are decided one at a time, and EndTxn is answered before its completion."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -102,4 +103,121 @@ async def test_requests_of_one_id_wait_their_turn(tmp_path: Path) -> None:
     meta = rt.describe("b")
     assert not isinstance(meta, ErrorCode) and meta is not None
     assert meta.partitions == frozenset({("t", 0), ("__consumer_offsets", 3)})
+    await rt.close()
+
+
+class HeldLog(FailingOnce):
+    """A log whose appends, once ``hold`` is set, wait for ``release`` before they are in the
+    log at all (a crash meanwhile loses them, as an unsynced write)."""
+
+    def __init__(self, batches: list[bytes] | None = None) -> None:
+        super().__init__(batches)
+        self.hold = False
+        self.held: list[tuple[bytes, asyncio.Future]] = []
+
+    def append(self, data: Any, *, built_here: bool = False) -> asyncio.Future:
+        if not self.hold:
+            return super().append(data, built_here=built_here)
+        fut = asyncio.get_running_loop().create_future()
+        self.held.append((bytes(data), fut))
+        return fut
+
+    def release(self) -> None:
+        self.hold = False
+        for data, fut in self.held:
+            appended = super().append(data, built_here=True)
+            appended.add_done_callback(lambda f, fut=fut: fut.set_result(f.result()))
+        self.held.clear()
+
+
+class HeldLogs(Logs):
+    def open(self, path: Path, config: object) -> HeldLog:
+        old = self.logs.get(path.name)
+        self.logs[path.name] = log_ = HeldLog(old.batches if old is not None else None)
+        return log_
+
+
+class MarkerPartition:
+    """A topic partition of the data plane that records the markers written to it; the
+    transaction log is held from the first marker on (everything after the markers)."""
+
+    def __init__(self, txn_log: Any) -> None:
+        self.txn_log = txn_log
+        self.markers: list[bool] = []
+
+    def append_marker(self, pid: int, epoch: int, commit: bool, *_: Any) -> tuple[int, Any]:
+        self.markers.append(commit)
+        if self.txn_log is not None:
+            self.txn_log.hold = True
+        durable = asyncio.get_running_loop().create_future()
+        durable.set_result(None)
+        return ErrorCode.NONE, durable
+
+
+async def until(check: Callable[[], bool]) -> None:
+    for _ in range(200):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    assert check()
+
+
+def txn_runtime(tmp_path: Path, logs: Logs, part: MarkerPartition) -> TxnRuntime:
+    rt = runtime(tmp_path, logs)
+    rt.data.partition = lambda topic, index: part if (topic, index) == ("t", 0) else None
+    return rt
+
+
+async def test_end_txn_is_answered_once_its_markers_are_durable(tmp_path: Path) -> None:
+    """EndTxn's reply does not wait for CompleteCommit (a restart redoes it from the prepared
+    state); the id's next request does. Lost before it is durable, the completion is written
+    by the next start, which writes the markers again."""
+    logs = HeldLogs()
+    part = MarkerPartition(None)
+    rt = txn_runtime(tmp_path, logs, part)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("c", 60_000, -1, -1)
+    assert (await rt.add_partitions("c", 1000, 0, [("t", 0)])).error == ErrorCode.NONE
+    p = rt.partition_of("c")
+    txn_log = logs.logs[f"__transaction_state-{p}"]
+    part.txn_log = txn_log
+    reply = await asyncio.wait_for(rt.end_txn("c", 1000, 0, commit=True), 5)
+    assert reply.error == ErrorCode.NONE and part.markers == [True]
+    await until(lambda: len(txn_log.held) == 1)  # the completion: written, not durable
+    meta = rt.describe("c")
+    assert not isinstance(meta, ErrorCode) and meta is not None
+    assert meta.state == TxnState.PREPARE_COMMIT
+
+    following = asyncio.ensure_future(rt.add_partitions("c", 1000, 0, [("t", 0)]))
+    await asyncio.sleep(0.05)
+    assert not following.done()  # in the id's turn behind the completion
+    part.txn_log = None
+    txn_log.release()
+    assert (await asyncio.wait_for(following, 5)).error == ErrorCode.NONE
+    meta = rt.describe("c")
+    assert not isinstance(meta, ErrorCode) and meta is not None
+    assert meta.state == TxnState.ONGOING and meta.partitions == frozenset({("t", 0)})
+
+    # The second transaction ends, and the process dies before its completion is durable.
+    part.txn_log = txn_log
+    assert (await rt.end_txn("c", 1000, 0, commit=False)).error == ErrorCode.NONE
+    assert part.markers == [True, False]
+    await until(lambda: len(txn_log.held) == 1)
+    txn_log.held.clear()  # lost with the process
+    part.txn_log = None
+
+    again = txn_runtime(tmp_path, logs, part)
+    again.start()
+    await again.loaded.wait()
+    for _ in range(200):
+        meta = again.describe("c")
+        if not isinstance(meta, ErrorCode) and meta is not None:
+            if meta.state == TxnState.COMPLETE_ABORT:
+                break
+        await asyncio.sleep(0.01)
+    assert not isinstance(meta, ErrorCode) and meta is not None
+    assert meta.state == TxnState.COMPLETE_ABORT
+    assert part.markers == [True, False, False]  # the abort's markers again, then completed
+    await again.close()
     await rt.close()

@@ -379,7 +379,7 @@ def test_a_member_waiting_for_partitions_after_a_reload() -> None:
             r = req(m, member.member_epoch, topic_partitions=owned)
             shard.consumer_group_heartbeat(r, meta, run.h.topics, rid, run.h.now)
     c = req("c", group.members["c"].member_epoch)
-    assert steady_heartbeat(shard.state, c, meta, run.h.topics, 200, run.h.now) is None
+    assert steady_heartbeat(shard.state, c, meta, run.h.topics, run.h.now) is None
     reply = shard.consumer_group_heartbeat(c, meta, run.h.topics, 200, run.h.now).replies[200]
     assert reply.error_code == 0 and reply.assignment is not None
 
@@ -414,11 +414,11 @@ def test_an_assignor_no_longer_configured_is_refused() -> None:
     group = shard.groups["g"]
     group.metadata_version = h.topics.version  # checked against this image already
     again = req("a", r.member_epoch, server_assignor="range")
-    assert steady_heartbeat(shard.state, again, meta, h.topics, 1, h.now) is None
+    assert steady_heartbeat(shard.state, again, meta, h.topics, h.now) is None
     result = shard.consumer_group_heartbeat(again, meta, h.topics, 1, h.now)
     assert result.replies[1].error_code == E.UNSUPPORTED_ASSIGNOR
     plain = req("a", r.member_epoch)
-    assert steady_heartbeat(shard.state, plain, meta, h.topics, 2, h.now) is not None
+    assert steady_heartbeat(shard.state, plain, meta, h.topics, h.now) is not None
 
 
 def test_a_classic_member_speaking_the_consumer_protocol_takes_the_full_path() -> None:
@@ -439,6 +439,6 @@ def test_a_classic_member_speaking_the_consumer_protocol_takes_the_full_path() -
     assert member.uses_classic_protocol() and str(group.state) == "Stable"
     meta = RequestMeta(api_version=1, client_id="classic", client_host="/127.0.0.1")
     r = req(c.member_id, member.member_epoch)
-    assert steady_heartbeat(h.shard.state, r, meta, h.topics, 1, h.now) is None
+    assert steady_heartbeat(h.shard.state, r, meta, h.topics, h.now) is None
     assert h.shard.consumer_group_heartbeat(r, meta, h.topics, 1, h.now).records
     assert not h.group().members[c.member_id].uses_classic_protocol()
