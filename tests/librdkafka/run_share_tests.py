@@ -10,7 +10,7 @@ groups on and the tests run one after another against it with TEST_KAFKA_VERSION
 require a 4.2 broker). Needs git, a C/C++ compiler, make, and the OpenSSL, zlib and zstd
 headers (Debian: build-essential libssl-dev zlib1g-dev libzstd-dev: 0171 consumes every
 compression codec). Building takes a few minutes and the tests
-about fifteen, so this is not part of `make test`.
+about forty on a 2-core machine, so this is not part of `make test`.
 """
 
 from __future__ import annotations
