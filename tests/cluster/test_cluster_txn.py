@@ -30,10 +30,12 @@ def cluster(tmp_path: Path, pg_url: str):  # noqa: F811 - the fixture above
     c.stop_all()
 
 
-def txn_coordinator(cluster: Cluster, tid: str, via: int) -> int:
+def txn_coordinator(cluster: Cluster, tid: str, via: int) -> int | None:
+    """The node coordinating ``tid``, or None while none is available (falsy for wait_for: a
+    -1 was taken as an answer while the coordinator was still loading)."""
     with cluster.client(via) as c:
         resp = c.request(ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest(key=tid, key_type=1))
-    return resp.node_id if resp.error_code == 0 else -1
+    return resp.node_id if resp.error_code == 0 else None
 
 
 def test_transactions_across_nodes_and_a_coordinator_failover(cluster: Cluster) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -75,11 +76,20 @@ def engine() -> Iterator[Engine]:
         engine.stop()
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.fixture(scope="module")
 def topology(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compose]:
     reports = tmp_path_factory.mktemp("reports")
     reports.chmod(0o777)  # the report job runs as the image's uid 1000
     env = {**engine.env, "BASE_IMAGE": engine.base_image, "REPORTS_DIR": str(reports)}
+    # The spark profile publishes the Spark UI on the host: a free port, not 8080, so that
+    # another stack on this machine (a run left over, someone's own Spark) does not fail it.
+    env.setdefault("SPARK_UI_PORT", str(free_port()))
     compose = Compose(engine, f"kcoord-test-{uuid.uuid4().hex[:8]}", env)
     t0 = time.monotonic()
     try:
@@ -265,7 +275,7 @@ def test_the_spark_profile_reports_on_the_cluster_database(topology: Compose) ->
         "spark-worker-2",
     ]
     port = topology("port", "spark-master", "8080").strip()
-    assert port.endswith(":" + os.environ.get("SPARK_UI_PORT", "8080")), port
+    assert port.endswith(":" + topology.env["SPARK_UI_PORT"]), port
     events = reports / "events"
     events.mkdir(mode=0o777)
     events.chmod(0o777)
