@@ -3,7 +3,9 @@ ones (Kafka's `.txnindex`, which read_committed fetches list so clients drop the
 
 A fold over batch headers like the producer state it belongs to: a transactional data batch
 opens its producer's transaction at its base offset unless one is open; a marker (control
-batch) closes it, and an abort marker records (producer id, first offset, marker offset).
+batch) closes it, and an abort marker records (producer id, first offset, marker offset). A
+marker appended here (not replayed) keeps its transaction unstable until the high watermark
+passes it (`closing_at`), so the last stable offset never runs ahead of a durable marker.
 Persisted in the producer-state snapshot; rebuilt from the log when there is none.
 """
 
