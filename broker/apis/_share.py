@@ -11,7 +11,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.security.authorizer import Operation, ResourceType
-from broker.share.partitions import now_ms
+from broker.share.partitions import loop_now_ms
 from broker.share.runtime import ShareRuntime
 from coordinator.share.partition import AckRange
 from protocol.errors import ErrorCode
@@ -79,7 +79,7 @@ def acknowledge(
     if sp is None:
         return ErrorCode.INVALID_RECORD_STATE  # nothing was ever acquired here
     sp.config = share.partitions.config_for(group_id)  # a group config may have changed
-    result = sp.acknowledge(member_id, t.acks, now_ms() if renew else None)
+    result = sp.acknowledge(member_id, t.acks, loop_now_ms() if renew else None)
     if result.applied:
         share.partitions.wake()  # a RELEASE makes records available at once
         write = share.partitions.persist(key, sp)

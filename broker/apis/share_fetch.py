@@ -40,7 +40,7 @@ from broker.dataplane.partition import Partition
 from broker.registry import serves
 from broker.security.authorizer import Operation, ResourceType
 from broker.share.isolation import committed_only
-from broker.share.partitions import NotLedHere, now_ms
+from broker.share.partitions import NotLedHere, loop_now_ms
 from broker.share.reads import new_records, read_ranges
 from broker.share.sessions import ShareSessionError
 from protocol.api_keys import ApiKey
@@ -338,7 +338,7 @@ async def _acquire_one(
             raise _NotLed  # unloaded (and perhaps read back) meanwhile
         # No await between the bound and the acquisition: the bound is for this end offset.
         bound = max(new.bound, sp.end_offset)
-        ranges = sp.acquire(member_id, bound, records_left, now_ms())
+        ranges = sp.acquire(member_id, bound, records_left, loop_now_ms())
         if not ranges:
             return False
         share.partitions.changed(sp)

@@ -181,7 +181,7 @@ class ClusterNode:
             return
         await self._refresh_view()
         if self.data.engine is not None:
-            await leadership.refresh(self.data)
+            await self.data.refresh_catalog()
         for refresh in self.shared:
             await refresh()
         wanted = self._partitions()
@@ -304,7 +304,7 @@ class ClusterNode:
         # A balance round reads it too. It may be waiting for this resignation (a take waits
         # for the partition's unload): the caller's time limit breaks that wait.
         async with self._round:
-            await leadership.refresh(self.data)
+            await self.data.refresh_catalog()
 
     async def _hand_off(self, h: Held) -> None:
         """Flush and stop serving, then release the lease for the partition's new owner."""

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
 from broker.config import Config
-from broker.dataplane import leadership, memory, names
+from broker.dataplane import memory, names
 from broker.dataplane.catalog import (
+    CATALOG_FILE,
     Catalog,
     CatalogConflictError,
     EngineCatalog,
@@ -561,7 +562,7 @@ class TopicStore:
     async def _before_admin(self) -> None:
         """Cluster mode: see the catalog as other nodes left it before changing it."""
         if self.cluster:
-            await leadership.refresh(self)
+            await self.refresh_catalog()
 
     async def _save_catalog(self) -> None:
         try:
@@ -608,6 +609,75 @@ class TopicStore:
 
         await asyncio.get_running_loop().run_in_executor(None, remove)
 
+    # -- the shared catalog (cluster mode) -------------------------------------------------
+
+    async def refresh_catalog(self) -> None:
+        """Cluster mode: register topics created on other nodes (not led here until their
+        leases say so) and drop the ones deleted there. Every round calls it: nothing is
+        parsed unless the stored catalog changed."""
+        era = self.eras.begin()
+        # Offsets committed since the latest read that completed began are kept by a deletion
+        # this read finds (catalog_eras.py).
+        since = self.eras.seen
+        raw = await self.engine.read_meta(CATALOG_FILE)
+        catalog = self.catalog
+        if raw is None or (isinstance(catalog, EngineCatalog) and raw == catalog.stored):
+            if raw is not None:
+                self.eras.saw(era)
+            return
+        fresh = EngineCatalog.from_bytes(self.engine, raw)
+        known = self.catalog.topics
+        for name, rec in fresh.topics.items():
+            if rec.internal:
+                continue
+            mine = known.get(name)
+            if mine is not None and mine.topic_id != rec.topic_id:
+                # Deleted and created again elsewhere: the old topic's offsets, share state and
+                # share sessions go as for any deletion, and the new one starts clean.
+                await self._forget(name)
+                self._deleted_elsewhere(name, mine.topic_id, since)
+                mine = None
+            have = len(self.partitions.get(name, ()))
+            if mine is None:
+                known[name] = rec
+                self._register(rec)
+            else:
+                if rec.partitions > mine.partitions:
+                    mine.partitions = rec.partitions
+                    self._register(mine)
+                if rec.configs != mine.configs:  # altered on another node
+                    mine.configs = dict(rec.configs)
+                    self.apply_settings(name, TopicSettings.resolve(self.config, mine.configs))
+            if rec.partitions > have:
+                await self._open_partitions(name, have, rec.partitions, leading=False)
+        gone = [
+            (n, r.topic_id) for n, r in known.items() if not r.internal and n not in fresh.topics
+        ]
+        for name, topic_id in gone:
+            await self._forget(name)
+            self._deleted_elsewhere(name, topic_id, since)
+        self.catalog.producer_id_block_end = max(
+            self.catalog.producer_id_block_end, fresh.producer_id_block_end
+        )
+        if isinstance(self.catalog, EngineCatalog):
+            # What this node's next save replaces: the state it has just merged.
+            self.catalog.stored = fresh.stored
+        self.eras.saw(era)
+
+    def _deleted_elsewhere(self, name: str, topic_id: uuid.UUID, since: int) -> None:
+        for listener in self.on_topic_deleted:
+            try:
+                listener(name, 0, topic_id, since)
+            except Exception:
+                log.exception("topic deletion listener failed")
+
+    async def _forget(self, name: str) -> None:
+        self.catalog.topics.pop(name, None)
+        self.registry.remove(name)
+        self.settings.pop(name, None)
+        await self._close_partitions(name)
+        log.info("topic %s was deleted by another node", name)
+
     # -- producer ids ---------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:
@@ -617,7 +687,7 @@ class TopicStore:
             except CatalogConflictError:
                 # Another node reserved a block (or changed a topic) meanwhile: see it, retry.
                 async with self._admin:
-                    await leadership.refresh(self)
+                    await self.refresh_catalog()
         raise TopicError(ErrorCode.NOT_CONTROLLER, "the topic catalog kept changing; retry")
 
     # -- upkeep -------------------------------------------------------------------------

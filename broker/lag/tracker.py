@@ -32,6 +32,7 @@ from coordinator.group import commit_timestamp
 from coordinator.lag.burrow import BurrowSettings
 from coordinator.lag.model import LagModel, LagSettings
 from coordinator.result import RebalanceEvent
+from storage.clock import now_ms
 
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
@@ -55,10 +56,6 @@ class Rebalance:
     state: str
     reason: str
     duration_ms: int
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def settings_from(cfg: Any) -> LagSettings:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from broker.share.state_log import ShareStateLog, now_ms, update_record
+from broker.share.state_log import ShareStateLog, loop_now_ms, update_record
 from coordinator.share.partition import SharePartition, SharePartitionConfig
 
 if TYPE_CHECKING:
@@ -360,12 +360,12 @@ class SharePartitions:
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = deadline
-        delay = max(0.0, (deadline - now_ms() + 1) / 1000)
+        delay = max(0.0, (deadline - loop_now_ms() + 1) / 1000)
         self._timer = loop.call_later(delay, self._expire)
 
     def _expire(self) -> None:
         self._timer, self._timer_at = None, None
-        now = now_ms()
+        now = loop_now_ms()
         released = 0
         earliest: int | None = None
         for key, sp in self.partitions.items():

@@ -13,7 +13,7 @@ from typing import Any
 from broker.config import Config
 from broker.ownership import LogOpener
 from broker.share.group_configs import GroupConfigs
-from broker.share.partitions import SharePartitions, ShareSettings, now_ms
+from broker.share.partitions import SharePartitions, ShareSettings, loop_now_ms
 from broker.share.persister import SharePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import ShareStateLog, leased_state_log_name
@@ -152,7 +152,7 @@ class ShareRuntime:
         ]
 
     async def snapshot_cold(self) -> None:
-        writes = self.partitions.snapshot_cold(now_ms(), self.cold_snapshot_interval_ms)
+        writes = self.partitions.snapshot_cold(loop_now_ms(), self.cold_snapshot_interval_ms)
         if writes:
             await asyncio.gather(*writes)
 

@@ -105,8 +105,9 @@ def update_record(key: Key, update: StateUpdate, snapshot_epoch: int) -> bytes:
     return kv_record_tail(*sr.encode_record(k, v))
 
 
-def now_ms() -> int:
-    """Share groups' clock: the event loop's (monotonic), in ms."""
+def loop_now_ms() -> int:
+    """Share groups' clock: the event loop's (monotonic, not the wall clock of
+    storage.clock.now_ms), in ms."""
     return int(asyncio.get_running_loop().time() * 1000)
 
 
@@ -140,7 +141,7 @@ class ShareFold:
         self.name = name
         # A replayed snapshot's age is unknown: counted from the load, so it is rewritten one
         # cold-snapshot interval on.
-        self.loaded_at = now_ms()
+        self.loaded_at = loop_now_ms()
 
     def replay(self, header: BatchHeader, records: list[RecordTuple]) -> None:
         if header.is_control:
@@ -360,7 +361,7 @@ class ShareStateLog:
         fut = self.runtime.append(
             p, build_tail_batch([snapshot_record(key, state, snapshot_epoch)])
         )
-        written_at = now_ms()
+        written_at = loop_now_ms()
 
         def durable(f: asyncio.Future) -> None:
             if f.cancelled() or f.exception() is not None:
