@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
 
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
@@ -63,7 +62,7 @@ def acknowledge(
     group_id: str,
     member_id: str,
     t: Target,
-    writes: list[Awaitable[Any]],
+    writes: list[Awaitable[object]],
     *,
     renew: bool = False,
 ) -> ErrorCode:
@@ -88,7 +87,7 @@ def acknowledge(
     return result.error
 
 
-async def durable(writes: list[Awaitable[Any]]) -> bool:
+async def durable(writes: list[Awaitable[object]]) -> bool:
     """Wait for the state writes; False if one failed."""
     ok = True
     for w in writes:

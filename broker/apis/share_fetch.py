@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
@@ -102,7 +102,7 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
     except ShareSessionError as e:
         return _error(e.code, str(e))
 
-    writes: list[Awaitable[Any]] = []
+    writes: list[Awaitable[object]] = []
     renew = may_renew(ctx, share, group_id, req.is_renew_ack)
     for target in named.values():
         target.ack_error = acknowledge(share, group_id, member_id, target, writes, renew=renew)
@@ -117,7 +117,7 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
     return _fetch(ctx, req, targets, writes, full=step.full)
 
 
-async def _acked(writes: list[Awaitable[Any]], resp: ShareFetchResponse) -> ShareFetchResponse:
+async def _acked(writes: list[Awaitable[object]], resp: ShareFetchResponse) -> ShareFetchResponse:
     _ack_failures(await durable(writes), resp)
     return resp
 
@@ -136,7 +136,7 @@ async def _fetch(
     ctx: RequestContext,
     req: ShareFetchRequest,
     targets: list[Target],
-    writes: list[Awaitable[Any]],
+    writes: list[Awaitable[object]],
     *,
     full: bool,
 ) -> ShareFetchResponse:

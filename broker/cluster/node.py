@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.partition_runtime import PartitionRuntime
     from broker.share.runtime import ShareRuntime
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -51,7 +52,7 @@ STOP_STEP_S = 5.0  # how long a graceful stop waits for the handoff, and for der
 class ClusterNode:
     def __init__(
         self,
-        db: Any,
+        db: PgStore,
         view: ClusterView,
         runtimes: Sequence[PartitionRuntime[Any]],
         data: TopicStore,

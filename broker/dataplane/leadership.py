@@ -28,6 +28,7 @@ async def lead(store: TopicStore, topic: str, index: int, epoch: int) -> bool:
     parts = store.partitions.get(topic)
     if parts is None or not 0 <= index < len(parts):
         return False
+    assert store.engine is not None, "leases are the PostgreSQL engine's"
     new = await Partition.open_on(store.engine, topic, index, store.settings[topic], epoch=epoch)
     new.on_grown = store.maintenance.schedule_check
     if store.on_log_failed is not None:

@@ -17,7 +17,7 @@ import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
 
 from broker.config import Config
 from broker.dataplane import memory, names
@@ -40,6 +40,9 @@ from storage import clock
 from storage.durability import ALWAYS, Durability
 from storage.log import parse_partition_dir
 from storage.partitionlog import TopicLog
+
+if TYPE_CHECKING:
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.data")
 
@@ -67,15 +70,16 @@ def _completes(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     @functools.wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> T:
         store = args[0]
+        assert isinstance(store, TopicStore)  # it decorates the store's admin methods
         task = asyncio.ensure_future(fn(*args, **kwargs))
-        store._admin_tasks.add(task)  # type: ignore[attr-defined]
+        store._admin_tasks.add(task)
         task.add_done_callback(_settled_admin_task(store))
         return await asyncio.shield(task)
 
     return run
 
 
-def _settled_admin_task(store: Any) -> Callable[[asyncio.Future], None]:
+def _settled_admin_task(store: TopicStore) -> Callable[[asyncio.Future], None]:
     def done(task: asyncio.Future) -> None:
         store._admin_tasks.discard(task)
         if not task.cancelled():
@@ -92,7 +96,7 @@ class TopicStore:
         catalog: Catalog,
         *,
         now_ms: Callable[[], int] = clock.now_ms,
-        engine: Any = None,
+        engine: PgStore | None = None,
         cluster: bool = False,
     ) -> None:
         self.data_dir = data_dir
@@ -142,7 +146,7 @@ class TopicStore:
         config: Config,
         *,
         now_ms: Callable[[], int] = clock.now_ms,
-        engine: Any = None,
+        engine: PgStore | None = None,
         cluster: bool = False,
     ) -> TopicStore:
         """``engine``: a storage engine (``storage.postgres.store.PgStore``) that keeps the
@@ -166,19 +170,21 @@ class TopicStore:
     async def _load_from_engine(self) -> None:
         """The catalog's topics, opened from the engine; partitions it has rows for that the
         catalog does not list are what an interrupted delete or partition increase left."""
+        engine = self.engine
+        assert engine is not None, "only a store on an engine loads from it"
         offsets = self.catalog.topics.get(names.OFFSETS_TOPIC)
         if offsets is not None and self._fix_internal(
             offsets, self.config.get("offsets.topic.num.partitions")
         ):
             await self.catalog.save()
-        for name, count in (await self.engine.topics()).items():
+        for name, count in (await engine.topics()).items():
             rec = self.catalog.topics.get(name)
             if names.invalid_reason(name) is not None or names.is_internal(name):
                 continue  # not a topic's (kcoord's own logs), or its owner decides
             keep = 0 if rec is None else rec.partitions
             if count > keep:
                 log.warning("removing %s-%d..%d: not in the topic catalog", name, keep, count - 1)
-                await self.engine.drop_partitions(name, list(range(keep, count)))
+                await engine.drop_partitions(name, list(range(keep, count)))
         await self._open_catalog_topics()
 
     async def _load(self) -> None:
@@ -619,13 +625,15 @@ class TopicStore:
         # Offsets committed since the latest read that completed began are kept by a deletion
         # this read finds (catalog_eras.py).
         since = self.eras.seen
-        raw = await self.engine.read_meta(CATALOG_FILE)
+        engine = self.engine
+        assert engine is not None, "the shared catalog is the PostgreSQL engine's"
+        raw = await engine.read_meta(CATALOG_FILE)
         catalog = self.catalog
         if raw is None or (isinstance(catalog, EngineCatalog) and raw == catalog.stored):
             if raw is not None:
                 self.eras.saw(era)
             return
-        fresh = EngineCatalog.from_bytes(self.engine, raw)
+        fresh = EngineCatalog.from_bytes(engine, raw)
         known = self.catalog.topics
         for name, rec in fresh.topics.items():
             if rec.internal:
