@@ -256,7 +256,7 @@ class Broker:
         )
         self.metrics.collect_from(state)
         if engine is not None:  # partitions led elsewhere are sampled through their leaders
-            lag.remote = RemoteLogs(state, self._peers)
+            lag.remote = RemoteLogs(state.cluster, self._peers)
         return state
 
     async def _start_runtimes(self, state: BrokerState, engine: PgStore | None) -> None:

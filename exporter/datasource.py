@@ -59,6 +59,7 @@ from pyspark.sql.datasource import (
 )
 
 from exporter.pgread import is_storage_url
+from exporter.worker import worker_setup
 from protocol.internal_topics import OFFSETS_TOPIC
 
 _LEVELS = ("records", "segments", "transactions")
@@ -99,25 +100,6 @@ def _file_size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def worker_setup() -> None:
-    """Once per Python worker process: move the objects alive now (the imported modules of
-    pyspark, pyarrow, pandas, numpy, ...) to the collector's permanent generation.
-
-    Spark's daemon calls ``gc.collect()`` after every task a reused worker runs; over the
-    ~75,000 objects those imports leave that is ~30 ms per task, more than decoding a small
-    segment takes (a read of 50 segments paid ~1.5 CPU-s for it). Frozen objects are skipped
-    by later collections; garbage made by tasks is still collected."""
-    import gc
-
-    if gc.get_freeze_count() == 0:
-        # The decoder's modules (numba and LLVM bindings among them) first, so they are frozen.
-        import exporter.logread  # noqa: F401
-        import exporter.topic_partitions  # noqa: F401
-
-        gc.collect()
-        gc.freeze()
 
 
 def register(spark: Any) -> None:
@@ -455,6 +437,7 @@ class KcoordReader(DataSourceReader):
     def read(self, partition: SegmentGroup) -> Iterator[Any]:
         import pyarrow as pa
 
+        from exporter import topic_partitions  # noqa: F401 - frozen by worker_setup
         from exporter.logread import (
             OFFSETS_TOPIC,
             SEGMENT_SCHEMA,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.context import RequestContext
@@ -53,7 +52,9 @@ def _partition(ctx: RequestContext, name: str, index: int, summary: Summary):
 
 
 def _unanswered(
-    t: Any, code: int = ErrorCode.NONE, message: str | None = None
+    t: DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic,
+    code: int = ErrorCode.NONE,
+    message: str | None = None,
 ) -> Resp.DescribeShareGroupOffsetsResponseTopic:
     return Resp.DescribeShareGroupOffsetsResponseTopic(
         topic_name=t.topic_name,

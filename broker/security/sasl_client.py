@@ -10,11 +10,14 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.security.scram import MECHANISMS, salted_password
 from protocol.api_keys import ApiKey
 from protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
+
+if TYPE_CHECKING:
+    from protocol.client import AsyncConnection, Client
 
 
 class AuthenticationError(Exception):
@@ -27,8 +30,8 @@ def jaas_credentials(jaas: str) -> tuple[str | None, str | None]:
     return (user.group(1) if user else None, password.group(1) if password else None)
 
 
-def sasl_login(mechanism: str, user: str, password: str) -> Callable[[Any], None]:
-    def authenticate(client: Any) -> None:
+def sasl_login(mechanism: str, user: str, password: str) -> Callable[[Client], None]:
+    def authenticate(client: Client) -> None:
         r = client.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism))
         if r.error_code:
             raise AuthenticationError(f"{mechanism} is not enabled: {r.mechanisms}")
@@ -48,7 +51,9 @@ def sasl_login(mechanism: str, user: str, password: str) -> Callable[[Any], None
     return authenticate
 
 
-async def authenticate_async(conn: Any, mechanism: str, user: str, password: str) -> None:
+async def authenticate_async(
+    conn: AsyncConnection, mechanism: str, user: str, password: str
+) -> None:
     """The same exchange over an asyncio connection (``protocol.client.AsyncConnection``)."""
     r = await conn.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism))
     if r.error_code:
