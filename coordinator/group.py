@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from protocol.coordinator_records import OffsetCommitValue
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeGroupsResponse, ListGroupsResponse

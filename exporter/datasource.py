@@ -114,7 +114,7 @@ def worker_setup() -> None:
     if gc.get_freeze_count() == 0:
         # The decoder's modules (numba and LLVM bindings among them) first, so they are frozen.
         import exporter.logread  # noqa: F401
-        import exporter.topics  # noqa: F401
+        import exporter.topic_partitions  # noqa: F401
 
         gc.collect()
         gc.freeze()
@@ -343,7 +343,7 @@ class KcoordReader(DataSourceReader):
         if not self.groups:
             return None if self.groups is None else set()
         from coordinator.partitioning import partition_for
-        from exporter.topics import offsets_partition_count
+        from exporter.topic_partitions import offsets_partition_count
 
         if is_storage_url(self.data_dir):
             from exporter import pgread
@@ -548,7 +548,7 @@ class KcoordTopicsDataSource(DataSource):
         return level
 
     def schema(self) -> str:
-        from exporter.topics import BATCH_DDL, PARTITION_DDL, RECORD_TS_DDL
+        from exporter.topic_partitions import BATCH_DDL, PARTITION_DDL, RECORD_TS_DDL
 
         return {"partitions": PARTITION_DDL, "batches": BATCH_DDL, "records": RECORD_TS_DDL}[
             self._level()
@@ -598,7 +598,7 @@ class KcoordTopicsReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         from exporter.logread import list_segments
-        from exporter.topics import topic_partitions
+        from exporter.topic_partitions import topic_partitions
 
         items: list[TopicPartitionInput] = []
         sizes: list[int] = []
@@ -631,7 +631,7 @@ class KcoordTopicsReader(DataSourceReader):
     def read(self, partition: TopicPartitionGroup) -> Iterator[Any]:
         import pyarrow as pa
 
-        from exporter import topics as T
+        from exporter import topic_partitions as T
 
         worker_setup()
         items = partition.items
@@ -680,7 +680,7 @@ def _record_timestamps(
     import pyarrow as pa
 
     from exporter.logread import batch_headers
-    from exporter.topics import RECORD_TS_SCHEMA
+    from exporter.topic_partitions import RECORD_TS_SCHEMA
     from protocol.records import RecordError, decode_record_tuples
 
     lo, hi = offsets.bounds()

@@ -10,7 +10,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share.partitions import now_ms
 from broker.share.runtime import ShareRuntime
 from coordinator.share.partition import AckRange

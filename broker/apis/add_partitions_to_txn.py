@@ -16,7 +16,7 @@ from collections.abc import Awaitable
 from broker.apis._txn import fenced_for
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.txn.coordinator import Reply
 from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC

@@ -31,7 +31,7 @@ from broker.dataplane.partition import Partition
 from broker.dataplane.topicconfig import TopicSettings
 from broker.dataplane.validation import Refusal, validate
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.tasks import BackgroundTasks
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode

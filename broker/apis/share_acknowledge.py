@@ -17,7 +17,7 @@ from broker.apis._consumer_groups import share_groups_enabled
 from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share.sessions import ShareSessionError
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode

@@ -38,7 +38,7 @@ from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_ren
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share.isolation import committed_only
 from broker.share.partitions import NotLedHere, now_ms
 from broker.share.reads import new_records, read_ranges

@@ -11,7 +11,7 @@ from broker.apis._groups import describe_groups
 from broker.apis.streams_group_heartbeat import UNSUPPORTED, streams_groups_enabled
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import StreamsGroupDescribeRequest, StreamsGroupDescribeResponse

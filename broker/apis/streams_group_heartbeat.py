@@ -14,7 +14,7 @@ from broker.apis._groups import meta, when_ready
 from broker.context import RequestContext
 from broker.dataplane import names
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.streams.configure import MISSING_INTERNAL_TOPICS
 from coordinator.streams.heartbeat import Outcome
 from protocol.api_keys import ApiKey

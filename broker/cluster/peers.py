@@ -11,7 +11,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.security.client import authenticate_async
+from broker.security.sasl_client import authenticate_async
 from protocol.client import AsyncConnection
 
 log = logging.getLogger("kcoord.cluster")

@@ -33,7 +33,7 @@ from broker.dataplane.maintenance import Maintenance
 from broker.dataplane.partition import Partition
 from broker.dataplane.producers import ProducerStateTable
 from broker.dataplane.topicconfig import TopicSettings
-from broker.topics import Topic, TopicRegistry
+from broker.topic_registry import Topic, TopicRegistry
 from protocol.errors import ErrorCode
 from storage import clock
 from storage.durability import ALWAYS, Durability

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
     from broker.share.runtime import ShareRuntime
-    from broker.topics import TopicRegistry
+    from broker.topic_registry import TopicRegistry
 
 log = logging.getLogger("kcoord.lag")
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
+from broker.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from broker.security.session import ANONYMOUS
 from broker.security.tls import principal_of
 

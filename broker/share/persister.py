@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from broker.cluster.peers import PeerClients
     from broker.cluster.view import ClusterView
     from broker.share.partitions import SharePartitions
-    from broker.topics import TopicRegistry
+    from broker.topic_registry import TopicRegistry
 
 log = logging.getLogger("kcoord.share")
 

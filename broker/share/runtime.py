@@ -17,7 +17,7 @@ from broker.share.partitions import SharePartitions, ShareSettings, now_ms
 from broker.share.persister import SharePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import ShareStateLog, leased_state_log_name
-from broker.topics import TopicRegistry
+from broker.topic_registry import TopicRegistry
 from coordinator.share.events import ShareMemberGone
 from storage.logconfig import LogConfig
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from broker.security.acls import ResourceType
+from broker.security.authorizer import ResourceType
 from broker.security.metrics_access import MetricsAccess, Refusal
 from broker.security.session import ANONYMOUS
 from broker.web import views

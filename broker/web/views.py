@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.classic.consumer_protocol import parse_assignment
 from coordinator.lag.burrow import STATUS_NAMES
 from coordinator.lag.model import GroupLag, PartitionLag
