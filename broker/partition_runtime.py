@@ -374,7 +374,9 @@ class PartitionRuntime(Generic[S]):
         """Append one batch the coordinator built (its change is in p's state already); the
         future completes once it is durable. It is the future of the whole flush the batch
         joined, so ``replies`` (anything but None) wait in one list per flush, handed to
-        `Coordinator.release` when it completes: one callback per flush, not per write."""
+        `Coordinator.release` when it completes: one callback per flush, not per write. Never
+        await it from a task that may be cancelled (cancelling it fails the whole flush): the
+        replies are how a write is answered; `append` is for awaiting."""
         plog = self.logs[p]
         if plog is None:
             return _failed(LogFailedError(f"{self.label(p)} is not served here"))
@@ -405,7 +407,9 @@ class PartitionRuntime(Generic[S]):
             fut = _failed(e)
         self.tails[p] = fut
         fut.add_done_callback(lambda f: self._flushed(p, plog, None, f))
-        return fut
+        # A caller awaits it from a request's task, which is cancelled when the client goes
+        # away; cancelling the log's own future would read as a failed write (a reload).
+        return asyncio.shield(fut)
 
     def _flushed(
         self, p: int, plog: PartitionLog, waiting: list[object] | None, fut: Write

@@ -483,7 +483,6 @@ class TxnRuntime:
         if coord is None:
             return self._unavailable(p)
         turn = await self._acquire(tid)
-        held = True
         try:
             fresh: int | None = None
             while True:
@@ -491,14 +490,27 @@ class TxnRuntime:
                 if not isinstance(outcome, NeedProducerId):
                     break
                 fresh = await self.data.allocate_producer_id()
-            reply, rest = await self._run(p, outcome)
-            if rest is not None:
-                held = False
-                rest.add_done_callback(lambda _: self._release(tid, turn))
-            return reply
-        finally:
-            if held:
+        except BaseException:
+            self._release(tid, turn)
+            raise
+        if isinstance(outcome, Reply):
+            self._release(tid, turn)
+            return outcome
+        # Carried out to its end in a task of its own, holding the id's turn, even if the
+        # request's task is cancelled (its client went away): markers stopped half-way would
+        # leave a prepared transaction that nothing completes until the partition reloads.
+        job = self.runtime.spawn(self._run(p, outcome))
+
+        def done(j: asyncio.Task) -> None:
+            rest = None if j.cancelled() or j.exception() is not None else j.result()[1]
+            if rest is None:
                 self._release(tid, turn)
+            else:
+                rest.add_done_callback(lambda _: self._release(tid, turn))
+
+        job.add_done_callback(done)
+        reply, _ = await asyncio.shield(job)
+        return reply
 
     async def _acquire(self, tid: str) -> _Turn:
         turn = self._turns.get(tid)

@@ -126,7 +126,7 @@ class HeldLog(FailingOnce):
         self.hold = False
         for data, fut in self.held:
             appended = super().append(data, built_here=True)
-            appended.add_done_callback(lambda f, fut=fut: fut.set_result(f.result()))
+            appended.add_done_callback(lambda f, fut=fut: fut.done() or fut.set_result(f.result()))
         self.held.clear()
 
 
@@ -204,8 +204,14 @@ async def test_end_txn_is_answered_once_its_markers_are_durable(tmp_path: Path) 
     assert (await rt.end_txn("c", 1000, 0, commit=False)).error == ErrorCode.NONE
     assert part.markers == [True, False]
     await until(lambda: len(txn_log.held) == 1)
-    txn_log.held.clear()  # lost with the process
+    lost = [fut for _, fut in txn_log.held]
+    txn_log.held.clear()
     part.txn_log = None
+    closing = asyncio.ensure_future(rt.close())  # the process ends, its write lost with it
+    await asyncio.sleep(0)
+    for fut in lost:
+        fut.set_exception(LogFailedError("lost with the process"))
+    await asyncio.wait_for(closing, 5)
 
     again = txn_runtime(tmp_path, logs, part)
     again.start()
@@ -220,4 +226,67 @@ async def test_end_txn_is_answered_once_its_markers_are_durable(tmp_path: Path) 
     assert meta.state == TxnState.COMPLETE_ABORT
     assert part.markers == [True, False, False]  # the abort's markers again, then completed
     await again.close()
+
+
+async def test_an_end_txn_whose_client_goes_away_is_carried_out(tmp_path: Path) -> None:
+    """A client that disconnects while its EndTxn is being written cancels the request's
+    task. Cancelled with it, the PrepareCommit write was taken for a failed write (the
+    partition reloaded) and the markers were never written: a prepared transaction nobody
+    completes, its partitions' last stable offset stuck until a reload."""
+    logs = HeldLogs()
+    part = MarkerPartition(None)
+    rt = txn_runtime(tmp_path, logs, part)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("d", 60_000, -1, -1)
+    assert (await rt.add_partitions("d", 1000, 0, [("t", 0)])).error == ErrorCode.NONE
+    p = rt.partition_of("d")
+    txn_log = logs.logs[f"__transaction_state-{p}"]
+    txn_log.hold = True
+    request = asyncio.ensure_future(rt.end_txn("d", 1000, 0, commit=True))
+    await until(lambda: len(txn_log.held) == 1)  # PrepareCommit: written, not durable
+    request.cancel()  # the client went away
+    await asyncio.sleep(0)
+    txn_log.release()
+    await until(lambda: part.markers == [True])
+    assert rt.logs[p] is txn_log, "the partition was reloaded"
+
+    def completed() -> bool:
+        meta = rt.describe("d")
+        return (
+            not isinstance(meta, ErrorCode)
+            and meta is not None
+            and (meta.state == TxnState.COMPLETE_COMMIT)
+        )
+
+    await until(completed)
+    # The id's turn is free again: its next transaction starts at once.
+    nxt = await asyncio.wait_for(rt.add_partitions("d", 1000, 0, [("t", 0)]), 5)
+    assert nxt.error == ErrorCode.NONE
+    await rt.close()
+
+
+async def test_a_cancelled_wait_for_a_write_is_not_a_failed_write(tmp_path: Path) -> None:
+    """Who awaits an append and is cancelled (its client went away) does not cancel the
+    write: the runtime neither reloads the partition nor loses the record."""
+    logs = HeldLogs()
+    rt = runtime(tmp_path, logs)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("e", 60_000, -1, -1)
+    p = rt.partition_of("e")
+    txn_log = logs.logs[f"__transaction_state-{p}"]
+    txn_log.hold = True
+    request = asyncio.ensure_future(rt.add_partitions("e", 1000, 0, [("t", 0)]))
+    await until(lambda: len(txn_log.held) == 1)
+    request.cancel()
+    await asyncio.sleep(0)
+    txn_log.release()
+
+    def added() -> bool:
+        meta = rt.describe("e")
+        return not isinstance(meta, ErrorCode) and meta is not None and bool(meta.partitions)
+
+    await until(added)
+    assert rt.logs[p] is txn_log, "the partition was reloaded"
     await rt.close()
