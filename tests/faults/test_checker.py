@@ -32,6 +32,17 @@ def test_a_late_commit_of_unknown_outcome_is_counted_not_reported() -> None:
     assert C.lost_commits(ops, {"g": {"t/0": 5}}) == ([], 1)
 
 
+def test_a_late_copy_of_a_commit_the_client_sent_again_is_counted_not_reported() -> None:
+    """librdkafka resends a request unanswered within its socket timeout (5 s in the workers):
+    a commit acknowledged later than that had a second copy, which may be applied after newer
+    commits. A quick acknowledgement had none: the same history with it is an anomaly."""
+    slow = commit("g", 5, 1, 7, w="consumer")  # answered 6 s after it was sent
+    ops = [slow, commit("g", 9, 8, 8.1, w="consumer"), fetch("g", 1, 5, 9, 9.1)]
+    assert C.offsets_backwards(ops) == ([], 1)
+    ops[0] = commit("g", 5, 1, 1.2, w="consumer")
+    assert len(C.offsets_backwards(ops)[0]) == 1
+
+
 def test_two_nodes_answering_as_coordinator_in_turn_are_found() -> None:
     ops = [fetch("g", 1, 0, 0.0, 0.1), fetch("g", 2, 0, 0.2, 0.3), fetch("g", 1, 0, 0.4, 0.5)]
     found, changes = C.coordinator_overlap(ops, window_s=3.0)
