@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.kcoord-installed
 LISTEN   ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test test-librdkafka lint format bench bench-compare bench-compare-quick bench-share faults soak clean venv schema-check
+.PHONY: run test test-librdkafka lint classes format bench bench-compare bench-compare-quick bench-share faults soak clean venv schema-check
 
 venv: $(STAMP)
 
@@ -32,6 +32,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(PY) -m protocol.schema.gen_classes --check
+
+# The message classes (protocol/*_classes.py) written again from the declarations.
+classes: $(STAMP)
+	$(PY) -m protocol.schema.gen_classes
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

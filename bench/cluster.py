@@ -73,7 +73,7 @@ class Node:
         data.mkdir(parents=True, exist_ok=True)
         self.log_path = base / f"node{node_id}.log"
         log = open(self.log_path, "w")  # noqa: SIM115 - lives with the process
-        args = [sys.executable, "-m", "broker.cli", "serve", "--listen", f"127.0.0.1:{port}"]
+        args = [sys.executable, "-m", "kcoord_admin", "serve", "--listen", f"127.0.0.1:{port}"]
         args += ["--data-dir", str(data), "--storage", url]
         for s in (
             f"node.id={node_id}",

@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.pgserver import storage_url  # noqa: E402
-from broker.security.client import authenticate_async  # noqa: E402
+from broker.security.sasl_client import authenticate_async  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.client import AsyncConnection, encode_request  # noqa: E402
 from protocol.client import decode_response as _decode_response  # noqa: E402
@@ -590,7 +590,7 @@ def start_broker(
     args = [sys.executable]
     if profile:
         args += ["-m", "cProfile", "-o", profile]
-    args += ["-m", "broker.cli", "serve", "--listen", "127.0.0.1:0"]
+    args += ["-m", "kcoord_admin", "serve", "--listen", "127.0.0.1:0"]
     args += ["--data-dir", str(data_dir)]
     for s in settings:
         args += ["--set", s]

@@ -32,7 +32,7 @@ from coordinator.config import GroupConfig  # noqa: E402
 from coordinator.modern.group import ConsumerGroup  # noqa: E402
 from coordinator.modern.member import ConsumerGroupMember  # noqa: E402
 from coordinator.modern.target import build_target  # noqa: E402
-from coordinator.modern.topics import TopicMeta, TopicsImage  # noqa: E402
+from coordinator.modern.topics_image import TopicMeta, TopicsImage  # noqa: E402
 from coordinator.shard import RequestMeta, Shard  # noqa: E402
 from protocol.messages import ConsumerGroupHeartbeatRequest as Req  # noqa: E402
 

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coordinator.config import GroupConfig  # noqa: E402
-from coordinator.modern.topics import TopicMeta, TopicsImage  # noqa: E402
+from coordinator.modern.topics_image import TopicMeta, TopicsImage  # noqa: E402
 from coordinator.shard import RequestMeta, Shard  # noqa: E402
 from coordinator.streams.assignor import MemberSpec, SubtopologySpec, assign  # noqa: E402
 from protocol.messages import StreamsGroupHeartbeatRequest as Req  # noqa: E402

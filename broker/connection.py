@@ -16,23 +16,23 @@ import inspect
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import cast
 
 from broker.apis.api_versions import API_VERSIONS, unsupported_version_response
 from broker.config import listener_setting
 from broker.context import RequestContext
 from broker.error_responses import error_response
 from broker.listeners import Listener
-from broker.registry import APIS
+from broker.registry import APIS, Api
 from broker.security.session import SecuritySession
 from broker.security.tls import principal_of
 from broker.state import BrokerState
 from protocol.codec import MessageBase
 from protocol.encoded import Encoded
 from protocol.headers import decode_request_header, response_frame_start, response_header_version
-from protocol.messages import REQUESTS, RESPONSES
+from protocol.messages import REQUESTS, RESPONSES, RequestHeader, SaslAuthenticateResponse
 from protocol.types import DecodeError
 
 log = logging.getLogger("kcoord.connection")
@@ -48,6 +48,11 @@ DECODE_OFF_LOOP = 256 << 10
 _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-decode")
 
 
+# A handler's reply: a response (or a body encoded once for many replies), or None when the
+# request owes none (Produce with acks=0).
+Reply = MessageBase | None
+
+
 class _Pending:
     __slots__ = ("correlation_id", "api_key", "version", "response", "done", "started", "ctx")
 
@@ -55,11 +60,11 @@ class _Pending:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
-        self.response: Any = None
+        self.response: bytearray | asyncio.Future[MessageBase | None] | None = None
         self.done = False
         self.started = 0.0  # perf_counter() at dispatch, for the request metrics
         # An awaited reply's request: answered with its API's error response if it fails.
-        self.ctx: tuple[RequestContext, Any] | None = None
+        self.ctx: tuple[RequestContext, MessageBase] | None = None
 
 
 class Connection(asyncio.Protocol):
@@ -256,7 +261,7 @@ class Connection(asyncio.Protocol):
             return
         self.dispatch(header, api, request)
 
-    def _decode_off_loop(self, header: Any, api: Any, frame: bytes, pos: int) -> None:
+    def _decode_off_loop(self, header: RequestHeader, api: Api, frame: bytes, pos: int) -> None:
         """Decode a large frame in a worker thread: a few MB of tiny array elements take
         seconds of Python, and the loop must keep serving other clients meanwhile (the GIL
         is handed back and forth). This connection handles nothing else until the request is
@@ -281,7 +286,7 @@ class Connection(asyncio.Protocol):
         fut.add_done_callback(decoded)
         self._update_reading()
 
-    def dispatch(self, header: Any, api: Any, request: Any) -> None:
+    def dispatch(self, header: RequestHeader, api: Api, request: MessageBase) -> None:
         key, version = header.request_api_key, header.request_api_version
         ctx = RequestContext(
             self.broker,
@@ -312,7 +317,9 @@ class Connection(asyncio.Protocol):
         if self.security.close_after_reply:
             self._close_after_replies()
 
-    def _failed(self, ctx: RequestContext, request: Any, exc: BaseException) -> Any:
+    def _failed(
+        self, ctx: RequestContext, request: MessageBase, exc: BaseException
+    ) -> MessageBase | None:
         """A handler raised: log it with the request's API, version and client id, count it,
         and return the API's error response (UNKNOWN_SERVER_ERROR), so that this one request
         fails and the connection carries on, as Kafka's request handler does. None when the
@@ -354,7 +361,7 @@ class Connection(asyncio.Protocol):
         from protocol.messages import SaslAuthenticateRequest
 
         ctx = RequestContext(self.broker, 36, 0, -1, None, self.host, self.listener, self.security)
-        resp: Any = authenticate(ctx, SaslAuthenticateRequest(auth_bytes=token))
+        resp = authenticate(ctx, SaslAuthenticateRequest(auth_bytes=token))
         if inspect.isawaitable(resp):  # OAUTHBEARER fetching keys first
             fut = asyncio.ensure_future(resp)
             fut.add_done_callback(self._raw_sasl_done)
@@ -365,7 +372,7 @@ class Connection(asyncio.Protocol):
         if not fut.cancelled():
             self._raw_sasl_reply(fut.result())
 
-    def _raw_sasl_reply(self, resp: Any) -> None:
+    def _raw_sasl_reply(self, resp: SaslAuthenticateResponse) -> None:
         if self.closed:
             return
         if resp.error_code:
@@ -396,24 +403,23 @@ class Connection(asyncio.Protocol):
         correlation_id: int,
         key: int,
         version: int,
-        result: Any,
+        result: Reply | Awaitable[Reply],
         awaitable: bool | None = None,
         started: float | None = None,
-        origin: tuple[RequestContext, Any] | None = None,
+        origin: tuple[RequestContext, MessageBase] | None = None,
     ) -> None:
         """``origin``: the request's context and body, for an error response if its reply
         fails (an awaited one raises, or a reply cannot be encoded)."""
         if awaitable is None:
             awaitable = inspect.isawaitable(result)
         if not awaitable and not self.pending:
-            self.write_response(correlation_id, key, version, result, origin)
+            self.write_response(correlation_id, key, version, cast(Reply, result), origin)
             return
         entry = _Pending(correlation_id, key, version)
         self.pending.append(entry)
         if awaitable:
-            fut: asyncio.Future = (
-                result if asyncio.isfuture(result) else asyncio.ensure_future(result)
-            )
+            waited = cast(Awaitable[Reply], result)
+            fut = waited if asyncio.isfuture(waited) else asyncio.ensure_future(waited)
             entry.response = fut
             entry.ctx = origin
             if started is not None:
@@ -422,12 +428,15 @@ class Connection(asyncio.Protocol):
             # second callback for the metrics would cost another wake-up per request).
             fut.add_done_callback(functools.partial(self._completed, entry))
         else:
-            self._park(entry, result, origin)
+            self._park(entry, cast(Reply, result), origin)
             self._flush()
         self._update_reading()
 
     def _park(
-        self, entry: _Pending, response: Any, origin: tuple[RequestContext, Any] | None = None
+        self,
+        entry: _Pending,
+        response: Reply,
+        origin: tuple[RequestContext, MessageBase] | None = None,
     ) -> None:
         """A reply that must wait for earlier ones is encoded now, so that its bytes count
         towards the connection's bound (a long poll can hold back many large replies)."""
@@ -465,7 +474,7 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         while self.pending and self.pending[0].done:
-            out = self.pending.popleft().response
+            out = cast(bytearray | None, self.pending.popleft().response)  # done: encoded
             if out is not None:
                 self._parked_bytes -= len(out)
                 self._enqueue(out)
@@ -491,8 +500,8 @@ class Connection(asyncio.Protocol):
         correlation_id: int,
         key: int,
         version: int,
-        response: Any,
-        origin: tuple[RequestContext, Any] | None = None,
+        response: Reply,
+        origin: tuple[RequestContext, MessageBase] | None = None,
     ) -> None:
         out = self._encode(correlation_id, key, version, response, origin)
         if out is not None:
@@ -503,8 +512,8 @@ class Connection(asyncio.Protocol):
         correlation_id: int,
         key: int,
         version: int,
-        response: Any,
-        origin: tuple[RequestContext, Any] | None = None,
+        response: Reply,
+        origin: tuple[RequestContext, MessageBase] | None = None,
     ) -> bytearray | None:
         if response is None or self.closed or self.transport is None:
             return None  # e.g. Produce with acks=0 owes no reply

@@ -29,7 +29,7 @@ class RequestContext:
     def authorized_operations(self, resource_type: int, name: str = "kafka-cluster") -> int:
         """The bit field of the operations the client may do on the resource, for the
         `authorized_operations` fields clients ask for (Kafka's encoding: bit n = operation n)."""
-        from broker.security.acls import SUPPORTED_OPERATIONS
+        from broker.security.authorizer import SUPPORTED_OPERATIONS
 
         bits = 0
         for op in SUPPORTED_OPERATIONS.get(resource_type, ()):  # type: ignore[call-overload]

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
 from coordinator.result import RebalanceEvent
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from broker.group_runtime import GroupRuntime
     from broker.lag.exposition import LagExposition
     from broker.share.runtime import ShareRuntime
+    from broker.topic_registry import TopicRegistry
 
 
 class ScrapedState(Protocol):
@@ -43,6 +44,9 @@ class ScrapedState(Protocol):
 
     @property
     def share(self) -> ShareRuntime: ...
+
+    @property
+    def topics(self) -> TopicRegistry: ...
 
 
 log = logging.getLogger("kcoord.metrics")
@@ -67,7 +71,7 @@ ACK_TYPE_LABELS = ("gap", "accept", "release", "reject")  # AckType order
 FLUSH_EVERY = 4096  # request durations kept before they reach the histogram
 
 
-def _observe_all(histogram: Any, values: list[float]) -> None:
+def _observe_all(histogram: Histogram, values: list[float]) -> None:
     """histogram.observe(v) for each v, with one increment per bucket."""
     bounds = getattr(histogram, "_upper_bounds", None)
     buckets = getattr(histogram, "_buckets", None)
@@ -135,7 +139,7 @@ class Metrics:
         )
         self.connections_accepted = 0
         self.connections_open = 0
-        self._per_api: dict[int, tuple[Any, Any]] = {}
+        self._per_api: dict[int, tuple[Counter, Histogram]] = {}
         self._pending: dict[int, list[float]] = {}
         self._npending = 0
         # The broker's state, read at each scrape (its groups, logs, shares); None: only the
@@ -189,7 +193,7 @@ class Metrics:
     def connection_closed(self) -> None:
         self.connections_open -= 1
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, event: object) -> None:
         """The group runtime's event hook."""
         if isinstance(event, RebalanceEvent):
             self.rebalance(event)
@@ -215,10 +219,10 @@ class _StateCollector:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
-    def describe(self) -> list[Any]:
+    def describe(self) -> list[Metric]:
         return []  # unchecked: the families depend on the state at scrape time
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         m = self.metrics
         conns = GaugeMetricFamily("kcoord_connections", "Client connections open now.")
         conns.add_metric([], m.connections_open)
@@ -238,7 +242,7 @@ class _StateCollector:
             yield from _share_families(state, share)
 
 
-def _group_families(runtime: Any) -> Iterator[Any]:
+def _group_families(runtime: GroupRuntime) -> Iterator[Metric]:
     groups: Tally[tuple[str, str]] = Tally()
     members: Tally[str] = Tally()
     for shard in runtime.shards:
@@ -271,7 +275,7 @@ def _group_families(runtime: Any) -> Iterator[Any]:
     )
     loaded.add_metric([], sum(1 for s in runtime.shards if s is not None))
     yield loaded
-    unhealthy: dict[int, Any] = getattr(runtime, "unhealthy_partitions", dict)()
+    unhealthy = runtime.unhealthy_partitions()
     fam = GaugeMetricFamily(
         "kcoord_offsets_partitions_unhealthy",
         "__consumer_offsets partitions failing to load (retried) or serving with quarantined"
@@ -289,7 +293,7 @@ def _group_families(runtime: Any) -> Iterator[Any]:
     yield fam
 
 
-def _log_families(state: Any) -> Iterator[Any]:
+def _log_families(state: ScrapedState) -> Iterator[Metric]:
     sizes: Tally[str] = Tally()
     segments: Tally[str] = Tally()
     seen: set[int] = set()
@@ -321,7 +325,7 @@ def _log_families(state: Any) -> Iterator[Any]:
     yield seg
 
 
-def _share_families(state: Any, share: ShareRuntime) -> Iterator[Any]:
+def _share_families(state: ScrapedState, share: ShareRuntime) -> Iterator[Metric]:
     """Share groups, from the live share-partitions (broker.share): gauges of their windows
     now and the counters each SharePartition keeps since the broker loaded it."""
     sessions = share.sessions.per_group()

@@ -29,11 +29,11 @@ from broker.listeners import Listener, ListenerError
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
 from broker.ownership import Leases, LogOpener, Ownership, SoleOwner
-from broker.security.acls import Authorizer, parse_super_users
-from broker.security.client import jaas_credentials
+from broker.security.authorizer import Authorizer, parse_super_users
 from broker.security.credentials import CredentialStore
 from broker.security.metrics_access import METRICS_LISTENER, MetricsAccess
 from broker.security.oauth import OAuthSettings, OAuthValidator
+from broker.security.sasl_client import jaas_credentials
 from broker.security.tls import TlsConfigError, TlsContext, client_context
 from broker.share.group_configs import GroupConfigs
 from broker.share.persister import SharePersister
@@ -256,7 +256,7 @@ class Broker:
         )
         self.metrics.collect_from(state)
         if engine is not None:  # partitions led elsewhere are sampled through their leaders
-            lag.remote = RemoteLogs(state, self._peers)
+            lag.remote = RemoteLogs(state.cluster, self._peers)
         return state
 
     async def _start_runtimes(self, state: BrokerState, engine: PgStore | None) -> None:

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 from broker.cluster.identity import Identity
 from broker.cluster.view import ClusterView
 from broker.config import Config
-from broker.topics import TopicRegistry
+from broker.topic_registry import TopicRegistry
 
 if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.group_runtime import GroupRuntime
     from broker.lag.tracker import LagTracker
     from broker.metrics import Metrics
-    from broker.security.acls import Authorizer
+    from broker.security.authorizer import Authorizer
     from broker.security.credentials import CredentialStore
     from broker.security.oauth import OAuthValidator
     from broker.share.group_configs import GroupConfigs

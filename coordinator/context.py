@@ -33,8 +33,8 @@ class Ctx:
         self.now = now
         self.config = state.config
         self.records: list[tuple[Any, Any | None]] = []
-        self.replies: dict[int, Any] = {}
-        self.events: list[Any] = []  # e.g. RebalanceEvent: for the runtime's logs and metrics
+        self.replies: dict[int, object] = {}
+        self.events: list[object] = []  # e.g. RebalanceEvent: for the runtime's logs and metrics
         # Consumer-group members that joined or left, in the order the records said so.
         self.member_changes: list[MemberChange] = []
         self.producer: tuple[int, int] | None = None  # set by a transactional write
@@ -72,7 +72,7 @@ class Ctx:
         self.marker = marker
         self.state.end_txn(marker.producer_id, marker.commit)
 
-    def reply(self, req_id: int, response: Any) -> None:
+    def reply(self, req_id: int, response: object) -> None:
         self.replies[req_id] = response
 
     def schedule(self, key: tuple, delay_ms: int) -> None:

@@ -6,10 +6,10 @@ group holding classic members is a consumer group).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from protocol.coordinator_records import OffsetCommitValue
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeGroupsResponse, ListGroupsResponse
@@ -42,6 +42,11 @@ class Group(Protocol):
     @property
     def state(self) -> Any:
         """The group's state; `str()` of it is Kafka's state name."""
+        ...
+
+    @property
+    def members(self) -> Mapping[str, object]:
+        """The members by id (each kind has its own member class)."""
         ...
 
     @property

@@ -40,10 +40,10 @@ class Result:
 
     # Ctx.result builds it positionally: keep the fields in this order.
     records: list[tuple[Any, Any | None]] = field(default_factory=list)
-    replies: dict[int, Any] = field(default_factory=dict)
+    replies: dict[int, object] = field(default_factory=dict)
     timers: list[Timer] = field(default_factory=list)
     cancel: list[tuple] = field(default_factory=list)
-    events: list[Any] = field(default_factory=list)
+    events: list[object] = field(default_factory=list)
     # (producer id, epoch): ``records`` are a transaction's, written as a transactional batch.
     producer: tuple[int, int] | None = None
     # A transaction marker to write (after ``records``, if any).

@@ -31,7 +31,7 @@ from coordinator.modern import membership as _membership
 from coordinator.modern.group import ConsumerGroup, ConsumerGroupState
 from coordinator.modern.heartbeat import consumer_group_heartbeat
 from coordinator.modern.steady import steady_heartbeat
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from coordinator.offset_store import OffsetStore
 from coordinator.request_meta import RequestMeta
 from coordinator.result import RebalanceEvent, Result, Timer

@@ -18,7 +18,7 @@ from coordinator.config import GroupConfig
 from coordinator.group import Group, MemberChange
 from coordinator.modern import replay as _modern_replay
 from coordinator.modern.group import ConsumerGroup
-from coordinator.modern.topics import EMPTY_IMAGE, TopicsImage
+from coordinator.modern.topics_image import EMPTY_IMAGE, TopicsImage
 from coordinator.offset_store import OffsetStore
 from coordinator.share import group as _share_group
 from coordinator.share import records as _share_records

@@ -59,6 +59,7 @@ from pyspark.sql.datasource import (
 )
 
 from exporter.pgread import is_storage_url
+from exporter.worker import worker_setup
 from protocol.internal_topics import OFFSETS_TOPIC
 
 _LEVELS = ("records", "segments", "transactions")
@@ -99,25 +100,6 @@ def _file_size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def worker_setup() -> None:
-    """Once per Python worker process: move the objects alive now (the imported modules of
-    pyspark, pyarrow, pandas, numpy, ...) to the collector's permanent generation.
-
-    Spark's daemon calls ``gc.collect()`` after every task a reused worker runs; over the
-    ~75,000 objects those imports leave that is ~30 ms per task, more than decoding a small
-    segment takes (a read of 50 segments paid ~1.5 CPU-s for it). Frozen objects are skipped
-    by later collections; garbage made by tasks is still collected."""
-    import gc
-
-    if gc.get_freeze_count() == 0:
-        # The decoder's modules (numba and LLVM bindings among them) first, so they are frozen.
-        import exporter.logread  # noqa: F401
-        import exporter.topics  # noqa: F401
-
-        gc.collect()
-        gc.freeze()
 
 
 def register(spark: Any) -> None:
@@ -343,7 +325,7 @@ class KcoordReader(DataSourceReader):
         if not self.groups:
             return None if self.groups is None else set()
         from coordinator.partitioning import partition_for
-        from exporter.topics import offsets_partition_count
+        from exporter.topic_partitions import offsets_partition_count
 
         if is_storage_url(self.data_dir):
             from exporter import pgread
@@ -455,6 +437,7 @@ class KcoordReader(DataSourceReader):
     def read(self, partition: SegmentGroup) -> Iterator[Any]:
         import pyarrow as pa
 
+        from exporter import topic_partitions  # noqa: F401 - frozen by worker_setup
         from exporter.logread import (
             OFFSETS_TOPIC,
             SEGMENT_SCHEMA,
@@ -548,7 +531,7 @@ class KcoordTopicsDataSource(DataSource):
         return level
 
     def schema(self) -> str:
-        from exporter.topics import BATCH_DDL, PARTITION_DDL, RECORD_TS_DDL
+        from exporter.topic_partitions import BATCH_DDL, PARTITION_DDL, RECORD_TS_DDL
 
         return {"partitions": PARTITION_DDL, "batches": BATCH_DDL, "records": RECORD_TS_DDL}[
             self._level()
@@ -598,7 +581,7 @@ class KcoordTopicsReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         from exporter.logread import list_segments
-        from exporter.topics import topic_partitions
+        from exporter.topic_partitions import topic_partitions
 
         items: list[TopicPartitionInput] = []
         sizes: list[int] = []
@@ -631,7 +614,7 @@ class KcoordTopicsReader(DataSourceReader):
     def read(self, partition: TopicPartitionGroup) -> Iterator[Any]:
         import pyarrow as pa
 
-        from exporter import topics as T
+        from exporter import topic_partitions as T
 
         worker_setup()
         items = partition.items
@@ -680,7 +663,7 @@ def _record_timestamps(
     import pyarrow as pa
 
     from exporter.logread import batch_headers
-    from exporter.topics import RECORD_TS_SCHEMA
+    from exporter.topic_partitions import RECORD_TS_SCHEMA
     from protocol.records import RecordError, decode_record_tuples
 
     lo, hi = offsets.bounds()

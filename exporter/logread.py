@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from exporter import fastscan as FS
-from exporter.txnfilter import excluded_ranges
+from exporter.txnfilter import excluded_ranges, open_transactions_of
 from protocol.codec import DecodeError
 from protocol.coordinator_records import OFFSETS_TOPIC, decode_record
 from protocol.records import (
@@ -726,3 +726,14 @@ def segment_summary(topic: str, partition: int, scan: SegmentScan) -> dict[str, 
         "max_timestamp": int(ts.max()) if ts is not None and ts.size else None,
         "error": scan.error,
     }
+
+
+def open_transactions(data_dir: Path) -> list[dict]:
+    """Transactions still open at the end of the `__consumer_offsets` logs in ``data_dir``
+    (:func:`open_transactions_of` over each partition's segments, in this process)."""
+    rows: list[dict] = []
+    for _, log_partition, pdir in list_partition_dirs(data_dir):
+        scans = (read_segment(path, base) for base, path in list_segments(pdir))
+        rows += open_transactions_of(scans, log_partition)
+    rows.sort(key=lambda r: (r["group"], r["topic"], r["partition"]))
+    return rows

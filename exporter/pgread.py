@@ -2,7 +2,7 @@
 
 Its batches are the RecordBatch v2 bytes the file engine writes, so a range of a partition's
 batches, concatenated, reads exactly like a segment file: every decoder of
-:mod:`exporter.logread` and :mod:`exporter.topics` works on it unchanged.
+:mod:`exporter.logread` and :mod:`exporter.topic_partitions` works on it unchanged.
 
 The ``kcoord`` data source cuts each ``__consumer_offsets`` partition into ranges of base
 offsets (:func:`offset_ranges`: planned from the first and last base offset alone, two index
@@ -256,7 +256,7 @@ def scan(
 
 
 def partition_info(url: str, topic: str, partition: int) -> dict[str, Any]:
-    """What :func:`exporter.topics.partition_info` gives for a partition directory."""
+    """What :func:`exporter.topic_partitions.partition_info` gives for a partition directory."""
     rows = _query(
         url,
         "SELECT p.log_start_offset, p.next_offset,"
@@ -290,8 +290,8 @@ def partition_info(url: str, topic: str, partition: int) -> dict[str, Any]:
 
 
 class PgTopicReader:
-    """:class:`exporter.topics.TopicReader` over the database: the first record at or after
-    an offset, by one query for the batch that holds it."""
+    """:class:`exporter.topic_partitions.TopicReader` over the database: the first record at
+    or after an offset, by one query for the batch that holds it."""
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -16,7 +16,7 @@ from exporter.analytics import Settings, Tables, build
 from exporter.html import fmt_duration, fmt_ts, render
 from exporter.incremental import Incremental
 from exporter.shares import MEMBER_RECORD_TYPES, ShareReport
-from exporter.topics import TIMESTAMPS_AT_DDL, timestamps_at_arrow
+from exporter.topic_partitions import TIMESTAMPS_AT_DDL, timestamps_at_arrow
 
 COMMIT_COLUMNS = (
     "log_partition,offset,timestamp,record_type,tombstone,group,topic,partition,"

@@ -157,7 +157,7 @@ def topic_names(source: str) -> dict[uuid.UUID, str]:
 
         entries = {name: e.get("id") for name, e in pgread.catalog(source).items()}
     else:
-        from exporter.topics import read_catalog
+        from exporter.topic_partitions import read_catalog
 
         entries = {name: t.topic_id for name, t in read_catalog(Path(source)).items()}
     out = {}
@@ -180,7 +180,7 @@ def log_ends(source: str, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int
                 continue
             info = pgread.partition_info(source, topic, p)
         else:
-            from exporter.topics import partition_info
+            from exporter.topic_partitions import partition_info
 
             pdir = Path(source) / f"{topic}-{p}"
             if not pdir.is_dir():

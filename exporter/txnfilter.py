@@ -97,19 +97,6 @@ def _decided_later(path: Path, pids: set[int]) -> dict[int, bool]:
     return found
 
 
-def open_transactions(data_dir: Path) -> list[dict]:
-    """Transactions still open at the end of the `__consumer_offsets` logs in ``data_dir``
-    (:func:`open_transactions_of` over each partition's segments, in this process)."""
-    from exporter import logread as L
-
-    rows: list[dict] = []
-    for _, log_partition, pdir in L.list_partition_dirs(data_dir):
-        scans = (L.read_segment(path, base) for base, path in L.list_segments(pdir))
-        rows += open_transactions_of(scans, log_partition)
-    rows.sort(key=lambda r: (r["group"], r["topic"], r["partition"]))
-    return rows
-
-
 TXN_COLUMNS = (
     ("group", "STRING"),
     ("topic", "STRING"),

@@ -1,9 +1,10 @@
 """Derives message classes and per-version codecs from the declarations in `protocol.schema`.
 
-For every declared message we build one slotted class (plus one per nested struct) holding the
-union of the fields of all versions. Encoders and decoders are generated as Python source per
-(message, version) the first time that version is used, so the hot path is straight-line code:
-one `struct` call per run of fixed-width fields, inlined one-byte varints, no per-field dispatch.
+Every declared message has one slotted class (plus one per nested struct) holding the union of
+the fields of all versions, written as source by protocol.schema.gen_classes. Encoders and
+decoders are generated as Python source per (message, version) the first time that version is
+used, so the hot path is straight-line code: one `struct` call per run of fixed-width fields,
+inlined one-byte varints, no per-field dispatch.
 Tagged fields are written only when they differ from their default (librdkafka 2.0 mis-reads
 defaults sent as tags).
 """
@@ -60,8 +61,10 @@ class Field:
         self.elem = decl.type[2:] if decl.type.startswith("[]") else None
 
 
-class MessageType:
-    """Runtime form of one declaration: its classes and lazily generated codecs."""
+class Layout:
+    """One declaration's shape: its structs (the message's own first, then every nested one,
+    however deep) with their fields, and the value of a field that is absent. The class
+    generator (protocol.schema.gen_classes) and the codec read the same layout."""
 
     def __init__(self, decl: Message) -> None:
         self.decl = decl
@@ -73,18 +76,6 @@ class MessageType:
         self.struct_fields: dict[str, list[Field]] = {}
         self.classes: dict[str, type[Any]] = {}
         self._collect(decl.name, decl.fields)
-        for sname in reversed(list(self.struct_fields)):
-            self.classes[sname] = self._make_class(sname, self.struct_fields[sname])
-        self.cls: type[Any] = self.classes[decl.name]
-        for sname, scls in self.classes.items():
-            if sname != decl.name:
-                setattr(self.cls, sname, scls)
-        self.cls._type = self  # type: ignore[attr-defined]
-        self._dec: dict[int, Callable[..., Any]] = {}
-        self._enc: dict[int, Callable[..., Any]] = {}
-        self._bytes_enc: dict[tuple[int, int | None], Callable[[Any], bytes] | None] = {}
-
-    # -- classes -------------------------------------------------------------------------
 
     def _struct_decls(self, f: F) -> tuple[F, ...]:
         if f.fields:
@@ -92,9 +83,13 @@ class MessageType:
         name = f.type[2:] if f.type.startswith("[]") else f.type
         return self.common[name]
 
-    def _is_struct(self, type_name: str) -> bool:
+    def is_struct(self, type_name: str) -> bool:
         base = type_name[2:] if type_name.startswith("[]") else type_name
         return base not in _FIXED and base not in _VARLEN
+
+    def is_mutable(self, f: Field) -> bool:
+        """An array or a struct that is not null by default: a fresh one per object."""
+        return f.decl.default != "null" and (f.elem is not None or self.is_struct(f.type))
 
     def _collect(self, sname: str, decls: tuple[F, ...]) -> None:
         if sname in self.struct_fields:
@@ -102,7 +97,7 @@ class MessageType:
         fields = [Field(d) for d in decls]
         self.struct_fields[sname] = fields
         for f, d in zip(fields, decls, strict=True):
-            if self._is_struct(f.type):
+            if self.is_struct(f.type):
                 self._collect(f.elem or f.type, self._struct_decls(d))
 
     def default_of(self, f: Field) -> Any:
@@ -129,45 +124,29 @@ class MessageType:
             return t.ZERO_UUID
         return self.classes[base]()
 
-    def _make_class(self, sname: str, fields: list[Field]) -> type[Any]:
-        attrs = [f.attr for f in fields]
-        ns: dict[str, Any] = {"_M": _MISSING}
-        params, body = [], []
-        for i, f in enumerate(fields):
-            is_mutable = f.elem is not None or (
-                self._is_struct(f.type) and f.decl.default != "null"
-            )
-            if is_mutable:
-                params.append(f"{f.attr}=_M")
-                ns[f"_f{i}"] = lambda f=f: self.default_of(f)
-                body.append(f"    self.{f.attr} = _f{i}() if {f.attr} is _M else {f.attr}")
-            else:
-                ns[f"_d{i}"] = self.default_of(f)
-                params.append(f"{f.attr}=_d{i}")
-                body.append(f"    self.{f.attr} = {f.attr}")
-        sig = ", ".join(["self", "*", *params]) if params else "self"
-        src = f"def __init__({sig}):\n"
-        src += "\n".join(body) if body else "    pass"
-        # `make`: every field positional, no defaults. On Python 3.11 a class call with
-        # keywords costs two to three times as much, which shows on hot paths (a commit
-        # builds several objects per partition).
-        assert "make" not in attrs, f"{sname} has a field named make"
-        sets = "".join(f"; o.{a} = {a}" for a in attrs)
-        src += f"\ndef make({', '.join(attrs)}):\n    o = _new(_cls){sets}\n    return o\n"
-        ns["_new"] = object.__new__
-        exec(src, ns)  # noqa: S102 - generated from our own declarations
-        cls = type(
-            sname,
-            (_Base,),
-            {
-                "__slots__": tuple(attrs),
-                "__init__": ns["__init__"],
-                "_fields": tuple(attrs),
-                "make": staticmethod(ns["make"]),
-            },
-        )
-        ns["_cls"] = cls
-        return cls
+
+class MessageType(Layout):
+    """Runtime form of one declaration: its generated classes and lazily generated codecs.
+
+    ``cls`` is the message's class from the generated source (protocol/*_classes.py, written
+    by protocol.schema.gen_classes), its structs nested in it by name."""
+
+    def __init__(self, decl: Message, cls: type[Any]) -> None:
+        super().__init__(decl)
+        for sname, fields in self.struct_fields.items():
+            scls = cls if sname == decl.name else getattr(cls, sname, None)
+            attrs = tuple(f.attr for f in fields)
+            if scls is None or scls._fields != attrs:
+                raise TypeError(
+                    f"the generated class of {decl.name} ({sname}) does not match its"
+                    " declaration: rerun python -m protocol.schema.gen_classes"
+                )
+            self.classes[sname] = scls
+        self.cls: type[Any] = cls
+        self.cls._type = self  # type: ignore[attr-defined]
+        self._dec: dict[int, Callable[..., Any]] = {}
+        self._enc: dict[int, Callable[..., Any]] = {}
+        self._bytes_enc: dict[tuple[int, int | None], Callable[[Any], bytes] | None] = {}
 
     # -- codecs --------------------------------------------------------------------------
 
@@ -248,6 +227,11 @@ class _Base:
 
 # The base class of every generated message and struct class.
 MessageBase = _Base
+# Generated constructors: `make` fills a new object's slots without calling __init__ (on
+# Python 3.11 a class call with keywords costs two to three times as much); `MISSING` is the
+# default of a field that gets a fresh list or struct per object.
+new_object: Any = object.__new__
+MISSING: Any = _MISSING
 
 
 class _Generator:

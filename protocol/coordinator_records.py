@@ -11,21 +11,18 @@ Decoding accepts every version Kafka has written.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from protocol.codec import DecodeError, MessageType
+from protocol.coordinator_record_classes import *  # noqa: F403 - the classes, by name
+from protocol.coordinator_record_classes import CLASSES as _CLASSES
 
 # The internal topic these records are written to (one coordinator shard per partition).
 from protocol.internal_topics import OFFSETS_TOPIC as OFFSETS_TOPIC
 from protocol.records import encode_varint, kv_record_tail, plain_batch, plain_record
 from protocol.schema import coordinator as _decls
 
-TYPES: dict[str, MessageType] = {d.name: MessageType(d) for d in _decls.ALL}
-if TYPE_CHECKING:
-    # What the update below makes, as mypy and editors can see it (protocol.schema.gen_stubs).
-    from protocol.record_classes import *  # noqa: F403
-else:
-    globals().update({name: mt.cls for name, mt in TYPES.items()})
+TYPES: dict[str, MessageType] = {d.name: MessageType(d, _CLASSES[d.name]) for d in _decls.ALL}
 
 KEYS: dict[int, MessageType] = {}
 VALUES: dict[int, MessageType] = {}

@@ -9,18 +9,15 @@ share-partition's whole state; the updates after it hold the batches changed sin
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from protocol.codec import DecodeError, MessageType
 from protocol.internal_topics import SHARE_STATE_TOPIC as SHARE_STATE_TOPIC
 from protocol.schema import sharestate as _decls
+from protocol.share_state_classes import *  # noqa: F403 - the classes, by name
+from protocol.share_state_classes import CLASSES as _CLASSES
 
-TYPES: dict[str, MessageType] = {d.name: MessageType(d) for d in _decls.ALL}
-if TYPE_CHECKING:
-    # What the update below makes, as mypy and editors can see it (protocol.schema.gen_stubs).
-    from protocol.share_state_classes import *  # noqa: F403
-else:
-    globals().update({name: mt.cls for name, mt in TYPES.items()})
+TYPES: dict[str, MessageType] = {d.name: MessageType(d, _CLASSES[d.name]) for d in _decls.ALL}
 
 SHARE_SNAPSHOT = 0
 SHARE_UPDATE = 1

@@ -18,12 +18,11 @@ from protocol.codec import DecodeError, MessageType
 from protocol.internal_topics import TXN_TOPIC as TXN_TOPIC
 from protocol.records import HEADER_SIZE, Record, _read_varint, build_batch
 from protocol.schema import txnlog as _decls
+from protocol.txn_record_classes import TransactionLogKey, TransactionLogValue
 
-KEY = MessageType(_decls.TransactionLogKey)
-VALUE = MessageType(_decls.TransactionLogValue)
-TransactionLogKey: Any = KEY.cls
-TransactionLogValue: Any = VALUE.cls
-PartitionsSchema: Any = VALUE.classes["PartitionsSchema"]
+KEY = MessageType(_decls.TransactionLogKey, TransactionLogKey)
+VALUE = MessageType(_decls.TransactionLogValue, TransactionLogValue)
+PartitionsSchema = TransactionLogValue.PartitionsSchema
 
 KEY_VERSION = 0
 VALUE_VERSION = 0  # the version Kafka writes for clients on transactions version 0/1

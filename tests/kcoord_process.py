@@ -55,7 +55,7 @@ def start_kcoord(
     args = [
         sys.executable,
         "-m",
-        "broker.cli",
+        "kcoord_admin",
         "serve",
         "--listen",
         f"127.0.0.1:{port}",

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from broker import cli
-from broker.cli import main, parse_hostport
+from broker import serve_command as cli
 from broker.config import Config
+from broker.serve_command import parse_hostport
+from kcoord_admin.main import main
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 def serve(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
     base = {k: v for k, v in os.environ.items() if not k.startswith("KCOORD_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "serve", "--listen", "127.0.0.1:0"]
+        [sys.executable, "-m", "kcoord_admin", "serve", "--listen", "127.0.0.1:0"]
         + ["--data-dir", str(tmp_path / "data"), *args],
         env={**base, **env},
         cwd=REPO,

@@ -18,8 +18,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker import cli
+from broker import serve_command as cli
 from broker.logfmt import kv_value
+from kcoord_admin.main import main
 from tests.kcoord_process import KcoordProcess, start_kcoord
 
 TOPIC, GROUP = "obs", "obs-group"
@@ -239,7 +240,7 @@ def test_kv_values_are_quoted_only_when_needed() -> None:
 
 
 def test_bad_log_format_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
-    assert cli.main(["serve", "--listen", "127.0.0.1:9092", "--log-format", "xml"]) == 2
+    assert main(["serve", "--listen", "127.0.0.1:9092", "--log-format", "xml"]) == 2
     assert "--log-format" in capsys.readouterr().err
 
 

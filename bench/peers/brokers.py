@@ -130,7 +130,7 @@ def start_kcoord(extra: dict[str, str] | None = None, profile: str | None = None
     args = [sys.executable]
     if profile:
         args += ["-m", "cProfile", "-o", profile]
-    args += ["-m", "broker.cli", "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "d")]
+    args += ["-m", "kcoord_admin", "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "d")]
     for k, v in settings.items():
         args += ["--set", f"{k}={v}"]
     proc = subprocess.Popen(

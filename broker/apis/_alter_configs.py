@@ -19,7 +19,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.dataplane import names, topicconfig
 from broker.dataplane.store import TopicError
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share import group_configs
 from protocol.errors import ErrorCode
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import itertools
 
 from broker.context import RequestContext
-from broker.topics import Topic, TopicRegistry
-from coordinator.modern.topics import TopicMeta, TopicsImage
+from broker.topic_registry import Topic, TopicRegistry
+from coordinator.modern.topics_image import TopicMeta, TopicsImage
 
 _versions = itertools.count(1)
 # id(registry) -> (the registry, its version then, its topics then, the image built from them)

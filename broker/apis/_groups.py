@@ -55,7 +55,7 @@ def with_authorized_operations(
     request asked for them (DescribeGroups v3+, ConsumerGroupDescribe)."""
     if not wanted:
         return build
-    from broker.security.acls import ResourceType
+    from broker.security.authorizer import ResourceType
 
     def with_operations(described: list[Any]) -> R:
         for d in described:
@@ -76,7 +76,7 @@ def describe_groups(
     """ConsumerGroupDescribe and ShareGroupDescribe: each group (DESCRIBE on it allowed) read
     from its shard once its writes are durable, by `describe(shard, group_id)`; `resp` is the
     response class, whose DescribedGroup carries the errors."""
-    from broker.security.acls import Operation, ResourceType
+    from broker.security.authorizer import Operation, ResourceType
     from protocol.errors import ErrorCode
 
     groups = ctx.broker.groups

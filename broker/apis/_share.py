@@ -6,12 +6,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
 
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
-from broker.security.acls import Operation, ResourceType
-from broker.share.partitions import now_ms
+from broker.security.authorizer import Operation, ResourceType
+from broker.share.partitions import loop_now_ms
 from broker.share.runtime import ShareRuntime
 from coordinator.share.partition import AckRange
 from protocol.errors import ErrorCode
@@ -63,7 +62,7 @@ def acknowledge(
     group_id: str,
     member_id: str,
     t: Target,
-    writes: list[Awaitable[Any]],
+    writes: list[Awaitable[object]],
     *,
     renew: bool = False,
 ) -> ErrorCode:
@@ -79,7 +78,7 @@ def acknowledge(
     if sp is None:
         return ErrorCode.INVALID_RECORD_STATE  # nothing was ever acquired here
     sp.config = share.partitions.config_for(group_id)  # a group config may have changed
-    result = sp.acknowledge(member_id, t.acks, now_ms() if renew else None)
+    result = sp.acknowledge(member_id, t.acks, loop_now_ms() if renew else None)
     if result.applied:
         share.partitions.wake()  # a RELEASE makes records available at once
         write = share.partitions.persist(key, sp)
@@ -88,7 +87,7 @@ def acknowledge(
     return result.error
 
 
-async def durable(writes: list[Awaitable[Any]]) -> bool:
+async def durable(writes: list[Awaitable[object]]) -> bool:
     """Wait for the state writes; False if one failed."""
     ok = True
     for w in writes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import (
+from broker.security.authorizer import (
     AclBinding,
     AclFilter,
     Operation,

@@ -5,7 +5,6 @@ their defaults (`broker/apis/_alter_configs.py`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from broker.apis._alter_configs import responses
 from broker.context import RequestContext
@@ -18,7 +17,9 @@ Resp = AlterConfigsResponse
 
 @serves(ApiKey.ALTER_CONFIGS, 0, 2)
 async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    def replaced(resource: Any) -> Callable[[dict[str, str]], dict[str, str | None]]:
+    def replaced(
+        resource: AlterConfigsRequest.AlterConfigsResource,
+    ) -> Callable[[dict[str, str]], dict[str, str | None]]:
         wanted: dict[str, str | None] = {c.name: c.value for c in resource.configs}
         return lambda _current: wanted
 

@@ -23,7 +23,7 @@ from typing import Any, cast
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.share.admin import Verdict
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from broker.apis._consumer_groups import consumer_protocol_enabled, topics_image
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.encoded import Encoded
 from protocol.errors import ErrorCode
 from protocol.messages import RESPONSES, ConsumerGroupHeartbeatRequest
 from protocol.messages import ConsumerGroupHeartbeatResponse as Response
 
+if TYPE_CHECKING:
+    from protocol.codec import MessageBase
+
 
 @serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
-def handle(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Any:
+def handle(
+    ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
+) -> MessageBase | Awaitable[MessageBase]:
     if not consumer_protocol_enabled(ctx):
         return Response(
             error_code=ErrorCode.UNSUPPORTED_VERSION,

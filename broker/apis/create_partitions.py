@@ -7,7 +7,7 @@ from collections import Counter
 from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse

@@ -8,7 +8,7 @@ from broker.context import RequestContext
 from broker.dataplane import topicconfig
 from broker.dataplane.store import TopicError, TopicStore
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsRequest, CreateTopicsResponse

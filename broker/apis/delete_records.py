@@ -16,7 +16,7 @@ import asyncio
 from broker.context import RequestContext
 from broker.dataplane import names
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse

@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.share.admin import Verdict
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
+
+if TYPE_CHECKING:
+    from coordinator.shard import Shard
 
 Resp = DeleteShareGroupOffsetsResponse
 Topic = Resp.DeleteShareGroupOffsetsResponseTopic
@@ -48,7 +51,7 @@ async def handle(
     if not group_id:
         return _error(ErrorCode.INVALID_GROUP_ID)
 
-    def check(shard: Any, now: int) -> Verdict:
+    def check(shard: Shard, now: int) -> Verdict:
         return shard.share_group_check_delete(group_id)
 
     verdict = ctx.broker.groups.read(group_id, check, lambda code: Verdict(code))

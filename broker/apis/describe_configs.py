@@ -14,7 +14,7 @@ from broker.config import setting_of
 from broker.context import RequestContext
 from broker.dataplane import topicconfig as tc
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share import group_configs
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode

@@ -5,7 +5,7 @@ from typing import Any
 from broker.apis._groups import when_ready, with_authorized_operations
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share.persister import Summary
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -53,7 +52,9 @@ def _partition(ctx: RequestContext, name: str, index: int, summary: Summary):
 
 
 def _unanswered(
-    t: Any, code: int = ErrorCode.NONE, message: str | None = None
+    t: DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic,
+    code: int = ErrorCode.NONE,
+    message: str | None = None,
 ) -> Resp.DescribeShareGroupOffsetsResponseTopic:
     return Resp.DescribeShareGroupOffsetsResponseTopic(
         topic_name=t.topic_name,

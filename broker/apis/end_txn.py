@@ -11,7 +11,7 @@ from __future__ import annotations
 from broker.apis._txn import fenced_for
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import EndTxnRequest, EndTxnResponse

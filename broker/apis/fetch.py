@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.legacy_records import from_batches

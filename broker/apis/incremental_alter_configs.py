@@ -5,7 +5,6 @@ configs only: cleanup.policy) applied to a resource's current configs
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from broker.apis._alter_configs import GROUP, responses
 from broker.context import RequestContext
@@ -23,7 +22,9 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 async def handle(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    def changed(resource: Any) -> Callable[[dict[str, str]], dict[str, str | None]]:
+    def changed(
+        resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
+    ) -> Callable[[dict[str, str]], dict[str, str | None]]:
         if resource.resource_type == GROUP:
             return lambda current: _apply_group(current, resource.configs)
         return lambda current: _apply(current, resource.configs, ctx.broker.config)

@@ -16,7 +16,7 @@ from broker.apis._txn import fenced_for
 from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse

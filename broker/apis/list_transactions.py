@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.modern.regex import InvalidRegex, compile_regex
 from coordinator.txn.metadata import TxnState
 from protocol.api_keys import ApiKey

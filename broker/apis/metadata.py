@@ -18,8 +18,8 @@ from collections.abc import Awaitable
 from broker.context import RequestContext
 from broker.dataplane.store import TopicError
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
-from broker.topics import Topic
+from broker.security.authorizer import Operation, ResourceType
+from broker.topic_registry import Topic
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataRequest, MetadataResponse

@@ -13,7 +13,7 @@ import uuid
 from broker.apis._groups import meta, when_ready
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.offsets import commit_error_response
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.security.credentials import Change
 from broker.security.scram import (
     MAX_ITERATIONS,

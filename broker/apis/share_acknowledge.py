@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable
-from typing import Any
 
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share.sessions import ShareSessionError
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -52,7 +51,7 @@ def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
                 target = named[key] = resolve(ctx, t.topic_id, p.partition_index)
             target.acks.extend(ack_ranges(p.acknowledgement_batches))
     topics: dict[uuid.UUID, list[ShareAcknowledgeResponse.PartitionData]] = {}
-    writes: list[Awaitable[Any]] = []
+    writes: list[Awaitable[object]] = []
     renew = may_renew(ctx, share, req.group_id, req.is_renew_ack)
     for target in named.values():
         code = acknowledge(share, req.group_id, req.member_id, target, writes, renew=renew)
@@ -81,7 +80,7 @@ def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
     return _after(writes, resp)
 
 
-async def _after(writes: list[Awaitable[Any]], resp: ShareAcknowledgeResponse):
+async def _after(writes: list[Awaitable[object]], resp: ShareAcknowledgeResponse):
     """The answer once the acknowledgements are durable (a failed write: the partitions'
     errors say so)."""
     if not await durable(writes):

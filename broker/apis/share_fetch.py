@@ -31,16 +31,16 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share.isolation import committed_only
-from broker.share.partitions import NotLedHere, now_ms
+from broker.share.partitions import NotLedHere, loop_now_ms
 from broker.share.reads import new_records, read_ranges
 from broker.share.sessions import ShareSessionError
 from protocol.api_keys import ApiKey
@@ -102,7 +102,7 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
     except ShareSessionError as e:
         return _error(e.code, str(e))
 
-    writes: list[Awaitable[Any]] = []
+    writes: list[Awaitable[object]] = []
     renew = may_renew(ctx, share, group_id, req.is_renew_ack)
     for target in named.values():
         target.ack_error = acknowledge(share, group_id, member_id, target, writes, renew=renew)
@@ -117,7 +117,7 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
     return _fetch(ctx, req, targets, writes, full=step.full)
 
 
-async def _acked(writes: list[Awaitable[Any]], resp: ShareFetchResponse) -> ShareFetchResponse:
+async def _acked(writes: list[Awaitable[object]], resp: ShareFetchResponse) -> ShareFetchResponse:
     _ack_failures(await durable(writes), resp)
     return resp
 
@@ -136,7 +136,7 @@ async def _fetch(
     ctx: RequestContext,
     req: ShareFetchRequest,
     targets: list[Target],
-    writes: list[Awaitable[Any]],
+    writes: list[Awaitable[object]],
     *,
     full: bool,
 ) -> ShareFetchResponse:
@@ -338,7 +338,7 @@ async def _acquire_one(
             raise _NotLed  # unloaded (and perhaps read back) meanwhile
         # No await between the bound and the acquisition: the bound is for this end offset.
         bound = max(new.bound, sp.end_offset)
-        ranges = sp.acquire(member_id, bound, records_left, now_ms())
+        ranges = sp.acquire(member_id, bound, records_left, loop_now_ms())
         if not ranges:
             return False
         share.partitions.changed(sp)

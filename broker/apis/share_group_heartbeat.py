@@ -6,7 +6,7 @@ from broker.apis._consumer_groups import share_groups_enabled, topics_image
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse

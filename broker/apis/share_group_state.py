@@ -15,7 +15,7 @@ from typing import Any
 from broker.apis._consumer_groups import share_groups_enabled
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from broker.share.partitions import NotLedHere
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -46,12 +46,12 @@ def _refusal(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> int:
 async def _each(
     ctx: RequestContext,
     topics: list[Any],
-    apply: Callable[[uuid.UUID, Any], Awaitable[Any] | None],
+    apply: Callable[[uuid.UUID, Any], Awaitable[object] | None],
 ) -> dict[tuple[uuid.UUID, int], int]:
     """Apply to every named partition this node leads; each one's error code once its
     writes are durable."""
     codes: dict[tuple[uuid.UUID, int], int] = {}
-    writes: dict[tuple[uuid.UUID, int], Awaitable[Any]] = {}
+    writes: dict[tuple[uuid.UUID, int], Awaitable[object]] = {}
     for t in topics:
         for p in t.partitions:
             tp = (t.topic_id, p.partition)
@@ -65,7 +65,7 @@ async def _each(
                 if w is not None:
                     writes[tp] = w
 
-    async def settle(tp: tuple[uuid.UUID, int], w: Awaitable[Any]) -> None:
+    async def settle(tp: tuple[uuid.UUID, int], w: Awaitable[object]) -> None:
         try:
             await w
         except Exception:  # noqa: BLE001 - the log failed or was fenced
@@ -98,7 +98,7 @@ async def initialize(
     parts = ctx.broker.share.partitions
     group_id = req.group_id
 
-    def apply(topic_id: uuid.UUID, p: Any) -> Awaitable[Any] | None:
+    def apply(topic_id: uuid.UUID, p: Any) -> Awaitable[object] | None:
         key = (group_id, topic_id, p.partition)
         if p.start_offset < 0:
             return parts.delete(key)

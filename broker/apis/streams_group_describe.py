@@ -5,16 +5,20 @@ principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, as Kafka 4.3 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from broker.apis._groups import describe_groups
 from broker.apis.streams_group_heartbeat import UNSUPPORTED, streams_groups_enabled
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import StreamsGroupDescribeRequest, StreamsGroupDescribeResponse
+
+if TYPE_CHECKING:
+    from protocol.codec import MessageBase
 
 Resp = StreamsGroupDescribeResponse
 
@@ -50,7 +54,9 @@ def _hide_unauthorized(ctx: RequestContext, resp: Resp) -> Resp:
 
 
 @serves(ApiKey.STREAMS_GROUP_DESCRIBE, 0, 0)
-def handle(ctx: RequestContext, req: StreamsGroupDescribeRequest) -> Any:
+def handle(
+    ctx: RequestContext, req: StreamsGroupDescribeRequest
+) -> MessageBase | Awaitable[MessageBase]:
     if not streams_groups_enabled(ctx):
         code = ErrorCode.UNSUPPORTED_VERSION
         return Resp(

@@ -7,20 +7,24 @@ topic; without, the MISSING_INTERNAL_TOPICS status says so)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from broker.apis._consumer_groups import topics_image
 from broker.apis._groups import meta, when_ready
 from broker.context import RequestContext
 from broker.dataplane import names
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.streams.configure import MISSING_INTERNAL_TOPICS
 from coordinator.streams.heartbeat import Outcome
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import StreamsGroupHeartbeatRequest
 from protocol.messages import StreamsGroupHeartbeatResponse as Response
+
+if TYPE_CHECKING:
+    from protocol.codec import MessageBase
 
 UNSUPPORTED = "The version of API is not supported."
 ERRORS_SHOWN = 3  # creation failures named in a status detail (Kafka's)
@@ -62,7 +66,9 @@ def _refusal(ctx: RequestContext, req: StreamsGroupHeartbeatRequest) -> Response
 
 
 @serves(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, 0)
-def handle(ctx: RequestContext, req: StreamsGroupHeartbeatRequest) -> Any:
+def handle(
+    ctx: RequestContext, req: StreamsGroupHeartbeatRequest
+) -> MessageBase | Awaitable[MessageBase]:
     if not streams_groups_enabled(ctx):
         return Response(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=UNSUPPORTED)
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from broker.apis._groups import meta
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import SyncGroupRequest, SyncGroupResponse

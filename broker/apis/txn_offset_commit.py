@@ -15,7 +15,7 @@ from broker.apis._groups import meta
 from broker.apis._txn import fenced_for
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from coordinator.txn_offsets import error_response
 from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC

@@ -11,7 +11,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import serves
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Operation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode

@@ -11,9 +11,12 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.config import Config
+
+if TYPE_CHECKING:
+    from storage.postgres.store import PgStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,7 @@ def load_identity(data_dir: Path, node_id: int, cluster_id: str | None = None) -
 CLUSTER_ID_META = "cluster.id"  # the cluster id every node of a shared database reports
 
 
-async def cluster_identity(store: Any, data_dir: Path, config: Config) -> tuple[int, str]:
+async def cluster_identity(store: PgStore, data_dir: Path, config: Config) -> tuple[int, str]:
     """Cluster mode: (node id, cluster id). The node id is ``node.id`` when set, else the
     one kept in this node's ``meta.properties``, else a new one the database allocates (and
     ``load_identity`` then keeps). The cluster id is the database's, written by the first
@@ -82,7 +85,10 @@ async def cluster_identity(store: Any, data_dir: Path, config: Config) -> tuple[
         )
     wanted = config.get("cluster.id") or new_cluster_id()
     await store.replace_meta(CLUSTER_ID_META, wanted.encode(), None)  # only if none yet
-    found = (await store.read_meta(CLUSTER_ID_META)).decode()
+    stored_id = await store.read_meta(CLUSTER_ID_META)
+    if stored_id is None:
+        raise ValueError("the database kept no cluster id (replace_meta did not store one)")
+    found = stored_id.decode()
     if config.get("cluster.id") and config.get("cluster.id") != found:
         raise ValueError(
             f"cluster.id {config.get('cluster.id')!r} does not match {found!r}, the cluster id"

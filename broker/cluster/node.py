@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from broker.dataplane.store import TopicStore
     from broker.partition_runtime import PartitionRuntime
     from broker.share.runtime import ShareRuntime
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -51,7 +52,7 @@ STOP_STEP_S = 5.0  # how long a graceful stop waits for the handoff, and for der
 class ClusterNode:
     def __init__(
         self,
-        db: Any,
+        db: PgStore,
         view: ClusterView,
         runtimes: Sequence[PartitionRuntime[Any]],
         data: TopicStore,
@@ -181,7 +182,7 @@ class ClusterNode:
             return
         await self._refresh_view()
         if self.data.engine is not None:
-            await leadership.refresh(self.data)
+            await self.data.refresh_catalog()
         for refresh in self.shared:
             await refresh()
         wanted = self._partitions()
@@ -310,7 +311,7 @@ class ClusterNode:
         # A balance round reads it too. It may be waiting for this resignation (a take waits
         # for the partition's unload): the caller's time limit breaks that wait.
         async with self._round:
-            await leadership.refresh(self.data)
+            await self.data.refresh_catalog()
 
     async def _hand_off(self, h: Held) -> None:
         """Flush and stop serving, then release the lease for the partition's new owner."""

@@ -9,10 +9,13 @@ import asyncio
 import logging
 import ssl
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.security.client import authenticate_async
+from broker.security.sasl_client import authenticate_async
 from protocol.client import AsyncConnection
+
+if TYPE_CHECKING:
+    from protocol.codec import MessageBase
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -48,7 +51,9 @@ class PeerClients:
             await authenticate_async(conn, sec.mechanism, sec.user, sec.password)
         return conn
 
-    async def request(self, address: tuple[str, int], api_key: int, version: int, req: Any) -> Any:
+    async def request(
+        self, address: tuple[str, int], api_key: int, version: int, req: MessageBase
+    ) -> Any:
         """The response, or an exception (OSError, ConnectionError, TimeoutError...) after
         which the connection is dropped."""
         conn = self._conns.get(address)

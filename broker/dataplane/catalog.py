@@ -18,7 +18,10 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage.postgres.store import PgStore
 
 CATALOG_FILE = "kcoord-topics.json"
 FORMAT_VERSION = 1
@@ -126,7 +129,7 @@ class EngineCatalog(Catalog):
 
     def __init__(
         self,
-        store: Any,
+        store: PgStore,
         topics: dict[str, TopicRecord],
         block_end: int,
         existed: bool,
@@ -138,11 +141,11 @@ class EngineCatalog(Catalog):
         self.stored = stored  # the bytes in the database as this node last saw them
 
     @classmethod
-    async def load_from(cls, store: Any) -> EngineCatalog:
+    async def load_from(cls, store: PgStore) -> EngineCatalog:
         return cls.from_bytes(store, await store.read_meta(CATALOG_FILE))
 
     @classmethod
-    def from_bytes(cls, store: Any, raw: bytes | None) -> EngineCatalog:
+    def from_bytes(cls, store: PgStore, raw: bytes | None) -> EngineCatalog:
         if raw is None:
             return cls(store, {}, 0, existed=False)
         parsed = parse(raw, f"{CATALOG_FILE} in the database")

@@ -8,7 +8,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.dataplane.catalog import write_atomically
 from broker.dataplane.producers import (
@@ -28,6 +28,9 @@ from storage.durability import Durability
 from storage.groupcommit import IndeterminateWriteError
 from storage.log import AppendResult, Log, LogFailedError
 from storage.partitionlog import TopicLog
+
+if TYPE_CHECKING:
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.data")
 
@@ -111,7 +114,7 @@ class Partition:
     @classmethod
     async def open_on(
         cls,
-        store: Any,
+        store: PgStore,
         topic: str,
         index: int,
         settings: TopicSettings,

@@ -17,11 +17,12 @@ import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
 
 from broker.config import Config
-from broker.dataplane import leadership, memory, names
+from broker.dataplane import memory, names
 from broker.dataplane.catalog import (
+    CATALOG_FILE,
     Catalog,
     CatalogConflictError,
     EngineCatalog,
@@ -33,12 +34,15 @@ from broker.dataplane.maintenance import Maintenance
 from broker.dataplane.partition import Partition
 from broker.dataplane.producers import ProducerStateTable
 from broker.dataplane.topicconfig import TopicSettings
-from broker.topics import Topic, TopicRegistry
+from broker.topic_registry import Topic, TopicRegistry
 from protocol.errors import ErrorCode
 from storage import clock
 from storage.durability import ALWAYS, Durability
 from storage.log import parse_partition_dir
 from storage.partitionlog import TopicLog
+
+if TYPE_CHECKING:
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.data")
 
@@ -66,15 +70,16 @@ def _completes(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     @functools.wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> T:
         store = args[0]
+        assert isinstance(store, TopicStore)  # it decorates the store's admin methods
         task = asyncio.ensure_future(fn(*args, **kwargs))
-        store._admin_tasks.add(task)  # type: ignore[attr-defined]
+        store._admin_tasks.add(task)
         task.add_done_callback(_settled_admin_task(store))
         return await asyncio.shield(task)
 
     return run
 
 
-def _settled_admin_task(store: Any) -> Callable[[asyncio.Future], None]:
+def _settled_admin_task(store: TopicStore) -> Callable[[asyncio.Future], None]:
     def done(task: asyncio.Future) -> None:
         store._admin_tasks.discard(task)
         if not task.cancelled():
@@ -91,7 +96,7 @@ class TopicStore:
         catalog: Catalog,
         *,
         now_ms: Callable[[], int] = clock.now_ms,
-        engine: Any = None,
+        engine: PgStore | None = None,
         cluster: bool = False,
     ) -> None:
         self.data_dir = data_dir
@@ -142,7 +147,7 @@ class TopicStore:
         config: Config,
         *,
         now_ms: Callable[[], int] = clock.now_ms,
-        engine: Any = None,
+        engine: PgStore | None = None,
         cluster: bool = False,
     ) -> TopicStore:
         """``engine``: a storage engine (``storage.postgres.store.PgStore``) that keeps the
@@ -166,19 +171,21 @@ class TopicStore:
     async def _load_from_engine(self) -> None:
         """The catalog's topics, opened from the engine; partitions it has rows for that the
         catalog does not list are what an interrupted delete or partition increase left."""
+        engine = self.engine
+        assert engine is not None, "only a store on an engine loads from it"
         offsets = self.catalog.topics.get(names.OFFSETS_TOPIC)
         if offsets is not None and self._fix_internal(
             offsets, self.config.get("offsets.topic.num.partitions")
         ):
             await self.catalog.save()
-        for name, count in (await self.engine.topics()).items():
+        for name, count in (await engine.topics()).items():
             rec = self.catalog.topics.get(name)
             if names.invalid_reason(name) is not None or names.is_internal(name):
                 continue  # not a topic's (kcoord's own logs), or its owner decides
             keep = 0 if rec is None else rec.partitions
             if count > keep:
                 log.warning("removing %s-%d..%d: not in the topic catalog", name, keep, count - 1)
-                await self.engine.drop_partitions(name, list(range(keep, count)))
+                await engine.drop_partitions(name, list(range(keep, count)))
         await self._open_catalog_topics()
 
     async def _load(self) -> None:
@@ -562,7 +569,7 @@ class TopicStore:
     async def _before_admin(self) -> None:
         """Cluster mode: see the catalog as other nodes left it before changing it."""
         if self.cluster:
-            await leadership.refresh(self)
+            await self.refresh_catalog()
 
     async def _save_catalog(self) -> None:
         try:
@@ -609,6 +616,77 @@ class TopicStore:
 
         await asyncio.get_running_loop().run_in_executor(None, remove)
 
+    # -- the shared catalog (cluster mode) -------------------------------------------------
+
+    async def refresh_catalog(self) -> None:
+        """Cluster mode: register topics created on other nodes (not led here until their
+        leases say so) and drop the ones deleted there. Every round calls it: nothing is
+        parsed unless the stored catalog changed."""
+        era = self.eras.begin()
+        # Offsets committed since the latest read that completed began are kept by a deletion
+        # this read finds (catalog_eras.py).
+        since = self.eras.seen
+        engine = self.engine
+        assert engine is not None, "the shared catalog is the PostgreSQL engine's"
+        raw = await engine.read_meta(CATALOG_FILE)
+        catalog = self.catalog
+        if raw is None or (isinstance(catalog, EngineCatalog) and raw == catalog.stored):
+            if raw is not None:
+                self.eras.saw(era)
+            return
+        fresh = EngineCatalog.from_bytes(engine, raw)
+        known = self.catalog.topics
+        for name, rec in fresh.topics.items():
+            if rec.internal:
+                continue
+            mine = known.get(name)
+            if mine is not None and mine.topic_id != rec.topic_id:
+                # Deleted and created again elsewhere: the old topic's offsets, share state and
+                # share sessions go as for any deletion, and the new one starts clean.
+                await self._forget(name)
+                self._deleted_elsewhere(name, mine.topic_id, since)
+                mine = None
+            have = len(self.partitions.get(name, ()))
+            if mine is None:
+                known[name] = rec
+                self._register(rec)
+            else:
+                if rec.partitions > mine.partitions:
+                    mine.partitions = rec.partitions
+                    self._register(mine)
+                if rec.configs != mine.configs:  # altered on another node
+                    mine.configs = dict(rec.configs)
+                    self.apply_settings(name, TopicSettings.resolve(self.config, mine.configs))
+            if rec.partitions > have:
+                await self._open_partitions(name, have, rec.partitions, leading=False)
+        gone = [
+            (n, r.topic_id) for n, r in known.items() if not r.internal and n not in fresh.topics
+        ]
+        for name, topic_id in gone:
+            await self._forget(name)
+            self._deleted_elsewhere(name, topic_id, since)
+        self.catalog.producer_id_block_end = max(
+            self.catalog.producer_id_block_end, fresh.producer_id_block_end
+        )
+        if isinstance(self.catalog, EngineCatalog):
+            # What this node's next save replaces: the state it has just merged.
+            self.catalog.stored = fresh.stored
+        self.eras.saw(era)
+
+    def _deleted_elsewhere(self, name: str, topic_id: uuid.UUID, since: int) -> None:
+        for listener in self.on_topic_deleted:
+            try:
+                listener(name, 0, topic_id, since)
+            except Exception:
+                log.exception("topic deletion listener failed")
+
+    async def _forget(self, name: str) -> None:
+        self.catalog.topics.pop(name, None)
+        self.registry.remove(name)
+        self.settings.pop(name, None)
+        await self._close_partitions(name)
+        log.info("topic %s was deleted by another node", name)
+
     # -- producer ids ---------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:
@@ -618,7 +696,7 @@ class TopicStore:
             except CatalogConflictError:
                 # Another node reserved a block (or changed a topic) meanwhile: see it, retry.
                 async with self._admin:
-                    await leadership.refresh(self)
+                    await self.refresh_catalog()
         raise TopicError(ErrorCode.NOT_CONTROLLER, "the topic catalog kept changing; retry")
 
     # -- upkeep -------------------------------------------------------------------------

@@ -9,9 +9,12 @@ are those of the last evaluation in any case). ``bench/lag.py`` times it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from coordinator.lag.model import LagModel
+
+if TYPE_CHECKING:
+    from broker.lag.tracker import LagTracker
 
 
 def escape(value: str) -> str:
@@ -78,7 +81,7 @@ def render(
 class LagExposition:
     """The rendered block, kept until the tracker's next evaluation."""
 
-    def __init__(self, tracker: Any, allowed: Callable[[str], bool], partition_groups: int):
+    def __init__(self, tracker: LagTracker, allowed: Callable[[str], bool], partition_groups: int):
         self.tracker = tracker
         self.allowed = allowed
         self.partition_groups = partition_groups

@@ -8,12 +8,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.lag.records import READ_BYTES, record_time
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ListOffsetsRequest
+
+if TYPE_CHECKING:
+    from broker.cluster.peers import PeerClients
+    from broker.cluster.view import ClusterView
 
 log = logging.getLogger("kcoord.lag")
 
@@ -23,12 +27,12 @@ EARLIEST, LATEST = -2, -1
 
 
 class RemoteLogs:
-    def __init__(self, state: Any, peers: Any) -> None:
-        self.state = state
+    def __init__(self, view: ClusterView, peers: PeerClients) -> None:
+        self.view = view
         self.peers = peers
 
     def _by_leader(self, tps: list[Any]) -> dict[tuple[str, int], list[Any]]:
-        view = self.state.cluster
+        view = self.view
         out: dict[tuple[str, int], list[Any]] = defaultdict(list)
         for item in tps:
             node, _ = view.leader(item[0], item[1])

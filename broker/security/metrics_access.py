@@ -15,11 +15,14 @@ import logging
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
+from broker.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from broker.security.session import ANONYMOUS
 from broker.security.tls import principal_of
+
+if TYPE_CHECKING:
+    from broker.state import BrokerState
 
 log = logging.getLogger("kcoord.security")
 
@@ -37,7 +40,7 @@ FORBIDDEN = Refusal("403 Forbidden")
 
 
 class MetricsAccess:
-    def __init__(self, state: Any, basic: bool, mapping_rules: str) -> None:
+    def __init__(self, state: BrokerState, basic: bool, mapping_rules: str) -> None:
         self.state = state  # BrokerState: its credentials and authorizer, as they change
         self.basic = basic
         self.mapping_rules = mapping_rules

@@ -26,9 +26,12 @@ import logging
 import time
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.config import Config
+
+if TYPE_CHECKING:
+    from jwt import PyJWK
 
 log = logging.getLogger("kcoord.security")
 
@@ -116,7 +119,7 @@ class OAuthValidator:
 
     def __init__(self, settings: OAuthSettings) -> None:
         self.settings = settings
-        self.keys: dict[str | None, Any] = {}  # key id -> jwt.PyJWK
+        self.keys: dict[str | None, PyJWK] = {}  # key id -> jwt.PyJWK
         self._last_attempt = 0.0
         self._refreshing: asyncio.Task[None] | None = None
         self._loop_task: asyncio.Task[None] | None = None
@@ -230,7 +233,7 @@ def _fetch(url: str) -> bytes:
         return resp.read(1 << 20)
 
 
-def parse_jwks(body: bytes) -> dict[str | None, Any]:
+def parse_jwks(body: bytes) -> dict[str | None, PyJWK]:
     """The signing keys of a JWKS document by key id (keys we cannot use are skipped)."""
     import jwt
 
@@ -240,7 +243,7 @@ def parse_jwks(body: bytes) -> dict[str | None, Any]:
         raise OAuthError(f"JWKS is not JSON: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
         raise OAuthError("JWKS has no 'keys' list")
-    keys: dict[str | None, Any] = {}
+    keys: dict[str | None, PyJWK] = {}
     for raw in doc["keys"]:
         if not isinstance(raw, dict) or raw.get("use", "sig") != "sig":
             continue

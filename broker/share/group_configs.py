@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from storage.durability import Durability
 from storage.kvlog import KeyValueLog, OpenLog
@@ -68,6 +68,13 @@ _DURATION = re.compile(
 )
 
 
+class BrokerSettings(Protocol):
+    """The broker's settings as the checks read them (``broker.config.Config``; not imported:
+    the config module reads this one's checks)."""
+
+    def get(self, name: str) -> Any: ...
+
+
 class InvalidGroupConfig(ValueError):
     pass
 
@@ -94,7 +101,7 @@ def reset_duration_ms(value: str) -> int | None:
     return parse_duration_ms(rest.strip())
 
 
-def check_auto_offset_reset(value: str, config: Any = None) -> str:
+def check_auto_offset_reset(value: str, config: BrokerSettings | None = None) -> str:
     v = value.strip()
     if v.lower() in ("earliest", "latest"):
         return v.lower()
@@ -107,10 +114,10 @@ def check_auto_offset_reset(value: str, config: Any = None) -> str:
     return "by_duration:" + v.partition(":")[2].strip()
 
 
-def _bounded(name: str, low: str, high: str) -> Callable[[str, Any], str]:
+def _bounded(name: str, low: str, high: str) -> Callable[[str, BrokerSettings | None], str]:
     """An int group config within the broker settings ``low``..``high`` (Kafka's checks)."""
 
-    def check(value: str, config: Any) -> str:
+    def check(value: str, config: BrokerSettings | None) -> str:
         try:
             n = int(value.strip())
         except ValueError:
@@ -128,11 +135,13 @@ def _bounded(name: str, low: str, high: str) -> Callable[[str, Any], str]:
     return check
 
 
-def _bounded_by(name: str, low: int, high: str | None) -> Callable[[str, Any], str]:
+def _bounded_by(
+    name: str, low: int, high: str | None
+) -> Callable[[str, BrokerSettings | None], str]:
     """An int group config of at least ``low`` and, given ``high``, at most that broker
     setting."""
 
-    def check(value: str, config: Any) -> str:
+    def check(value: str, config: BrokerSettings | None) -> str:
         try:
             n = int(value.strip())
         except ValueError:
@@ -152,7 +161,7 @@ def _bounded_by(name: str, low: int, high: str | None) -> Callable[[str, Any], s
     return check
 
 
-def _lock_duration(value: str, config: Any = None) -> str:
+def _lock_duration(value: str, config: BrokerSettings | None = None) -> str:
     try:
         n = int(value.strip())
     except ValueError:
@@ -166,8 +175,8 @@ def _lock_duration(value: str, config: Any = None) -> str:
     return str(n)
 
 
-def _one_of(name: str, *allowed: str) -> Callable[[str, Any], str]:
-    def check(value: str, config: Any = None) -> str:
+def _one_of(name: str, *allowed: str) -> Callable[[str, BrokerSettings | None], str]:
+    def check(value: str, config: BrokerSettings | None = None) -> str:
         v = value.strip().lower()
         if v not in allowed:
             raise InvalidGroupConfig(
@@ -184,7 +193,9 @@ class GroupConfigDef:
     name: str
     type: int  # DescribeConfigs' ConfigType: 2 STRING... see describe_configs
     broker_setting: str | None  # the broker setting giving the default (None: `default`)
-    check: Callable[[str, Any], str]  # (value, broker config): as stored, or InvalidGroupConfig
+    check: Callable[
+        [str, BrokerSettings | None], str
+    ]  # (value, broker config): as stored, or InvalidGroupConfig
     doc: str
     default: str | None = None  # Kafka's GroupConfig default where no broker setting gives one
 
@@ -285,7 +296,9 @@ UNSUPPORTED = frozenset(
 )
 
 
-def validate(overrides: dict[str, str | None], config: Any = None) -> dict[str, str]:
+def validate(
+    overrides: dict[str, str | None], config: BrokerSettings | None = None
+) -> dict[str, str]:
     """The overrides as stored (None values dropped), or InvalidGroupConfig; ``config``, the
     broker's settings, bounds the timeouts and intervals."""
     out: dict[str, str] = {}
@@ -363,7 +376,9 @@ class GroupConfigs:
             await self._kv.close()
 
 
-def describe(config: Any, overrides: dict[str, str]) -> list[tuple[GroupConfigDef, str, bool]]:
+def describe(
+    config: BrokerSettings, overrides: dict[str, str]
+) -> list[tuple[GroupConfigDef, str, bool]]:
     """(definition, value, overridden) of every group config, defaults from the broker."""
     out = []
     for d in DEFS.values():

@@ -17,9 +17,9 @@ import asyncio
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from broker.share.state_log import ShareStateLog, now_ms, update_record
+from broker.share.state_log import ShareStateLog, loop_now_ms, update_record
 from coordinator.share.partition import SharePartition, SharePartitionConfig
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ class SharePartitions:
         keys = [k for k in self.known_keys() if k[0] == group_id]
         return sorted(keys, key=lambda k: (str(k[1]), k[2]))
 
-    def reset(self, key: Key, start_offset: int, state_epoch: int) -> Awaitable[Any] | None:
+    def reset(self, key: Key, start_offset: int, state_epoch: int) -> Awaitable[object] | None:
         """Start the share-partition afresh at start_offset: nothing in flight, the delivery
         counts forgotten (Kafka's InitializeShareGroupState), persisted as a new snapshot."""
         self.check_led(key)
@@ -236,7 +236,7 @@ class SharePartitions:
         self.wake()  # a parked fetch of the group finds the new window
         return self._snapshot(key, sp)
 
-    def delete(self, key: Key) -> Awaitable[Any] | None:
+    def delete(self, key: Key) -> Awaitable[object] | None:
         """Forget the share-partition: its next use starts by share.auto.offset.reset. A
         tombstone in `__share_group_state` keeps it forgotten after a restart. Nothing is
         written for a share-partition that has no state (a cluster's DeleteGroups asks each
@@ -251,7 +251,7 @@ class SharePartitions:
 
     # ---- persistence
 
-    def persist(self, key: Key, sp: SharePartition) -> Awaitable[Any] | None:
+    def persist(self, key: Key, sp: SharePartition) -> Awaitable[object] | None:
         """Write what changed in sp since the last write (an update, or a snapshot every
         updates_per_snapshot updates); the awaitable completes once it is durable."""
         if self.state_log is None:
@@ -266,7 +266,7 @@ class SharePartitions:
         epoch = self.state_log.snapshot_epoch(key)
         return self.state_log.write(key, [update_record(key, update, epoch)])
 
-    def _snapshot(self, key: Key, sp: SharePartition) -> Awaitable[Any] | None:
+    def _snapshot(self, key: Key, sp: SharePartition) -> Awaitable[object] | None:
         sp.take_update()
         if self.state_log is None:
             return None
@@ -285,7 +285,7 @@ class SharePartitions:
             self.wake()
         return released
 
-    def drop_topic(self, topic_id: uuid.UUID) -> list[Awaitable[Any]]:
+    def drop_topic(self, topic_id: uuid.UUID) -> list[Awaitable[object]]:
         """The topic is deleted: every group's share-partitions of it go, with their state."""
         writes = [self.delete(k) for k in self.known_keys() if k[1] == topic_id]
         return [w for w in writes if w is not None]
@@ -308,14 +308,14 @@ class SharePartitions:
 
     # ---- keeping __share_group_state short
 
-    def snapshot_cold(self, now: int, older_than_ms: int) -> list[Awaitable[Any]]:
+    def snapshot_cold(self, now: int, older_than_ms: int) -> list[Awaitable[object]]:
         """A fresh snapshot for every share-partition whose latest one is older than
         older_than_ms, so that an idle share-partition does not keep the state log from being
         pruned (share.coordinator.cold.partition.snapshot.interval.ms)."""
         state_log = self.state_log
         if state_log is None:
             return []
-        writes: list[Awaitable[Any] | None] = []
+        writes: list[Awaitable[object] | None] = []
         for key in self.known_keys():
             age = state_log.snapshot_age(key, now)
             if age is None or age < older_than_ms:
@@ -360,12 +360,12 @@ class SharePartitions:
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = deadline
-        delay = max(0.0, (deadline - now_ms() + 1) / 1000)
+        delay = max(0.0, (deadline - loop_now_ms() + 1) / 1000)
         self._timer = loop.call_later(delay, self._expire)
 
     def _expire(self) -> None:
         self._timer, self._timer_at = None, None
-        now = now_ms()
+        now = loop_now_ms()
         released = 0
         earliest: int | None = None
         for key, sp in self.partitions.items():

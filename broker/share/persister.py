@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from broker.cluster.peers import PeerClients
     from broker.cluster.view import ClusterView
     from broker.share.partitions import SharePartitions
-    from broker.topics import TopicRegistry
+    from broker.topic_registry import TopicRegistry
 
 log = logging.getLogger("kcoord.share")
 
@@ -109,7 +109,7 @@ class SharePersister:
     ) -> dict[TP, int]:
         """Start each share-partition afresh at its offset (-1: forget it instead); the
         error code of each, once durable."""
-        pending: dict[TP, Awaitable[Any] | None] = {}
+        pending: dict[TP, Awaitable[object] | None] = {}
 
         def local(tp: TP) -> int:
             key = (group_id, *tp)
@@ -158,7 +158,7 @@ class SharePersister:
     async def delete(self, group_id: str, tps: Iterable[TP]) -> dict[TP, int]:
         """Forget each share-partition (its next use starts by share.auto.offset.reset); the
         error code of each, once durable."""
-        pending: dict[TP, Awaitable[Any] | None] = {}
+        pending: dict[TP, Awaitable[object] | None] = {}
 
         def local(tp: TP) -> int:
             pending[tp] = self.partitions.delete((group_id, *tp))
@@ -249,8 +249,8 @@ class SharePersister:
         return _codes(resp.results)
 
     @staticmethod
-    async def _durable(pending: dict[TP, Awaitable[Any] | None], codes: dict[TP, int]) -> None:
-        async def one(tp: TP, w: Awaitable[Any]) -> None:
+    async def _durable(pending: dict[TP, Awaitable[object] | None], codes: dict[TP, int]) -> None:
+        async def one(tp: TP, w: Awaitable[object]) -> None:
             try:
                 await w
             except Exception:  # noqa: BLE001 - the log failed or was fenced

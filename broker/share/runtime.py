@@ -8,18 +8,21 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.config import Config
 from broker.ownership import LogOpener
 from broker.share.group_configs import GroupConfigs
-from broker.share.partitions import SharePartitions, ShareSettings, now_ms
+from broker.share.partitions import SharePartitions, ShareSettings, loop_now_ms
 from broker.share.persister import SharePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import ShareStateLog, leased_state_log_name
-from broker.topics import TopicRegistry
+from broker.topic_registry import TopicRegistry
 from coordinator.share.events import ShareMemberGone
 from storage.logconfig import LogConfig
+
+if TYPE_CHECKING:
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.share")
 
@@ -43,7 +46,8 @@ class ShareRuntime:
         self.prune_interval_ms = prune_interval_ms
         self._maintenance: list[asyncio.Task[None]] = []
         self._dropping: set[asyncio.Future[None]] = set()
-        self.engine: Any = None  # cluster mode: the shared storage engine (open_state_log)
+        # Cluster mode: the shared storage engine (open_state_log).
+        self.engine: PgStore | None = None
         # The admin paths' way to share-partition state, wherever it is; set by the broker
         # (in cluster mode, with the view and the clients of the other nodes).
         self.persister: SharePersister = SharePersister(self.partitions, TopicRegistry())
@@ -60,7 +64,7 @@ class ShareRuntime:
         share.partitions.group_configs = group_configs
         return share
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, event: object) -> None:
         """A group runtime event: a member that left its share group (or was fenced) loses
         its session and its acquired records."""
         if isinstance(event, ShareMemberGone):
@@ -82,10 +86,13 @@ class ShareRuntime:
 
     async def _drop_leased_logs(self, topic_id: uuid.UUID) -> None:
         name = leased_state_log_name(topic_id)
+        engine = self.engine
+        if engine is None:
+            return  # leased share-state logs are the PostgreSQL engine's
         try:
-            count = (await self.engine.topics()).get(name, 0)
+            count = (await engine.topics()).get(name, 0)
             if count:
-                await self.engine.drop_partitions(name, list(range(count)))
+                await engine.drop_partitions(name, list(range(count)))
         except Exception:
             log.exception("dropping %s", name)
 
@@ -109,7 +116,7 @@ class ShareRuntime:
             self.partitions.release_member(group_id, member_id)
 
     async def open_state_log(
-        self, data_dir: Path, partitions: int, open_log: LogOpener, *, engine: Any = None
+        self, data_dir: Path, partitions: int, open_log: LogOpener, *, engine: PgStore | None = None
     ) -> None:
         """From now on every share-partition's changes are written to the share state logs
         (broker/share/state_log.py). On one node: `__share_group_state`, replayed now. With
@@ -152,7 +159,7 @@ class ShareRuntime:
         ]
 
     async def snapshot_cold(self) -> None:
-        writes = self.partitions.snapshot_cold(now_ms(), self.cold_snapshot_interval_ms)
+        writes = self.partitions.snapshot_cold(loop_now_ms(), self.cold_snapshot_interval_ms)
         if writes:
             await asyncio.gather(*writes)
 

@@ -28,7 +28,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.loading import PartitionHealth
 from broker.ownership import LogOpener, SoleOwner
@@ -42,6 +42,9 @@ from protocol.records import BatchHeader, RecordTuple, build_tail_batch, kv_reco
 from storage.log import FencedError, Log, LogFailedError
 from storage.logconfig import LogConfig
 from storage.partitionlog import PartitionLog, TopicLog
+
+if TYPE_CHECKING:
+    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.share")
 
@@ -105,8 +108,9 @@ def update_record(key: Key, update: StateUpdate, snapshot_epoch: int) -> bytes:
     return kv_record_tail(*sr.encode_record(k, v))
 
 
-def now_ms() -> int:
-    """Share groups' clock: the event loop's (monotonic), in ms."""
+def loop_now_ms() -> int:
+    """Share groups' clock: the event loop's (monotonic, not the wall clock of
+    storage.clock.now_ms), in ms."""
     return int(asyncio.get_running_loop().time() * 1000)
 
 
@@ -140,7 +144,7 @@ class ShareFold:
         self.name = name
         # A replayed snapshot's age is unknown: counted from the load, so it is rewritten one
         # cold-snapshot interval on.
-        self.loaded_at = now_ms()
+        self.loaded_at = loop_now_ms()
 
     def replay(self, header: BatchHeader, records: list[RecordTuple]) -> None:
         if header.is_control:
@@ -180,7 +184,7 @@ class ShareStateLog:
         log_config: LogConfig,
         open_log: LogOpener | None = None,
         *,
-        engine: Any = None,
+        engine: PgStore | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.log_config = log_config
@@ -225,9 +229,11 @@ class ShareStateLog:
     async def _open_leased(self, slot: int, epoch: int) -> PartitionLog:
         topic_id, partition = self._topic_slots[slot]
         name = leased_state_log_name(topic_id)
-        if not await self.engine.take_epoch(name, partition, epoch):
+        engine = self.engine
+        assert engine is not None, "leased share-state logs are the PostgreSQL engine's"
+        if not await engine.take_epoch(name, partition, epoch):
             raise FencedError(f"{name}-{partition}: a newer leader than epoch {epoch} took it")
-        plog: PartitionLog = await self.engine.open_leased(name, partition, self.log_config, epoch)
+        plog: PartitionLog = await engine.open_leased(name, partition, self.log_config, epoch)
         return plog
 
     async def load(self) -> None:
@@ -340,7 +346,7 @@ class ShareStateLog:
 
     # -- writing --------------------------------------------------------------------------
 
-    def write(self, key: Key, tails: list[bytes]) -> Awaitable[Any] | None:
+    def write(self, key: Key, tails: list[bytes]) -> Awaitable[object] | None:
         """Append the records of one share-partition as one batch; the awaitable completes
         when it is durable, and fails when the key's slot is not served here (this node no
         longer leads it, or it reloads after a failed write)."""
@@ -353,14 +359,14 @@ class ShareStateLog:
 
     def write_snapshot(
         self, key: Key, state: PersistedState, snapshot_epoch: int
-    ) -> Awaitable[Any] | None:
+    ) -> Awaitable[object] | None:
         p = self.place(key)
         if p < 0:
             return self._not_led(key)
         fut = self.runtime.append(
             p, build_tail_batch([snapshot_record(key, state, snapshot_epoch)])
         )
-        written_at = now_ms()
+        written_at = loop_now_ms()
 
         def durable(f: asyncio.Future) -> None:
             if f.cancelled() or f.exception() is not None:
@@ -383,7 +389,7 @@ class ShareStateLog:
         failed.exception()  # retrieved: a caller that does not wait is not owed a warning
         return failed
 
-    def delete(self, key: Key) -> Awaitable[Any] | None:
+    def delete(self, key: Key) -> Awaitable[object] | None:
         """Forget a share-partition: its stored state and its place in pruning go now; the
         tombstones make the deletion outlive a restart."""
         slot = self._slot_of(key)

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from broker.security.acls import ResourceType
+from broker.security.authorizer import ResourceType
 from broker.security.metrics_access import MetricsAccess, Refusal
 from broker.security.session import ANONYMOUS
 from broker.web import views
@@ -29,6 +29,11 @@ from broker.web.burrow_api import BurrowApi
 from broker.web.cluster import HttpPeers
 from coordinator.partitioning import partition_for
 from protocol.coordinator_records import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from broker.config import Config
+    from broker.metrics import Metrics
+    from broker.state import BrokerState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -43,7 +48,7 @@ def _refused(refusal: Refusal) -> web.Response:
 class WebState:
     """What the API, Burrow's API and the console read, for the whole cluster."""
 
-    def __init__(self, state: Any, cfg: Any, peers: HttpPeers | None) -> None:
+    def __init__(self, state: BrokerState, cfg: Config, peers: HttpPeers | None) -> None:
         self.state = state
         self.peers = peers
         self.cluster_name: str = cfg.get("kcoord.burrow.cluster.name")
@@ -173,7 +178,7 @@ def _quote(text: str) -> str:
     return quote(text, safe="")
 
 
-def _local_ends(state: Any, topic: str) -> dict[int, int]:
+def _local_ends(state: BrokerState, topic: str) -> dict[int, int]:
     store = state.data
     out: dict[int, int] = {}
     for part in store.partitions.get(topic, []) if store is not None else []:
@@ -185,9 +190,9 @@ def _local_ends(state: Any, topic: str) -> dict[int, int]:
 class HttpServer:
     def __init__(
         self,
-        metrics: Any,
-        state: Any,
-        cfg: Any,
+        metrics: Metrics,
+        state: BrokerState,
+        cfg: Config,
         access: MetricsAccess | None,
         peers: HttpPeers | None = None,
     ) -> None:

@@ -12,9 +12,12 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
+
+if TYPE_CHECKING:
+    from broker.cluster.view import ClusterView
 
 log = logging.getLogger("kcoord.web")
 
@@ -23,7 +26,7 @@ TIMEOUT_S = 5.0
 
 
 class HttpPeers:
-    def __init__(self, view: Any, tls: ssl.SSLContext | None) -> None:
+    def __init__(self, view: ClusterView, tls: ssl.SSLContext | None) -> None:
         self.view = view  # broker.cluster.view.ClusterView
         self.tls = tls
         self._session: aiohttp.ClientSession | None = None
@@ -41,7 +44,7 @@ class HttpPeers:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S))
         return self._session
 
-    async def get(self, node_id: int, path: str, headers: Mapping[str, str]) -> Any:
+    async def get(self, node_id: int, path: str, headers: Mapping[str, str]) -> object:
         """The node's JSON answer, or None (not reachable, refused, not found)."""
         address = self.addresses().get(node_id)
         if address is None:

@@ -9,12 +9,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.security.acls import Operation, ResourceType
+from broker.security.authorizer import Authorizer, Operation, ResourceType
 from coordinator.classic.consumer_protocol import parse_assignment
 from coordinator.lag.burrow import STATUS_NAMES
 from coordinator.lag.model import GroupLag, PartitionLag
+
+if TYPE_CHECKING:
+    from broker.state import BrokerState
+    from coordinator.group import Group
+    from coordinator.shard import Shard
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,7 @@ class Viewer:
 
     principal: str
     host: str
-    authorizer: Any = None
+    authorizer: Authorizer | None = None
 
     def may(self, kind: ResourceType, name: str) -> bool:
         auth = self.authorizer
@@ -38,7 +43,7 @@ class Viewer:
         return self.may(ResourceType.TOPIC, name)
 
 
-def _shards(state: Any) -> Iterator[Any]:
+def _shards(state: BrokerState) -> Iterator[Shard]:
     runtime = state.groups
     if runtime is None:
         return
@@ -47,7 +52,7 @@ def _shards(state: Any) -> Iterator[Any]:
             yield shard
 
 
-def _node(state: Any) -> int:
+def _node(state: BrokerState) -> int:
     return int(state.identity.node_id)
 
 
@@ -98,7 +103,7 @@ def lag_summary(gl: GroupLag | None) -> dict[str, Any]:
     }
 
 
-def groups(state: Any, viewer: Viewer) -> list[dict[str, Any]]:
+def groups(state: BrokerState, viewer: Viewer) -> list[dict[str, Any]]:
     """Every group this node coordinates that the viewer may describe, with its lag."""
     tracker = state.lag
     model = tracker.model if tracker is not None else None
@@ -135,10 +140,10 @@ def groups(state: Any, viewer: Viewer) -> list[dict[str, Any]]:
     return sorted(rows.values(), key=lambda r: r["group"])
 
 
-def _members(state: Any, g: Any) -> list[dict[str, Any]]:
+def _members(state: BrokerState, g: Group) -> list[dict[str, Any]]:
     topics = state.topics
     out = []
-    for m in g.members.values():
+    for member_id, m in g.members.items():
         assignment: dict[str, list[int]] = {}
         raw = getattr(m, "assignment", None)
         assigned = getattr(m, "assigned", None)
@@ -154,7 +159,7 @@ def _members(state: Any, g: Any) -> list[dict[str, Any]]:
                 assignment[t.name if t is not None else str(tid)] = sorted(parts)
         out.append(
             {
-                "member_id": m.member_id,
+                "member_id": member_id,
                 "client_id": getattr(m, "client_id", ""),
                 "host": getattr(m, "client_host", ""),
                 "instance_id": getattr(m, "group_instance_id", None)
@@ -165,7 +170,7 @@ def _members(state: Any, g: Any) -> list[dict[str, Any]]:
     return sorted(out, key=lambda m: (m["client_id"], m["member_id"]))
 
 
-def find_group(state: Any, gid: str) -> Any:
+def find_group(state: BrokerState, gid: str) -> Group | None:
     for shard in _shards(state):
         g = shard.groups.get(gid)
         if g is not None:
@@ -173,7 +178,7 @@ def find_group(state: Any, gid: str) -> Any:
     return None
 
 
-def group_detail(state: Any, gid: str, viewer: Viewer) -> dict[str, Any] | None:
+def group_detail(state: BrokerState, gid: str, viewer: Viewer) -> dict[str, Any] | None:
     """One group as its coordinator sees it; None if not here (or not to be seen)."""
     if not viewer.group(gid):
         return None
@@ -227,7 +232,7 @@ def group_detail(state: Any, gid: str, viewer: Viewer) -> dict[str, Any] | None:
     return out
 
 
-def topics(state: Any, viewer: Viewer) -> list[dict[str, Any]]:
+def topics(state: BrokerState, viewer: Viewer) -> list[dict[str, Any]]:
     store = state.data
     if store is None:
         return []
@@ -272,7 +277,7 @@ def topics(state: Any, viewer: Viewer) -> list[dict[str, Any]]:
     return out
 
 
-def share_groups(state: Any, viewer: Viewer) -> list[dict[str, Any]]:
+def share_groups(state: BrokerState, viewer: Viewer) -> list[dict[str, Any]]:
     tracker = state.lag
     if tracker is None:
         return []
@@ -294,7 +299,7 @@ def share_groups(state: Any, viewer: Viewer) -> list[dict[str, Any]]:
     return out
 
 
-def transactions(state: Any, viewer: Viewer) -> dict[str, Any]:
+def transactions(state: BrokerState, viewer: Viewer) -> dict[str, Any]:
     txns = state.txns
     now = int(time.time() * 1000)
     open_txns = []
@@ -311,7 +316,7 @@ def transactions(state: Any, viewer: Viewer) -> dict[str, Any]:
                     "started_ms": m.start_ms,
                     "age_ms": now - m.start_ms if m.start_ms > 0 else None,
                     "timeout_ms": m.timeout_ms,
-                    "partitions": sorted(f"{tp.topic}-{tp.partition}" for tp in m.partitions),
+                    "partitions": [f"{t}-{p}" for t, p in sorted(m.partitions)],
                     "node": _node(state),
                 }
             )
@@ -342,7 +347,7 @@ def transactions(state: Any, viewer: Viewer) -> dict[str, Any]:
     return {"transactions": open_txns, "held_groups": held, "pending_offsets": pending}
 
 
-def node_info(state: Any) -> dict[str, Any]:
+def node_info(state: BrokerState) -> dict[str, Any]:
     tracker = state.lag
     runtime = state.groups
     loaded = sum(1 for _ in _shards(state))

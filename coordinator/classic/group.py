@@ -13,7 +13,7 @@ from typing import NamedTuple, cast
 from coordinator.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from coordinator.group import ExpirationCondition, PartitionCheck, Record, commit_timestamp
 from coordinator.keys import group_record_key, heartbeat_key
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from protocol.coordinator_records import GroupMetadataValue
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeGroupsResponse, JoinGroupResponse, ListGroupsResponse

@@ -129,9 +129,6 @@ class PartitionLag:
             out.append((w[i], w[i + 1], max(end - w[i], 0) if end >= 0 else None))
         return out
 
-    def first_commit_ms(self) -> int:
-        return self.window[self._slot(0) + 1] if self.n else self.last_commit_ms
-
     # -- derived values ---------------------------------------------------------------------
 
     def target(self) -> int:

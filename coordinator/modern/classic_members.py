@@ -26,7 +26,7 @@ from coordinator.modern.heartbeat import converge
 from coordinator.modern.keys import join_key, member_timer_keys, session_key, sync_key
 from coordinator.modern.member import ConsumerGroupMember, MemberState, classic_metadata
 from coordinator.modern.membership import fence_records
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from protocol.errors import ErrorCode
 from protocol.messages import (
     HeartbeatRequest,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator.modern.assignment import EMPTY, Assignment
 from coordinator.modern.group import ConsumerGroup
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupDescribeResponse
 

@@ -18,7 +18,7 @@ from coordinator.modern import records
 from coordinator.modern.assignment import EMPTY, Assignment
 from coordinator.modern.member import ConsumerGroupMember
 from coordinator.modern.regex import RegexResolution
-from coordinator.modern.topics import TopicMeta, TopicsImage
+from coordinator.modern.topics_image import TopicMeta, TopicsImage
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupHeartbeatResponse as Response
 from protocol.messages import DescribeGroupsResponse, ListGroupsResponse

@@ -39,7 +39,7 @@ from coordinator.modern.membership import (
 from coordinator.modern.reconcile import FencedMemberEpoch, reconcile
 from coordinator.modern.regex import InvalidRegex, RegexResolution, compile_regex, resolve
 from coordinator.modern.target import build_target
-from coordinator.modern.topics import TopicMeta, TopicsImage
+from coordinator.modern.topics_image import TopicMeta, TopicsImage
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupHeartbeatRequest as Request
 from protocol.messages import ConsumerGroupHeartbeatResponse as Response

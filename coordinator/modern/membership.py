@@ -14,7 +14,7 @@ from coordinator.modern.errors import ApiError
 from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.keys import member_timer_keys, rebalance_key, session_key
 from coordinator.modern.member import STATIC_LEAVE_EPOCH, ConsumerGroupMember, MemberState
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

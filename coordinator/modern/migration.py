@@ -33,7 +33,7 @@ from coordinator.modern.errors import ApiError
 from coordinator.modern.group import ConsumerGroup, consumer_protocol_assignment
 from coordinator.modern.keys import member_timer_keys, session_key
 from coordinator.modern.member import ConsumerGroupMember, MemberState, classic_metadata
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Any
 from coordinator.modern.assignment import Assignment, to_topic_partitions
 from coordinator.modern.member import ConsumerGroupMember
 from coordinator.modern.regex import RegexResolution
-from coordinator.modern.topics import TopicMeta
+from coordinator.modern.topics_image import TopicMeta
 from protocol.coordinator_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 
 _UNSUPPORTED = re.compile(r"\(\?[=!>]|\(\?<[=!]|\\[1-9]|[*+?}]\+")
 _POSIX = {

@@ -14,7 +14,7 @@ from coordinator.modern.assignment import from_topic_partitions
 from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.member import ConsumerGroupMember
 from coordinator.modern.regex import RegexResolution
-from coordinator.modern.topics import TopicMeta
+from coordinator.modern.topics_image import TopicMeta
 from protocol.coordinator_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,

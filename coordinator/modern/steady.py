@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.keys import session_key
 from coordinator.modern.member import ConsumerGroupMember, MemberState
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from protocol.messages import ConsumerGroupHeartbeatRequest as Request
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from coordinator.modern.assignment import EMPTY, Assignment
 from coordinator.modern.group import ConsumerGroup
 from coordinator.modern.member import ConsumerGroupMember
 from coordinator.modern.regex import RegexResolution
-from coordinator.modern.topics import TopicMeta
+from coordinator.modern.topics_image import TopicMeta
 
 
 def build_target(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from coordinator.modern.topics import TopicMeta
+from coordinator.modern.topics_image import TopicMeta
 
 
 def assign(

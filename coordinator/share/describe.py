@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coordinator.modern.assignment import Assignment
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from coordinator.share.group import ShareGroup
 from protocol.errors import ErrorCode
 from protocol.messages import ShareGroupDescribeResponse as Response

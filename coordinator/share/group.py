@@ -12,7 +12,7 @@ from typing import Any
 
 from coordinator.group import ExpirationCondition, PartitionCheck, Record
 from coordinator.modern.assignment import Assignment, from_topic_partitions
-from coordinator.modern.topics import TopicMeta, TopicsImage
+from coordinator.modern.topics_image import TopicMeta, TopicsImage
 from coordinator.share import records
 from coordinator.share.member import ShareGroupMember
 from protocol.coordinator_records import (

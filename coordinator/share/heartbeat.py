@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from coordinator.modern.assignment import EMPTY, to_topic_partitions
 from coordinator.modern.errors import ApiError, invalid_request
-from coordinator.modern.topics import TopicMeta, TopicsImage
+from coordinator.modern.topics_image import TopicMeta, TopicsImage
 from coordinator.share import assignor, records
 from coordinator.share.events import ShareMemberGone
 from coordinator.share.group import ShareGroup

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from coordinator.modern.assignment import Assignment, to_topic_partitions
-from coordinator.modern.topics import TopicMeta
+from coordinator.modern.topics_image import TopicMeta
 from coordinator.share.member import ShareGroupMember
 from protocol.coordinator_records import (
     ShareGroupCurrentMemberAssignmentKey,

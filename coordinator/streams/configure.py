@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from coordinator.streams.topology import Subtopology, TopicInfo, Topology
 
 # The heartbeat's status codes (StreamsGroupHeartbeatResponse.Status).

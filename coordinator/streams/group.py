@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from coordinator.group import ExpirationCondition, PartitionCheck, Record, commit_timestamp
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from coordinator.streams import records
 from coordinator.streams.configure import ConfiguredTopology
 from coordinator.streams.member import LEAVE_EPOCH, StreamsGroupMember

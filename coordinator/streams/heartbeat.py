@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from coordinator.modern.errors import ApiError, invalid_request
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from coordinator.streams import configure, reconcile, records, target, validate
 from coordinator.streams.configure import ConfiguredTopology, InternalTopic, InvalidTopology
 from coordinator.streams.group import StreamsGroup, assignment_configs

@@ -86,7 +86,7 @@ class TxnMetadata:
             return FLEXIBLE_VALUE_VERSION
         return VALUE_VERSION
 
-    def to_value(self) -> Any:
+    def to_value(self) -> TransactionLogValue:
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(self.partitions):
             by_topic.setdefault(topic, []).append(p)
@@ -106,7 +106,7 @@ class TxnMetadata:
         )
 
     @classmethod
-    def from_value(cls, transactional_id: str, v: Any) -> TxnMetadata:
+    def from_value(cls, transactional_id: str, v: TransactionLogValue) -> TxnMetadata:
         parts = frozenset(
             (t.topic, p) for t in (v.transaction_partitions or ()) for p in t.partition_ids
         )

@@ -13,7 +13,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from exporter.cli import add_parser, run
+    from exporter.report_command import add_parser, run
 
     parser = argparse.ArgumentParser(prog="kcoord report (spark-submit)")
     add_parser(parser.add_subparsers(dest="command"))

@@ -16,7 +16,6 @@ output is committed and never edited by hand.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from protocol.schema import franz, spec_checks, streams_facts
+from protocol.schema.spec_json import load_json
 
 HERE = Path(__file__).parent
 
@@ -251,11 +251,6 @@ def with_current(spec: dict, root: Path) -> dict:
         return spec
     req, resp = franz.read_api(root / "franz-go-definitions", spec["apiKey"])
     return franz.extend(spec, req if spec["type"] == "request" else resp, hi)
-
-
-def load_json(path: Path) -> dict:
-    lines = [ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("//")]
-    return json.loads("\n".join(lines))
 
 
 def field_src(f: dict, indent: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from protocol.api_keys import ApiKey
 from protocol.schema import franz
+from protocol.schema.spec_json import load_json
 
 SHARE_KEYS = [76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92]
 
@@ -155,12 +156,8 @@ def check_share_state_and_offsets_facts(franz_dir: Path) -> None:
 def check_kafka_43_versions_carried_from_franz(spec: Path) -> None:
     """Kafka's JSON carried to a newer version by franz-go's definition (OffsetCommit v10
     names topics by id only)."""
-    from protocol.schema import import_spec  # it runs these checks: imported when they run
-
     req, _ = franz.read_api(spec / "franz-go-definitions", 8)
-    out = franz.extend(
-        import_spec.load_json(spec / "message" / "OffsetCommitRequest.json"), req, 10
-    )
+    out = franz.extend(load_json(spec / "message" / "OffsetCommitRequest.json"), req, 10)
     topic = {f["name"]: f for f in out["fields"]}["Topics"]
     assert [(f["name"], f["versions"]) for f in topic["fields"][:2]] == [
         ("Name", "0-9"),

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer as CKConsumer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from broker.cli import main
+from kcoord_admin.main import main
 from tests.kcoord_process import KcoordProcess
 
 TOPIC, GROUP = "adm", "adm-g"
@@ -62,7 +62,7 @@ def topic(kcoord: KcoordProcess) -> KcoordProcess:
 
 def test_health(kcoord: KcoordProcess) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "health", "--bootstrap", kcoord.bootstrap],
+        [sys.executable, "-m", "kcoord_admin", "health", "--bootstrap", kcoord.bootstrap],
         capture_output=True,
         text=True,
         timeout=30,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main
 from broker.group_runtime import OFFSETS_TOPIC
+from kcoord_admin.main import main
 from tests.broker.test_loading import DAMAGED, build_damaged
 from tests.kcoord_process import start_kcoord
 

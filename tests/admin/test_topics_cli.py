@@ -13,7 +13,7 @@ from tests.kcoord_process import KcoordProcess
 
 def cli(k: KcoordProcess, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args, "--bootstrap", k.bootstrap],
+        [sys.executable, "-m", "kcoord_admin", *args, "--bootstrap", k.bootstrap],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 

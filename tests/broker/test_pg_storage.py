@@ -23,7 +23,7 @@ def test_an_unreachable_server_stops_start_up_with_one_line(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith("KCOORD_")}
     url = f"postgresql://kcoord:secret@/kcoord?host={tmp_path}&connect_timeout=2"
     proc = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "serve", "--listen", "127.0.0.1:0"]
+        [sys.executable, "-m", "kcoord_admin", "serve", "--listen", "127.0.0.1:0"]
         + ["--data-dir", str(tmp_path / "data"), "--storage", url],
         env={**env, "KCOORD_KCOORD_STORAGE": "file"},  # the flag wins over the variable
         cwd=REPO,
@@ -40,7 +40,7 @@ def test_an_unreachable_server_stops_start_up_with_one_line(tmp_path: Path) -> N
 
 def test_a_storage_that_is_neither_file_nor_postgres_is_refused(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "serve", "--listen", "127.0.0.1:0"]
+        [sys.executable, "-m", "kcoord_admin", "serve", "--listen", "127.0.0.1:0"]
         + ["--data-dir", str(tmp_path / "data"), "--storage", "mysql://x"],
         cwd=REPO,
         capture_output=True,

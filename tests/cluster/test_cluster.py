@@ -343,10 +343,10 @@ def test_producer_ids_are_unique_across_nodes(cluster: Cluster) -> None:
 
 
 def test_admin_tools_see_the_whole_cluster(cluster: Cluster) -> None:
-    """`kcoord groups` / `kcoord offsets` (broker/admin) through any one node: ListGroups is
+    """`kcoord groups` / `kcoord offsets` (kcoord_admin) through any one node: ListGroups is
     asked of every node, a group's requests go to its coordinator, ListOffsets to each
     partition's leader."""
-    from broker.admin.client import AdminClient
+    from kcoord_admin.admin_client import AdminClient
 
     start_three(cluster)
     with wire(cluster, 1) as c:

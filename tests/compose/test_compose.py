@@ -218,21 +218,28 @@ def test_the_postgres_profile_keeps_offsets_across_a_restart(topology: Compose) 
     assert after["kafka-python"]["committed"] == before["kafka-python"]["committed"]
 
 
-def test_the_cluster_profile_fails_over_when_a_node_is_killed(topology: Compose) -> None:
-    """Three nodes over the profile's PostgreSQL: the group scenarios pass through all three,
-    node1 is SIGKILLed, and on the two left the groups are there with their offsets and new
-    members resume after them."""
+@pytest.fixture(scope="module")
+def cluster_groups(topology: Compose) -> dict:
+    """The cluster profile up (three nodes over its PostgreSQL) and the group scenarios run
+    through all three: what they report. The spark profile reports on what they committed."""
     t0 = time.monotonic()
-    cl = ("--profile", "cluster")
-    topology(*cl, "up", "-d", "--no-build", "--wait", "--wait-timeout", "180",
+    topology("--profile", "cluster", "up", "-d", "--no-build", "--wait", "--wait-timeout", "180",
              "cluster-db", "node1", "node2", "node3", timeout=240)  # fmt: skip
     topology.engine.timings["cluster profile up"] = time.monotonic() - t0
-    before = run_pg_scenario(
-        topology, "before-restart", "node1:9092,node2:9092,node3:9092", "cluster"
-    )
+    nodes = "node1:9092,node2:9092,node3:9092"
+    return run_pg_scenario(topology, "before-restart", nodes, "cluster")
+
+
+def test_the_cluster_profile_fails_over_when_a_node_is_killed(
+    topology: Compose, cluster_groups: dict
+) -> None:
+    """The group scenarios passed through all three nodes; node1 is SIGKILLed, and on the two
+    left the groups are there with their offsets and new members resume after them."""
+    t0 = time.monotonic()
+    before = cluster_groups
     assert before["kafka-python"]["consumed"] >= 400
     assert before["confluent-kafka"]["consumed"] >= 400
-    topology(*cl, "kill", "-s", "SIGKILL", "node1", timeout=60)
+    topology("--profile", "cluster", "kill", "-s", "SIGKILL", "node1", timeout=60)
     after = run_pg_scenario(topology, "after-restart", "node2:9092,node3:9092", "cluster")
     assert after["kafka-python"]["resumed_with"] == 10
     assert after["confluent-kafka"]["resumed_with"] == 10
@@ -257,7 +264,9 @@ def spark_master_status(compose: Compose, wait_workers: int = 0) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_the_spark_profile_reports_on_the_cluster_database(topology: Compose) -> None:
+def test_the_spark_profile_reports_on_the_cluster_database(
+    topology: Compose, cluster_groups: dict
+) -> None:
     """A Spark master and two workers from the report image; the spark-report job runs
     `kcoord report --master spark://spark-master:7077` over cluster-db (where the cluster
     profile's groups committed): both workers run its executors, and the tables and the page

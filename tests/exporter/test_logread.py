@@ -11,7 +11,7 @@ import pytest
 
 from exporter import logread as L
 from exporter import synthetic as S
-from exporter import topics as T
+from exporter import topic_partitions as T
 from protocol.coordinator_records import TYPES, decode_record, encode_record
 from protocol.records import COMPRESSION_GZIP, build_kv_batch
 from storage.dump import dump_segment

@@ -136,7 +136,7 @@ def _share_state(data_dir: Path) -> None:
     from broker.share.partitions import SharePartitions, ShareSettings
     from broker.share.state_log import ShareStateLog
     from coordinator.share.partition import AckRange, AckType, SharePartitionConfig
-    from exporter.topics import read_catalog
+    from exporter.topic_partitions import read_catalog
     from storage.log import Log
     from storage.logconfig import LogConfig
 

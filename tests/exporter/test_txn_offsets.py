@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from exporter import logread as L
 from exporter.html import open_transactions_section
+from exporter.logread import open_transactions
 from exporter.report import open_transactions_summary
-from exporter.txnfilter import open_transactions
 from protocol.coordinator_records import TYPES, encode_record
 from protocol.records import build_tail_batch, kv_record_tail
 from protocol.txn_records import marker_batch

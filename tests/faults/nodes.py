@@ -93,7 +93,7 @@ class Nodes:
         n = self.nodes[name]
         n.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
-            sys.executable, "-m", "broker.cli", "serve", "--listen", n.bootstrap,
+            sys.executable, "-m", "kcoord_admin", "serve", "--listen", n.bootstrap,
             "--data-dir", str(n.data_dir), "--storage", self.url, "--node-id", str(n.node_id),
         ]  # fmt: skip
         for s in self.settings:

@@ -31,7 +31,7 @@ def broker(tmp_path: Path) -> Iterator[KcoordProcess]:
 
 def _group_view(bootstrap: str, group: str) -> dict:
     out = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "groups", "describe", group, "--json"]
+        [sys.executable, "-m", "kcoord_admin", "groups", "describe", group, "--json"]
         + ["--bootstrap", bootstrap],
         capture_output=True,
         text=True,

@@ -247,7 +247,7 @@ def test_the_acls_command(tmp_path: Path) -> None:
 
         def kcoord(*args: str) -> subprocess.CompletedProcess:
             return subprocess.run(
-                [sys.executable, "-m", "broker.cli", "acls", *args, "--bootstrap", k.bootstrap],
+                [sys.executable, "-m", "kcoord_admin", "acls", *args, "--bootstrap", k.bootstrap],
                 capture_output=True, text=True, timeout=60,
             )  # fmt: skip
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.security.acls import (
+from broker.security.authorizer import (
     AclBinding,
     AclFilter,
     Authorizer,

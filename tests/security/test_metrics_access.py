@@ -102,7 +102,7 @@ def test_https_basic_credentials_and_acls(tmp_path: Path, ca: Ca) -> None:
             "sasl.password=scrape-secret\n"
         )
         health = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "health", "--bootstrap", k.bootstrap,
+            [sys.executable, "-m", "kcoord_admin", "health", "--bootstrap", k.bootstrap,
              "--metrics", url, "--command-config", str(props)],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip

@@ -219,7 +219,7 @@ def test_the_users_command(kcoord_sasl: KcoordProcess) -> None:
 
     def kcoord(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "broker.cli", "users", *args, "--bootstrap",
+            [sys.executable, "-m", "kcoord_admin", "users", *args, "--bootstrap",
              kcoord_sasl.bootstrap],
             input=stdin, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
@@ -261,7 +261,7 @@ def test_admin_commands_log_in_with_a_command_config(
 
     def kcoord(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "broker.cli", *args, "--bootstrap", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", "kcoord_admin", *args, "--bootstrap", f"127.0.0.1:{port}"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 

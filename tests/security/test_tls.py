@@ -267,7 +267,7 @@ def test_a_renewed_certificate_is_served_without_a_restart(
 def test_unusable_listener_settings_stop_start_up(
     tmp_path: Path, settings: tuple[str, ...], message: str
 ) -> None:
-    args = [sys.executable, "-m", "broker.cli", "serve", "--listen", "127.0.0.1:0"]
+    args = [sys.executable, "-m", "kcoord_admin", "serve", "--listen", "127.0.0.1:0"]
     args += ["--data-dir", str(tmp_path / "data")]
     for s in settings:
         args += ["--set", s]
@@ -365,7 +365,7 @@ def test_sasl_over_tls(tmp_path: Path, ca: Ca, server_pem: Path) -> None:
             "sasl.mechanism=SCRAM-SHA-512\nsasl.username=dave\nsasl.password=pw\n"
         )
         out = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "users", "list", "--json",
+            [sys.executable, "-m", "kcoord_admin", "users", "list", "--json",
              "--bootstrap", f"127.0.0.1:{port}", "--command-config", str(props)],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
@@ -554,7 +554,7 @@ def test_listener_prefixed_settings_are_checked(tmp_path: Path) -> None:
         ("listener.name.ssl.group.max.size=3", "unknown setting"),
     ):
         out = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "serve", "--listen", "127.0.0.1:0",
+            [sys.executable, "-m", "kcoord_admin", "serve", "--listen", "127.0.0.1:0",
              "--data-dir", str(tmp_path / "d"), "--set", setting],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
@@ -568,7 +568,7 @@ def test_the_dev_certs_command(tmp_path: Path) -> None:
 
     def dev_certs(*more: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "broker.cli", "dev-certs", str(d), *more],
+            [sys.executable, "-m", "kcoord_admin", "dev-certs", str(d), *more],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 

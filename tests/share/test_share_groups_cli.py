@@ -19,7 +19,7 @@ SHARE = "group.coordinator.rebalance.protocols=classic,consumer,share"
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", "share-groups", *args],
+        [sys.executable, "-m", "kcoord_admin", "share-groups", *args],
         capture_output=True,
         text=True,
         timeout=60,

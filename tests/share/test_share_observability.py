@@ -118,7 +118,7 @@ def test_share_series_are_bounded() -> None:
     from broker import metrics as M
     from broker.share.partitions import ShareSettings
     from broker.share.runtime import ShareRuntime
-    from broker.topics import TopicRegistry
+    from broker.topic_registry import TopicRegistry
     from coordinator.share.partition import SharePartitionConfig
 
     share = ShareRuntime(ShareSettings(SharePartitionConfig(), "earliest"))

@@ -307,7 +307,7 @@ def test_by_duration_as_the_brokers_default_and_in_reset_offsets(tmp_path: Path)
 
         def reset(duration: str) -> list[int]:
             out = subprocess.run(
-                [sys.executable, "-m", "broker.cli", "share-groups", "reset-offsets", "idle"]
+                [sys.executable, "-m", "kcoord_admin", "share-groups", "reset-offsets", "idle"]
                 + ["--topic", "q", "--by-duration", duration, "--json"]
                 + ["--bootstrap", proc.bootstrap],
                 capture_output=True,
@@ -320,7 +320,7 @@ def test_by_duration_as_the_brokers_default_and_in_reset_offsets(tmp_path: Path)
         assert reset("PT1H") == [0]
         assert reset("PT0S") == [3]  # nothing that recent: the end
         bad = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "share-groups", "reset-offsets", "idle"]
+            [sys.executable, "-m", "kcoord_admin", "share-groups", "reset-offsets", "idle"]
             + ["--topic", "q", "--by-duration", "-PT1H", "--bootstrap", proc.bootstrap],
             capture_output=True,
             text=True,

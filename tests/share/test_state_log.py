@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from broker.share.partitions import SharePartitions, ShareSettings, now_ms
+from broker.share.partitions import SharePartitions, ShareSettings, loop_now_ms
 from broker.share.state_log import ShareStateLog, state_partition, topic_id_string
 from coordinator.share.partition import (
     AckRange,
@@ -131,8 +131,8 @@ def test_pruning_keeps_what_each_live_share_partition_needs(tmp_path: Path) -> N
         assert plog.log_start_offset == idle_snapshot  # no further: the idle key needs it
         assert plog.log_end_offset > idle_snapshot + 80
         # Nothing is older than an hour; everything is older than 0 ms.
-        assert parts.snapshot_cold(now_ms(), 3_600_000) == []
-        await asyncio.gather(*parts.snapshot_cold(now_ms() + 1, 0))
+        assert parts.snapshot_cold(loop_now_ms(), 3_600_000) == []
+        await asyncio.gather(*parts.snapshot_cold(loop_now_ms() + 1, 0))
         assert await parts.prune_state_log() >= 1
         assert plog.log_start_offset > 0
         live = {k: sp.snapshot() for k, sp in parts.partitions.items()}

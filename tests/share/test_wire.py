@@ -112,7 +112,7 @@ def test_share_group_membership_over_the_wire(tmp_path: Path) -> None:
 
 def _cli(*args: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "kcoord_admin", *args], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
     return out.stdout

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main
+from kcoord_admin.main import main
 from protocol import coordinator_records as cr
 from protocol.records import build_kv_batch, with_base_offset
 

@@ -118,7 +118,7 @@ def test_cluster_status_shows_nodes_and_leases(pg_url: str) -> None:  # noqa: F8
     asyncio.run(setup())
     repo = Path(__file__).resolve().parents[2]
     out = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "cluster", "status", "--storage", pg_url],
+        [sys.executable, "-m", "kcoord_admin", "cluster", "status", "--storage", pg_url],
         cwd=repo, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -127,7 +127,7 @@ def test_cluster_status_shows_nodes_and_leases(pg_url: str) -> None:  # noqa: F8
     args = ["cluster", "status", "--json", "--storage", pg_url]
     doc = json.loads(
         subprocess.run(
-            [sys.executable, "-m", "broker.cli", *args],
+            [sys.executable, "-m", "kcoord_admin", *args],
             cwd=repo, capture_output=True, text=True, timeout=60,
         ).stdout
     )  # fmt: skip

@@ -17,7 +17,7 @@ N = 40
 
 def kcoord(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args],
+        [sys.executable, "-m", "kcoord_admin", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from broker.cli import main
+from kcoord_admin.main import main
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (

@@ -314,7 +314,7 @@ def test_exactly_once_group_with_kills_at_random(tmp_path: Path, kill: str) -> N
 
 def kcoord_cli(*args: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args],
+        [sys.executable, "-m", "kcoord_admin", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -345,7 +345,16 @@ def test_transactions_commands_list_and_describe(broker: KcoordProcess) -> None:
     desc = json.loads(kcoord_cli("transactions", "describe", "ops-tx", "--bootstrap", b, "--json"))
     assert desc["state"] == "CompleteCommit" and desc["partitions"] == {}
     missing = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "transactions", "describe", "nope", "--bootstrap", b],
+        [
+            sys.executable,
+            "-m",
+            "kcoord_admin",
+            "transactions",
+            "describe",
+            "nope",
+            "--bootstrap",
+            b,
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -38,9 +38,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from broker.admin.client import LATEST
-from broker.admin.client import AdminClient as _AdminClient
-from broker.security.client import client_security, read_properties
+from kcoord_admin.admin_client import LATEST
+from kcoord_admin.admin_client import AdminClient as _AdminClient
+from kcoord_admin.command_config import client_security, read_properties
 
 MESSAGES, PARTITIONS, MEMBERS = 400, 4, 2
 KP_TOPIC, KP_GROUP = "compose-kp", "compose-kp-group"

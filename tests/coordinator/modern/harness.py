@@ -10,7 +10,7 @@ from typing import Any
 
 from coordinator.classic.consumer_protocol import encode_subscription, parse_assignment
 from coordinator.config import GroupConfig
-from coordinator.modern.topics import TopicMeta, TopicsImage
+from coordinator.modern.topics_image import TopicMeta, TopicsImage
 from coordinator.result import Result
 from coordinator.shard import RequestMeta, Shard
 from protocol.coordinator_records import decode_record, encode_record

@@ -3,7 +3,7 @@ shard arms the members' timers."""
 
 from __future__ import annotations
 
-from coordinator.modern.topics import TopicsImage
+from coordinator.modern.topics_image import TopicsImage
 from tests.coordinator.modern.harness import Harness, snapshot
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.modern.topics import TopicMeta
+from coordinator.modern.topics_image import TopicMeta
 from coordinator.shard import RequestMeta
 from coordinator.share.assignor import assign
 from protocol.errors import ErrorCode

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.modern.topics import TopicMeta, TopicsImage
+from coordinator.modern.topics_image import TopicMeta, TopicsImage
 from coordinator.streams import configure as c
 from coordinator.streams.topology import CopartitionGroup, Subtopology, TopicInfo, Topology
 from tests.coordinator.modern.harness import topic_id

@@ -278,7 +278,7 @@ def timestamps_at_arrow(data_dir: str):
     ``record_offset`` and ``record_timestamp`` of the first record at or after ``offset``."""
 
     def fn(batches):
-        from exporter.datasource import worker_setup
+        from exporter.worker import worker_setup
 
         worker_setup()
         from exporter.pgread import PgTopicReader, is_storage_url

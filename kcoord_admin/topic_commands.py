@@ -10,8 +10,8 @@ import json
 import sys
 from typing import Any
 
-from broker.admin.client import AdminClient, AdminError, client_of, error_name
-from broker.admin.tables import table
+from kcoord_admin.admin_client import AdminClient, AdminError, client_of, error_name
+from kcoord_admin.tables import table
 from protocol.api_keys import ApiKey
 from protocol.messages import (
     CreatePartitionsRequest,

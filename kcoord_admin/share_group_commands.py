@@ -14,9 +14,16 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from broker.admin.client import EARLIEST, LATEST, AdminClient, AdminError, client_of, error_name
-from broker.admin.tables import parse_topic, table
 from broker.share.group_configs import parse_duration_ms
+from kcoord_admin.admin_client import (
+    EARLIEST,
+    LATEST,
+    AdminClient,
+    AdminError,
+    client_of,
+    error_name,
+)
+from kcoord_admin.tables import parse_topic, table
 from protocol.api_keys import ApiKey as K
 from protocol.errors import ErrorCode
 from protocol.messages import (

@@ -125,7 +125,7 @@ class AdminClient:
         client_id: str = "kcoord-admin",
         security: Any = None,
     ) -> None:
-        """``security``: a ``broker.security.client.ClientSecurity`` (TLS, SASL) for secured
+        """``security``: a ``kcoord_admin.command_config.ClientSecurity`` (TLS, SASL) for secured
         listeners; None for PLAINTEXT."""
         self.security = security
         self.timeout = timeout
@@ -606,7 +606,7 @@ def client_of(args: Any) -> AdminClient:
     security = None
     path = getattr(args, "command_config", None)
     if path:
-        from broker.security.client import client_security, read_properties
+        from kcoord_admin.command_config import client_security, read_properties
 
         security = client_security(read_properties(path))
     return AdminClient(args.bootstrap, timeout=args.timeout, security=security)

@@ -18,8 +18,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from broker.admin.acls import add_parser as add_acls_parser
-from broker.admin.client import (
+from coordinator.partitioning import DEFAULT_OFFSETS_PARTITIONS, partition_for
+from kcoord_admin.acl_commands import add_parser as add_acls_parser
+from kcoord_admin.admin_client import (
     EARLIEST,
     LATEST,
     AdminClient,
@@ -29,12 +30,11 @@ from broker.admin.client import (
     client_of,
     parse_bootstrap,
 )
-from broker.admin.share_groups import add_parser as add_share_groups_parser
-from broker.admin.tables import parse_topic, table
-from broker.admin.topics import add_parser as add_topics_parser
-from broker.admin.transactions import add_parser as add_transactions_parser
-from broker.admin.users import add_parser as add_users_parser
-from coordinator.partitioning import DEFAULT_OFFSETS_PARTITIONS, partition_for
+from kcoord_admin.share_group_commands import add_parser as add_share_groups_parser
+from kcoord_admin.tables import parse_topic, table
+from kcoord_admin.topic_commands import add_parser as add_topics_parser
+from kcoord_admin.transaction_commands import add_parser as add_transactions_parser
+from kcoord_admin.user_commands import add_parser as add_users_parser
 from protocol.errors import ErrorCode
 from protocol.internal_topics import OFFSETS_TOPIC
 
@@ -201,7 +201,7 @@ def _unhealthy_from_metrics(address: str, command_config: str | None) -> dict[in
     req = urllib.request.Request(url)
     ctx = None
     if command_config:  # a secured endpoint: its CA, client certificate, Basic credentials
-        from broker.security.client import metrics_access, read_properties
+        from kcoord_admin.command_config import metrics_access, read_properties
 
         ctx, basic = metrics_access(read_properties(command_config))
         if basic is not None:

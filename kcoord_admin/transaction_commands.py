@@ -8,8 +8,8 @@ import json
 import time
 from typing import Any
 
-from broker.admin.client import AdminError, client_of, error_name
-from broker.admin.tables import table
+from kcoord_admin.admin_client import AdminError, client_of, error_name
+from kcoord_admin.tables import table
 from protocol.api_keys import ApiKey
 from protocol.messages import DescribeTransactionsRequest, ListTransactionsRequest
 

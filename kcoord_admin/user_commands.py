@@ -11,8 +11,8 @@ import secrets
 import sys
 from typing import Any
 
-from broker.admin.client import AdminError, client_of, error_name
 from broker.security.scram import MECHANISM_IDS, MECHANISM_NAMES, MIN_ITERATIONS, salted_password
+from kcoord_admin.admin_client import AdminError, client_of, error_name
 from protocol.api_keys import ApiKey
 from protocol.messages import (
     AlterUserScramCredentialsRequest,

@@ -9,8 +9,8 @@ import json
 import sys
 from typing import Any
 
-from broker.admin.client import AdminError, client_of, error_name
-from broker.security.acls import Operation, PatternType, Permission, ResourceType
+from broker.security.authorizer import Operation, PatternType, Permission, ResourceType
+from kcoord_admin.admin_client import AdminError, client_of, error_name
 from protocol.api_keys import ApiKey
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
