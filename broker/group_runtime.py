@@ -417,7 +417,8 @@ class GroupRuntime:
         return renewed
 
     def read(self, group_id: str, fn: Callable[[Shard, int], Any], on_error: ErrorReply) -> Any:
-        """A read of the group's shard, answered once earlier writes are durable."""
+        """A read of the group's shard as it is now, answered once the writes of what it
+        read are durable (never a change whose write may still fail)."""
         p = self.partition_of(group_id)
         shard = self.runtime.serving(p)
         if shard is None:
@@ -430,13 +431,19 @@ class GroupRuntime:
             # callbacks drop it (a fault run read an offset that was never stored here).
             return on_error(ErrorCode.NOT_COORDINATOR)
 
-        def answer() -> Any:
+        # Read now, released once the write in flight is durable: every change the shard
+        # holds now is in that write or an earlier one. Read when the write completed, it saw
+        # changes of later writes still in flight (a fault run: OffsetFetch answered a commit
+        # whose write then failed, and the next coordinator the lower offset stored).
+        answer = fn(shard, now_ms())
+
+        def release() -> Any:
             # The shard may have been given up (or the lease lapsed) while the write waited.
             if self.runtime.serving(p) is not shard:
                 return on_error(ErrorCode.NOT_COORDINATOR)
-            return fn(shard, now_ms())
+            return answer
 
-        return self.runtime.after_tail(p, answer, lambda: on_error(ErrorCode.NOT_COORDINATOR))
+        return self.runtime.after_tail(p, release, lambda: on_error(ErrorCode.NOT_COORDINATOR))
 
     def all_loaded_shards(self) -> list[Shard] | None:
         """Every shard this node coordinates, or None while any of them is still loading."""

@@ -59,10 +59,16 @@ class LeaseKeeper:
         self._task: asyncio.Task[None] | None = None
         self._abandoned: set[asyncio.Task[None]] = set()
 
-    def valid(self, topic: str, partition: int) -> bool:
-        """Whether this node's lease of the partition is certainly still its own now (by its
-        monotonic clock, counted from the last successful acquisition or renewal): requests
-        for the partition are answered only while this holds."""
+    def valid(self, topic: str, partition: int, epoch: int) -> bool:
+        """Whether this node's lease of the partition under ``epoch`` is held and certainly
+        still its own now (by its monotonic clock, counted from the last successful
+        acquisition or renewal): requests are answered by a tenure only while this holds.
+        Per tenure, not per partition: a tenure whose lease was lost while it opened stayed
+        installed, and once the partition was acquired again under a newer epoch it passed a
+        per-partition check and answered from its stale log before the new tenure replaced it
+        (a fault run: Fetch answered OFFSET_OUT_OF_RANGE, a producer OUT_OF_ORDER_SEQUENCE)."""
+        if (topic, partition, epoch) not in self.held:
+            return False
         since = self.fresh.get((topic, partition))
         return since is not None and time.monotonic() - since < self.give_up_s
 
@@ -130,7 +136,7 @@ class LeaseKeeper:
                 log.warning("renewing leases failed: no answer within %.1fs", every)
             elif attempt.exception() is not None:
                 log.warning("renewing leases failed: %s", attempt.exception())
-            stale = [h for h in self.held if not self.valid(h[0], h[1])]
+            stale = [h for h in self.held if not self.valid(*h)]
             if stale:
                 self._lose(sorted(stale))
 

@@ -87,7 +87,7 @@ class ClusterNode:
         )
         for rt in runtimes:
             rt.on_fenced = functools.partial(self._fenced, rt.topic)
-            rt.lease_valid = functools.partial(self.keeper.valid, rt.topic)
+            rt.lease_valid = functools.partial(self._runtime_lease_valid, rt)
         data.lease_valid = self.keeper.valid
         data.on_log_failed = self._log_failed
         self._task: asyncio.Task[None] | None = None
@@ -263,6 +263,12 @@ class ClusterNode:
                 if not await leadership.lead(self.data, topic, partition, epoch):
                     await self._share_resign(topic, partition)
                     await self._forget((topic, partition, epoch), release=True)
+                elif (topic, partition, epoch) not in self.keeper.held:
+                    # Lost (or given up after a failed write) while it opened: that unload
+                    # resigned the tenure before this one was installed, so resign it now
+                    # (else it stayed installed as leading, with a log that stops at this
+                    # moment, for the next tenure's take to find).
+                    await self._resign(topic, partition)
             except FencedError:
                 await self._share_resign(topic, partition)
                 await self._forget((topic, partition, epoch), release=False)
@@ -410,6 +416,10 @@ class ClusterNode:
         self._loading.add(task)
         task.add_done_callback(self._loading.discard)
         return task
+
+    def _runtime_lease_valid(self, rt: PartitionRuntime[Any], p: int) -> bool:
+        epoch = rt.owned.get(p)
+        return epoch is not None and self.keeper.valid(rt.topic, p, epoch)
 
     def _fenced(self, topic: str, partition: int) -> None:
         """A write of a coordinator partition was refused as fenced: forget its lease."""

@@ -104,9 +104,10 @@ class TopicStore:
         self.cluster = cluster
         # A storage engine holding the partitions and the catalog (PgStore), or None: files.
         self.engine = engine
-        # Cluster mode: LeaseKeeper.valid; while it is false (this node's leases may have
-        # expired, as after a long pause) no partition is served as its leader.
-        self.lease_valid: Callable[[str, int], bool] | None = None
+        # Cluster mode: LeaseKeeper.valid (topic, partition, the tenure's epoch); while it is
+        # false (the lease lost, or it may have expired, as after a long pause) the tenure is
+        # not served as the partition's leader.
+        self.lease_valid: Callable[[str, int, int], bool] | None = None
         # Cluster mode: called with (topic, partition, error) when a write of a partition
         # led here fails; its log takes no more appends (ClusterNode gives it up).
         self.on_log_failed: Callable[[str, int, BaseException], None] | None = None
@@ -289,7 +290,7 @@ class TopicStore:
     def leads(self, part: Partition) -> bool:
         """Whether ``part`` is served here now as its leader."""
         return part.leading and (
-            self.lease_valid is None or self.lease_valid(part.topic, part.index)
+            self.lease_valid is None or self.lease_valid(part.topic, part.index, part.leader_epoch)
         )
 
     def partition(self, topic: str, index: int) -> Partition | None:

@@ -115,6 +115,26 @@ async def test_a_read_behind_a_failed_write_is_answered_not_coordinator(tmp_path
     await rt.close()
 
 
+async def test_a_read_never_answers_a_later_write_still_in_flight(tmp_path: Path) -> None:
+    """A read waiting for a write was answered from the shard as it was when that write
+    completed, with a later commit whose own write was still in flight and then failed (a
+    fault run: OffsetFetch answered 2,722, the next coordinator 2,719, as stored)."""
+    rt, held = await runtime(tmp_path)
+    first = commit(rt, 5)
+    read = fetch(rt)
+    await asyncio.sleep(0)
+    second = commit(rt, 6)  # after the read: its own flush
+    await asyncio.sleep(0)
+    assert len(held.appends) == 2
+    held.appends[0].set_result(None)
+    assert (await first).topics[0].partitions[0].error_code == ErrorCode.NONE
+    _, rows = await read
+    assert rows[0][2] == 5, "answered a commit whose write was not durable"
+    held.appends[1].set_exception(OSError("fenced"))
+    assert await second == ErrorCode.NOT_COORDINATOR
+    await rt.close()
+
+
 async def test_a_failed_write_is_never_read_back(tmp_path: Path) -> None:
     """Between a write's failure and the callbacks that drop the shard, the shard still holds
     the failed records: a read in that window answered them (a fault run saw an OffsetFetch

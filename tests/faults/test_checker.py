@@ -20,7 +20,7 @@ def test_a_lost_commit_and_an_offset_going_back_are_found() -> None:
     ops = [commit("g", 5, 1, 2), commit("g", 9, 3, 4), fetch("g", 1, 5, 5, 6)]
     lost, late = C.lost_commits(ops, {"g": {"t/0": 5}})
     assert len(lost) == 1 and late == 0
-    back, late = C.offsets_backwards(ops)
+    back, late, _ = C.offsets_backwards(ops)
     assert len(back) == 1 and late == 0
     assert C.lost_commits(ops, {"g": {"t/0": 9}}) == ([], 0)
 
@@ -28,8 +28,30 @@ def test_a_lost_commit_and_an_offset_going_back_are_found() -> None:
 def test_a_late_commit_of_unknown_outcome_is_counted_not_reported() -> None:
     ops = [commit("g", 5, 1, 3, ok=None, err="timed out"), commit("g", 9, 2, 4),
            fetch("g", 1, 5, 5, 6)]  # fmt: skip
-    assert C.offsets_backwards(ops) == ([], 1)
+    assert C.offsets_backwards(ops) == ([], 1, 0)
     assert C.lost_commits(ops, {"g": {"t/0": 5}}) == ([], 1)
+
+
+def test_a_late_copy_of_a_commit_the_client_sent_again_is_counted_not_reported() -> None:
+    """librdkafka resends a request unanswered within its socket timeout (5 s in the workers):
+    a commit acknowledged later than that had a second copy, which may be applied after newer
+    commits. A quick acknowledgement had none: the same history with it is an anomaly."""
+    slow = commit("g", 5, 1, 7, w="consumer")  # answered 6 s after it was sent
+    ops = [slow, commit("g", 9, 8, 8.1, w="consumer"), fetch("g", 1, 5, 9, 9.1)]
+    assert C.offsets_backwards(ops) == ([], 1, 0)
+    ops[0] = commit("g", 5, 1, 1.2, w="consumer")
+    assert len(C.offsets_backwards(ops)[0]) == 1
+
+
+def test_commits_of_a_client_that_misread_an_error_as_no_offset_are_counted_apart() -> None:
+    """aiokafka takes OffsetFetch's top-level error (v2+) for "no committed offset" and starts
+    the partition over; its new, lower commits are counted, not reported. Without the reset in
+    the history the same reads are an anomaly."""
+    why = "No committed offset found for TopicPartition(topic='t', partition=0)"
+    reset = {"op": "position_reset", "group": "g", "t": 5.0, "why": why}
+    ops = [commit("g", 90, 1, 2), reset, commit("g", 10, 6, 7), fetch("g", 1, 10, 8, 8.1)]
+    assert C.offsets_backwards(ops) == ([], 0, 1)
+    assert len(C.offsets_backwards([o for o in ops if o is not reset])[0]) == 1
 
 
 def test_two_nodes_answering_as_coordinator_in_turn_are_found() -> None:

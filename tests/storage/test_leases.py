@@ -215,7 +215,7 @@ async def test_the_keeper_gives_leases_up_when_the_database_stops_answering(
         assert epoch is not None
         keeper.start()
         await asyncio.sleep(0.5)
-        assert lost == [] and keeper.valid(T, P)
+        assert lost == [] and keeper.valid(T, P, epoch)
         hole.frozen = True
         cut = asyncio.get_running_loop().time()
         while not lost:
@@ -224,15 +224,16 @@ async def test_the_keeper_gives_leases_up_when_the_database_stops_answering(
         # Given up within the lease (1 s) counted from the last renewal sent before the cut.
         assert asyncio.get_running_loop().time() - cut < 1.0
         assert lost == [(T, P, epoch)] and keeper.held == set()
-        assert not keeper.valid(T, P)
+        assert not keeper.valid(T, P, epoch)
         # The database answers again: a lease acquired now is valid at once, on its own
         # (a node-wide validity, still counted from before the cut, gave it up again).
         hole.frozen = False
         store.pool.terminate()
         store = await PgStore.connect(url)
         keeper.db = store.pool
-        assert await keeper.acquire(T, P + 1) is not None
-        assert keeper.valid(T, P + 1) and not keeper.valid(T, P)
+        again = await keeper.acquire(T, P + 1)
+        assert again is not None
+        assert keeper.valid(T, P + 1, again) and not keeper.valid(T, P, epoch)
     finally:
         await keeper.stop()
         store.pool.terminate()
@@ -248,6 +249,14 @@ def test_a_late_answer_about_a_lease_given_up_does_not_lose_its_successor() -> N
     keeper.held = {(T, P, 7)}
     keeper.fresh[(T, P)] = time.monotonic()
     keeper._lose([(T, P, 5)])  # the late renewal's verdict on the old epoch
-    assert lost == [] and keeper.held == {(T, P, 7)} and keeper.valid(T, P)
+    assert lost == [] and keeper.held == {(T, P, 7)} and keeper.valid(T, P, 7)
     keeper._lose([(T, P, 7)])
-    assert lost == [(T, P, 7)] and keeper.held == set() and not keeper.valid(T, P)
+    assert lost == [(T, P, 7)] and keeper.held == set() and not keeper.valid(T, P, 7)
+
+
+def test_validity_is_per_tenure_not_per_partition() -> None:
+    """A partition held again under a newer epoch does not make its older tenure valid."""
+    keeper = LeaseKeeper(None, 1, 1000, 100, lambda lost: None)
+    keeper.held = {(T, P, 8)}
+    keeper.fresh[(T, P)] = time.monotonic()
+    assert keeper.valid(T, P, 8) and not keeper.valid(T, P, 6)
