@@ -109,9 +109,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--brokers", nargs="+", default=["kcoord", "mock"])
     ap.add_argument("--durability", default="always", help="kcoord's (default: always)")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a kcoord setting"
+    )
+    ap.add_argument("--profile", metavar="FILE", help="run kcoord under cProfile into FILE")
     args = ap.parse_args()
     starters = {
-        "kcoord": lambda: start_kcoord({"kcoord.durability": args.durability}),
+        "kcoord": lambda: start_kcoord(
+            {"kcoord.durability": args.durability, **dict(kv.split("=", 1) for kv in args.set)},
+            profile=args.profile,
+        ),
         "mock": start_mock,
     }
     print(

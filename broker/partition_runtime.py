@@ -143,7 +143,8 @@ class PartitionRuntime(Generic[S]):
         self.tails: list[Write | None] = [None] * partitions
         self._flushing: list[tuple[asyncio.Future[None], list[object]] | None] = [None] * partitions
         self.health: dict[int, PartitionHealth] = {}
-        self._timers: dict[tuple[int, Hashable], asyncio.TimerHandle] = {}
+        # (p, key) -> the armed timer and the deadline (wall-clock ms) it was armed for.
+        self._timers: dict[tuple[int, Hashable], tuple[asyncio.TimerHandle, int]] = {}
         self._load_slots = asyncio.Semaphore(LOAD_CONCURRENCY)
         self._tasks = BackgroundTasks(log, f"{topic} runtime")
         self._closed = False
@@ -257,7 +258,7 @@ class PartitionRuntime(Generic[S]):
     async def close(self) -> None:
         self._closed = True
         await asyncio.gather(*self._tasks.cancel(), return_exceptions=True)
-        for handle in self._timers.values():
+        for handle, _ in self._timers.values():
             handle.cancel()
         self._timers.clear()
         pending = [f for f in self.tails if f is not None and not f.done()]
@@ -326,7 +327,7 @@ class PartitionRuntime(Generic[S]):
         """p is served no more: its state (to answer what waits in it), timers cancelled."""
         state, self.states[p] = self.states[p], None
         for key in [k for k in self._timers if k[0] == p]:
-            self._timers.pop(key).cancel()
+            self._timers.pop(key)[0].cancel()
         self._changed(p)
         return state
 
@@ -479,20 +480,22 @@ class PartitionRuntime(Generic[S]):
         """A timer of p's state at ``deadline_ms`` (wall clock; ``now`` is the reading the
         state was given): `fire` is called with its key then. A later deadline for an armed
         key keeps the armed timer, which fires early and is asked for again."""
-        loop = asyncio.get_running_loop()
         k = (p, key)
-        when = loop.time() + max(0.0, (deadline_ms - now) / 1000)
         old = self._timers.get(k)
         if old is not None:
-            if old.when() <= when:
+            # Compared in the state's clock: no loop clock reading or handle query for the
+            # common case, a steady heartbeat pushing its session deadline later.
+            if old[1] <= deadline_ms:
                 return
-            old.cancel()
-        self._timers[k] = loop.call_at(when, self._fire, p, key)
+            old[0].cancel()
+        loop = asyncio.get_running_loop()
+        when = loop.time() + max(0.0, (deadline_ms - now) / 1000)
+        self._timers[k] = (loop.call_at(when, self._fire, p, key), deadline_ms)
 
     def disarm(self, p: int, key: Hashable) -> None:
-        handle = self._timers.pop((p, key), None)
-        if handle is not None:
-            handle.cancel()
+        armed = self._timers.pop((p, key), None)
+        if armed is not None:
+            armed[0].cancel()
 
     def _fire(self, p: int, key: Hashable) -> None:
         self._timers.pop((p, key), None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import (
     AsyncIterator,
@@ -35,7 +36,7 @@ from collections.abc import (
     Iterator,
 )
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.loading import PartitionHealth
 from broker.ownership import LeasedOpener, Leases, LogOpener, Ownership, SoleOwner
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
     from broker.group_runtime import GroupRuntime
 
 log = logging.getLogger("kcoord.txn")
+
+T = TypeVar("T")
 
 MARKER_RETRY_S = 0.1
 MARKER_RETRY_MAX_S = 5.0
@@ -106,6 +109,24 @@ class _Turn:
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.users = 0
+
+
+@functools.lru_cache(maxsize=PARTITION_CACHE_SIZE)
+def _record_key(transactional_id: str) -> bytes:
+    """The id's `__transaction_state` record key: the same bytes at every write of it."""
+    return encode_key(transactional_id)
+
+
+def _take_free(lock: asyncio.Lock) -> None:
+    """Acquire a lock nobody holds or awaits, from synchronous code: its ``acquire`` returns
+    without suspending then."""
+    acquiring = lock.acquire()
+    try:
+        acquiring.send(None)
+    except StopIteration:
+        return
+    acquiring.close()
+    raise RuntimeError("the lock was not free")
 
 
 class TxnFold:
@@ -188,6 +209,7 @@ class TxnRuntime:
         self.peers = peers
         self._partition_cache: dict[str, int] = {}
         self._turns: dict[str, _Turn] = {}  # transactional id -> its turn (_decide)
+        self._completing: set[asyncio.Future] = set()  # completions written (_finish_later)
         self._closed = False
         self.ownership.adopt(self.runtime)
 
@@ -215,6 +237,8 @@ class TxnRuntime:
 
     async def close(self) -> None:
         self._closed = True
+        for fut in list(self._completing):
+            fut.cancel()  # as the runtime's close cancels its tasks
         await self.runtime.close()
 
     # -- the coordinator's part of the runtime ---------------------------------------------
@@ -281,6 +305,60 @@ class TxnRuntime:
                 tid, producer_id, epoch, wanted, now, client_version
             ),
         )
+
+    def add_partitions_now(
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        then: Callable[[Reply], T],
+    ) -> T | asyncio.Future[T]:
+        """`add_partitions` (``client_version`` 0) answered through ``then``, without a task
+        when nobody holds or awaits the id's turn (a producer's requests come one after
+        another): decided at once, and a write's answer is a future completed by the
+        write's callback, which applies the record and gives the turn back. Otherwise (or
+        while the id's partition is unavailable) as `add_partitions`, in a task."""
+        if tid in self._turns:
+            return asyncio.ensure_future(
+                self._then(self.add_partitions(tid, producer_id, epoch, partitions), then)
+            )
+        p, coord = self._coordinator(tid)
+        if coord is None:
+            return then(self._unavailable(p))
+        outcome = coord.add_partitions(tid, producer_id, epoch, list(partitions), now_ms())
+        if isinstance(outcome, Reply):
+            return then(outcome)  # nothing in flight for the id: its turn is not needed
+        turn = self._turns[tid] = _Turn()
+        turn.users = 1
+        _take_free(turn.lock)
+        started = self._begin_write(p, outcome)
+        if started is None:  # not reached: the partition is served (above)
+            self._release(tid, turn)
+            return then(Reply(ErrorCode.NOT_COORDINATOR))
+        written, fut = started
+        out: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            try:
+                if f.cancelled() or f.exception() is not None:
+                    if not f.cancelled():
+                        log.error("writing %s-%d failed: %s", TXN_TOPIC, p, f.exception())
+                    reply = Reply(ErrorCode.NOT_COORDINATOR)
+                else:
+                    written.finish(outcome)
+                    reply = outcome.reply or Reply()
+            finally:
+                self._release(tid, turn)
+            if not out.done():  # cancelled: the client went away
+                out.set_result(then(reply))
+
+        fut.add_done_callback(done)
+        return out
+
+    @staticmethod
+    async def _then(reply: Awaitable[Reply], then: Callable[[Reply], T]) -> T:
+        return then(await reply)
 
     def is_local(self, tid: str) -> bool:
         """Whether this node coordinates ``tid`` (always, outside cluster mode)."""
@@ -450,14 +528,14 @@ class TxnRuntime:
         finally:
             self._release(tid, turn)
 
-    async def _run(self, p: int, outcome: Reply | Write) -> tuple[Reply, asyncio.Task | None]:
+    async def _run(self, p: int, outcome: Reply | Write) -> tuple[Reply, asyncio.Future | None]:
         """Carry out a decision (in its id's turn): its reply, and the completion of a
         transaction still being written (the turn is the id's until it is done)."""
         if isinstance(outcome, Reply):
             return outcome, None
         if not await self._write(p, outcome):
             return Reply(ErrorCode.NOT_COORDINATOR), None
-        rest = None
+        rest: asyncio.Future | None = None
         if outcome.markers:
             tid = outcome.transactional_id
             if not outcome.reply_when_complete:
@@ -465,7 +543,7 @@ class TxnRuntime:
                 # the reply needs none of it.
                 rest = self.runtime.spawn(self._complete(p, tid))
             elif (coord := await self._markers(p, tid)) is not None:
-                rest = self.runtime.spawn(self._finish(p, tid, coord))
+                rest = self._finish_later(p, tid, coord)
         return outcome.reply or Reply(), rest
 
     async def _write(self, p: int, write: Write) -> bool:
@@ -474,20 +552,57 @@ class TxnRuntime:
         CONCURRENT_TRANSACTIONS); a failed write is never applied: the runtime reloads the
         partition from its log (or gives it up, fenced), and the caller answers
         NOT_COORDINATOR."""
-        coord = self.runtime.states[p]
-        if coord is None:
+        started = self._begin_write(p, write)
+        if started is None:
             return False
-        coord.begin(write)
-        target = write.target
-        value = None if target is None else encode_value(target.to_value(), target.record_version)
-        batch = build_tail_batch([kv_record_tail(encode_key(write.transactional_id), value)])
+        coord, fut = started
         try:
-            await self.runtime.append(p, batch)
+            await fut
         except Exception as e:
             log.error("writing %s-%d failed: %s", TXN_TOPIC, p, e)
             return False
         coord.finish(write)
         return True
+
+    def _begin_write(self, p: int, write: Write) -> tuple[TxnCoordinator, asyncio.Future] | None:
+        """Mark the id pending and append the decision's record: the coordinator and the
+        append's future (None if ``p`` is not served)."""
+        coord = self.runtime.states[p]
+        if coord is None:
+            return None
+        coord.begin(write)
+        target = write.target
+        value = None if target is None else encode_value(target.to_value(), target.record_version)
+        batch = build_tail_batch([kv_record_tail(_record_key(write.transactional_id), value)])
+        return coord, self.runtime.append(p, batch)
+
+    def _finish_later(self, p: int, tid: str, coord: TxnCoordinator) -> asyncio.Future | None:
+        """`_finish` without a task of its own (one per transaction): the completion's record
+        is appended now and applied by a callback once durable; the returned future holds
+        the id's turn. A failed write is left to the runtime's reload, as in `_write`."""
+        done = coord.complete(tid, now_ms()) if self.runtime.states[p] is coord else None
+        if done is None:
+            return None
+        started = self._begin_write(p, done)
+        if started is None:
+            return None
+        written, fut = started
+
+        def applied(f: asyncio.Future) -> None:
+            if f.cancelled():
+                return
+            e = f.exception()
+            if e is not None:
+                log.error("writing %s-%d failed: %s", TXN_TOPIC, p, e)
+                return
+            written.finish(done)
+
+        # Registered before the caller's release of the turn: the next request of the id
+        # sees the completed state.
+        fut.add_done_callback(applied)
+        self._completing.add(fut)
+        fut.add_done_callback(self._completing.discard)
+        return fut
 
     async def _complete_in_turn(self, p: int, tid: str) -> None:
         async with self._turn(tid):
@@ -662,7 +777,8 @@ class TxnRuntime:
                     )
                 _, rest = await self._run(p, write)
                 if rest is not None:
-                    await rest
+                    with contextlib.suppress(Exception):  # logged by the completion's callback
+                        await rest
 
     async def _compaction_loop(self) -> None:
         while True:

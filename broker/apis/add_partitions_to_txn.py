@@ -11,10 +11,13 @@ TxnOffsetCommit v5 in cluster mode), `__consumer_offsets` partitions included.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.apis._txn import fenced_for
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.authorizer import Operation, ResourceType
+from coordinator.txn.coordinator import Reply
 from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
@@ -96,18 +99,49 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics, veri
     return _uniform(topics, code)
 
 
+def _producer_form(
+    ctx: RequestContext, req: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse | Awaitable[AddPartitionsToTxnResponse]:
+    """v0-3, a producer's one transaction: without a task in the common case
+    (TxnRuntime.add_partitions_now)."""
+    topics = req.v3_and_below_topics
+    tid = req.v3_and_below_transactional_id
+    txns = ctx.broker.txns
+
+    def answer(codes: dict[tuple[str, int], int]) -> AddPartitionsToTxnResponse:
+        return Resp(results_by_topic_v3_and_below=_results(topics, codes))
+
+    if txns is None:
+        return answer(_uniform(topics, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return answer(_uniform(topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    bad = _precheck(ctx, topics)
+    if bad is not None:
+        return answer(bad)
+    version = ctx.api_version
+
+    def replied(reply: Reply) -> AddPartitionsToTxnResponse:
+        code = fenced_for(reply.error, version, PRODUCER_FENCED_VERSION)
+        return answer(_uniform(topics, code))
+
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    return txns.add_partitions_now(
+        tid, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted, replied
+    )
+
+
 @serves(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
-async def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+def handle(
+    ctx: RequestContext, req: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse | Awaitable[AddPartitionsToTxnResponse]:
     if ctx.api_version < BATCHED_VERSION:
-        codes = await _one(
-            ctx,
-            req.v3_and_below_transactional_id,
-            req.v3_and_below_producer_id,
-            req.v3_and_below_producer_epoch,
-            req.v3_and_below_topics,
-            False,
-        )
-        return Resp(results_by_topic_v3_and_below=_results(req.v3_and_below_topics, codes))
+        return _producer_form(ctx, req)
+    return _batched(ctx, req)
+
+
+async def _batched(
+    ctx: RequestContext, req: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     if not ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
         return Resp(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
     results = []

@@ -370,6 +370,8 @@ def _handle(
         return None
     if not waits:
         return resp
+    if len(waits) == 1 and isinstance(waits[0][2], asyncio.Future):
+        return _when_one_durable(resp, waits[0], req.timeout_ms)
     return _when_durable(resp, waits, req.timeout_ms)
 
 
@@ -387,6 +389,43 @@ def write_error(err: BaseException | None) -> ErrorCode:
     if isinstance(err, LogFailedError | OSError):
         return ErrorCode.KAFKA_STORAGE_ERROR
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _when_one_durable(
+    resp: ProduceResponse, wait: tuple[PartResp, Partition, Awaitable], timeout_ms: int
+) -> asyncio.Future[ProduceResponse]:
+    """`_when_durable` for the common request, one partition whose append is a future: the
+    reply is a future completed by callbacks (no task, no `asyncio.wait`: a wake-up and
+    ~15 us fewer per produce)."""
+    r, part, fut = wait
+    assert isinstance(fut, asyncio.Future)
+    loop = asyncio.get_running_loop()
+    out: asyncio.Future[ProduceResponse] = loop.create_future()
+    timer: asyncio.TimerHandle | None = None
+
+    def durable(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if timer is not None:
+            timer.cancel()
+        if f.cancelled():
+            r.error_code, r.base_offset = write_error(None), -1
+        elif (e := f.exception()) is not None:
+            r.error_code, r.base_offset = write_error(e), -1
+        else:
+            r.log_start_offset = part.log.log_start_offset
+        out.set_result(resp)
+
+    def timed_out() -> None:
+        if not out.done():
+            fut.remove_done_callback(durable)
+            r.error_code, r.base_offset = ErrorCode.REQUEST_TIMED_OUT, -1
+            out.set_result(resp)
+
+    if timeout_ms > 0 and not fut.done():
+        timer = loop.call_later(timeout_ms / 1000, timed_out)
+    fut.add_done_callback(durable)
+    return out
 
 
 async def _when_durable(
