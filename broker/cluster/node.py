@@ -249,10 +249,10 @@ class ClusterNode:
             epoch = await self.keeper.acquire(topic, partition)
             if epoch is None:
                 return  # another live node holds it: it hands it off or its lease expires
-            self.view.own[topic, partition] = epoch
             log.info("took %s-%d (epoch %d)", topic, partition, epoch)
             runtime = self.runtimes.get(topic)
             if runtime is not None:
+                self.view.own[topic, partition] = epoch
                 # Loading replays the partition: in its own task, so that a long replay does
                 # not hold the round (requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile).
                 runtime.claim(partition, epoch)
@@ -269,6 +269,12 @@ class ClusterNode:
                     # (else it stayed installed as leading, with a log that stops at this
                     # moment, for the next tenure's take to find).
                     await self._resign(topic, partition)
+                else:
+                    # Metadata names this node the leader only now that it serves the
+                    # partition: named while its share state and log were still being read
+                    # back, it refused the clients it had just sent there (NOT_LEADER_OR_
+                    # FOLLOWER from the node that says it leads).
+                    self.view.own[topic, partition] = epoch
             except FencedError:
                 await self._share_resign(topic, partition)
                 await self._forget((topic, partition, epoch), release=False)

@@ -282,6 +282,10 @@ def test_a_fetch_parked_while_the_partition_is_handed_off_acquires_nothing(
         finally:
             k.proc.send_signal(signal.SIGCONT)
         wait_for(lambda: cluster.leaders("q", other)[0] == leader, 30, "the handoff back")
+        # The other node names the new leader as soon as its lease is in the database; the
+        # leader names itself once it serves the partition (a client refused meanwhile asks
+        # again).
+        wait_for(lambda: cluster.leaders("q", leader)[0] == leader, 30, "the new leader")
         waiting.join(30)
         got = parked.get("got")
         assert not isinstance(got, list) or got == [], f"accepted records delivered again: {got}"
