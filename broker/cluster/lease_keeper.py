@@ -85,7 +85,9 @@ class LeaseKeeper:
 
     async def acquire(self, topic: str, partition: int) -> int | None:
         sent = time.monotonic()
-        epoch = await L.acquire(self.db, topic, partition, self.node_id, self.lease_ms)
+        epoch = await L.acquire(
+            self.db, topic, partition, self.node_id, self.lease_ms, self.renew_interval_ms
+        )
         if epoch is not None:
             self.held.add((topic, partition, epoch))
             self.fresh[(topic, partition)] = sent

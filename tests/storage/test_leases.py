@@ -289,6 +289,38 @@ async def test_the_keeper_keeps_its_leases_when_renewals_are_slower_than_its_int
         await hole.close()
 
 
+async def test_a_take_does_not_wait_on_the_lock_of_a_cut_off_writer(pg_url: str) -> None:  # noqa: F811
+    """A node cut from the database between two statements of a write leaves its transaction
+    open and the partition's row locked (PostgreSQL learns of the cut only when the
+    connection ends, seconds after the network heals). Its lease expires; another node's take
+    used to wait on that lock as long, holding its balance round and a pooled connection: in
+    a fault run the healthy nodes took nothing, not even their own lost leases, until after
+    the heal (issue 29). It now gives up after one renew interval and tries again later."""
+    store = await PgStore.connect(pg_url)
+    try:
+        first = await L.acquire(store.pool, T, P, 2, 100)  # node 2, a short lease
+        assert first is not None
+        cut = await store.pool.acquire()
+        txn = cut.transaction()
+        await txn.start()
+        await cut.execute(  # node 2's write: its first statement ran, the rest never comes
+            "UPDATE kcoord_partitions SET next_offset = next_offset"
+            " WHERE topic = $1 AND partition = $2",
+            T,
+            P,
+        )
+        await asyncio.sleep(0.2)  # node 2's lease has expired
+        keeper = LeaseKeeper(store.pool, 1, 3000, 200, lambda lost: None)
+        began = time.monotonic()
+        got = await asyncio.wait_for(keeper.acquire(T, P), 5)
+        assert got is None and time.monotonic() - began < 1.5
+        await txn.rollback()  # the cut node's connection ended
+        await store.pool.release(cut)
+        assert await keeper.acquire(T, P) == first + 1
+    finally:
+        store.pool.terminate()  # not close: it would wait for the connection still held
+
+
 async def _proxy(pg_url: str) -> tuple[Blackhole, str]:
     """A Blackhole in front of the test server, and the URL that goes through it."""
     from urllib.parse import parse_qs, urlsplit
