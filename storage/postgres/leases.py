@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 _NODE_ID_LOCK = 0x6B636F6F7264 + 1  # any constant: serialises node id allocation
 RESERVED_MAX_NODE_ID = 1000  # Kafka's reserved.broker.max.id default
 
@@ -131,23 +133,35 @@ async def nodes(db: Any) -> list[Node]:
     ]
 
 
-async def acquire(db: Any, topic: str, partition: int, node_id: int, lease_ms: int) -> int | None:
+_ACQUIRE = (
+    "INSERT INTO kcoord_partitions (topic, partition, owner, lease_expires_at, leader_epoch)"
+    " VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 millisecond', 1)"
+    " ON CONFLICT (topic, partition) DO UPDATE SET owner = EXCLUDED.owner,"
+    " lease_expires_at = EXCLUDED.lease_expires_at,"
+    " leader_epoch = kcoord_partitions.leader_epoch + 1"
+    " WHERE kcoord_partitions.owner IS NULL OR kcoord_partitions.owner = EXCLUDED.owner"
+    " OR kcoord_partitions.lease_expires_at < clock_timestamp()"
+    " RETURNING leader_epoch"
+)
+
+
+async def acquire(
+    db: Any, topic: str, partition: int, node_id: int, lease_ms: int, wait_ms: int | None = None
+) -> int | None:
     """Take the lease if it is free, expired or this node's: the new fencing epoch, or None
-    while another node holds it."""
-    return await db.fetchval(
-        "INSERT INTO kcoord_partitions (topic, partition, owner, lease_expires_at, leader_epoch)"
-        " VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 millisecond', 1)"
-        " ON CONFLICT (topic, partition) DO UPDATE SET owner = EXCLUDED.owner,"
-        " lease_expires_at = EXCLUDED.lease_expires_at,"
-        " leader_epoch = kcoord_partitions.leader_epoch + 1"
-        " WHERE kcoord_partitions.owner IS NULL OR kcoord_partitions.owner = EXCLUDED.owner"
-        " OR kcoord_partitions.lease_expires_at < clock_timestamp()"
-        " RETURNING leader_epoch",
-        topic,
-        partition,
-        node_id,
-        lease_ms,
-    )
+    while another node holds it. ``wait_ms`` (``db`` a pool): None as well when the row stays
+    locked that long. A node cut from the database between a write's statements leaves its
+    transaction open, the partition's row locked, until its connection ends, which can be
+    seconds after the cut heals; a take waiting on it held the taking node's balance round
+    and a pooled connection that long (a fault run, issue 29)."""
+    if wait_ms is None:
+        return await db.fetchval(_ACQUIRE, topic, partition, node_id, lease_ms)
+    try:
+        async with db.acquire() as con, con.transaction():
+            await con.execute("SELECT set_config('lock_timeout', $1, true)", f"{int(wait_ms)}ms")
+            return await con.fetchval(_ACQUIRE, topic, partition, node_id, lease_ms)
+    except asyncpg.LockNotAvailableError:
+        return None
 
 
 async def renew(

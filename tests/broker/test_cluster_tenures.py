@@ -64,7 +64,7 @@ def make_node(monkeypatch: pytest.MonkeyPatch) -> tuple[ClusterNode, TopicStore]
     store.lease_valid = node.keeper.valid
     epochs = iter([6, 8])
 
-    async def acquire(db: object, topic: str, partition: int, owner: int, ms: int) -> int:
+    async def acquire(db: object, topic: str, partition: int, owner: int, *ms: int) -> int:
         return next(epochs)
 
     monkeypatch.setattr(node_module.L, "acquire", acquire)

@@ -166,6 +166,7 @@ class Blackhole:
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
         self.frozen = False
+        self.delay = 0.0  # seconds each chunk is held, each way: a slow database
         self.server: asyncio.Server | None = None
 
     async def start(self) -> int:
@@ -181,6 +182,8 @@ class Blackhole:
             while data := await r.read(65536):
                 while self.frozen:  # hold the bytes: nothing arrives, nothing fails
                     await asyncio.sleep(3600)
+                if self.delay:
+                    await asyncio.sleep(self.delay)
                 w.write(data)
                 await w.drain()
 
@@ -238,6 +241,96 @@ async def test_the_keeper_gives_leases_up_when_the_database_stops_answering(
         await keeper.stop()
         store.pool.terminate()
         await hole.close()
+
+
+async def test_the_keeper_keeps_its_leases_when_renewals_are_slower_than_its_interval(
+    pg_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A renewal answered after more than one interval but well within the lease still keeps
+    the leases: it used to be cancelled after one interval (PostgreSQL cancelled the statement,
+    or, under a synchronous standby, threw away a commit already made), and under load every
+    attempt of a healthy node was, until its leases were given up (fault run, issue 29)."""
+    hole, url = await _proxy(pg_url)
+    store = await PgStore.connect(url)
+    lost: list = []
+    keeper = LeaseKeeper(store.pool, 1, 2000, 100, lost.extend)  # gives up after 1.7 s
+    durations: list[float] = []
+    renew_once = keeper.renew_once
+
+    async def timed() -> None:
+        sent = time.monotonic()
+        await renew_once()
+        durations.append(time.monotonic() - sent)
+
+    monkeypatch.setattr(keeper, "renew_once", timed)
+    try:
+        await L.register_node(store.pool, 1, "a", 9092, None, 2000)
+        epoch = await keeper.acquire(T, P)
+        assert epoch is not None
+        keeper.start()
+        await asyncio.sleep(0.3)
+        # Each round trip now takes about 0.1 s: a renewal (two statements, each with the
+        # pool's reset on release) about 0.4 s, four intervals, under a quarter of the time
+        # the node counts its leases valid for.
+        hole.delay = 0.05
+        slow = asyncio.get_running_loop().time()
+        durations.clear()
+        while asyncio.get_running_loop().time() - slow < 2.5:
+            assert lost == [], "leases given up while the database answered within the lease"
+            assert keeper.valid(T, P, epoch)
+            await asyncio.sleep(0.05)
+        hole.delay = 0.0
+        # The premise: the renewals that kept the leases were slower than the interval.
+        assert len(durations) >= 3 and min(durations) > 0.1, durations
+    finally:
+        await keeper.stop()
+        store.pool.terminate()
+        await hole.close()
+
+
+async def test_a_take_does_not_wait_on_the_lock_of_a_cut_off_writer(pg_url: str) -> None:  # noqa: F811
+    """A node cut from the database between two statements of a write leaves its transaction
+    open and the partition's row locked (PostgreSQL learns of the cut only when the
+    connection ends, seconds after the network heals). Its lease expires; another node's take
+    used to wait on that lock as long, holding its balance round and a pooled connection: in
+    a fault run the healthy nodes took nothing, not even their own lost leases, until after
+    the heal (issue 29). It now gives up after one renew interval and tries again later."""
+    store = await PgStore.connect(pg_url)
+    try:
+        first = await L.acquire(store.pool, T, P, 2, 100)  # node 2, a short lease
+        assert first is not None
+        cut = await store.pool.acquire()
+        txn = cut.transaction()
+        await txn.start()
+        await cut.execute(  # node 2's write: its first statement ran, the rest never comes
+            "UPDATE kcoord_partitions SET next_offset = next_offset"
+            " WHERE topic = $1 AND partition = $2",
+            T,
+            P,
+        )
+        await asyncio.sleep(0.2)  # node 2's lease has expired
+        keeper = LeaseKeeper(store.pool, 1, 3000, 200, lambda lost: None)
+        began = time.monotonic()
+        got = await asyncio.wait_for(keeper.acquire(T, P), 5)
+        assert got is None and time.monotonic() - began < 1.5
+        await txn.rollback()  # the cut node's connection ended
+        await store.pool.release(cut)
+        assert await keeper.acquire(T, P) == first + 1
+    finally:
+        store.pool.terminate()  # not close: it would wait for the connection still held
+
+
+async def _proxy(pg_url: str) -> tuple[Blackhole, str]:
+    """A Blackhole in front of the test server, and the URL that goes through it."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(pg_url)
+    socket_dir = parse_qs(parts.query)["host"][0]
+    [sock] = [p for p in Path(socket_dir).glob(".s.PGSQL.*") if p.suffix != ".lock"]
+    hole = Blackhole(str(sock))
+    port = await hole.start()
+    return hole, f"postgresql://postgres@127.0.0.1:{port}{parts.path}"
 
 
 def test_a_late_answer_about_a_lease_given_up_does_not_lose_its_successor() -> None:
