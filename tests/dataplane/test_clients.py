@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,6 +118,7 @@ class Run:
             try:
                 fn()
             except BaseException as e:  # noqa: BLE001 - reported by the test
+                traceback.print_exc()  # the failing call, in the test's captured output
                 self.errors.append(e)
                 self.done.set()
 
@@ -213,13 +215,20 @@ def committed_offsets(bootstrap: str, topic: str, group: str) -> dict[int, int]:
 
 def kafka_python_produce(run: Run) -> None:
     from kafka import KafkaProducer
+    from kafka.errors import KafkaError
 
     p = KafkaProducer(
         bootstrap_servers=run.bootstrap, acks="all", linger_ms=5, compression_type="gzip"
     )
     futures = []
     for i in range(N):
-        futures.append(p.send(run.topic, key=key(i), value=b"%d" % i))
+        while True:
+            try:
+                futures.append(p.send(run.topic, key=key(i), value=b"%d" % i))
+                break
+            except KafkaError as e:  # not queued: sent again, as an application would
+                if not e.retriable:
+                    raise
         run.pace(i, p.flush)
     p.flush(DEADLINE)
     p.close()
@@ -241,7 +250,14 @@ def kafka_python_member(run: Run) -> None:
         session_timeout_ms=10000,
     )
     while not run.done.is_set():
-        batches = c.poll(timeout_ms=200)
+        try:
+            batches = c.poll(timeout_ms=200)
+        except KafkaError as e:
+            # kafka-python 3 may raise a retriable error (ECONNREFUSED, once in a full run)
+            # from poll while the broker restarts: an application polls again.
+            if not e.retriable:
+                raise
+            continue
         run.consumed(
             [(tp.partition, r.offset, int(r.value)) for tp, rs in batches.items() for r in rs]
         )
