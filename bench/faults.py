@@ -85,6 +85,7 @@ def soak(kills: int, seed: int, base: Path) -> dict:
             workloads=("probe", "produce", "classic", "txn"),
             warmup_s=3,
             between_s=0.0,  # the next kill comes once every probe group committed again
+            producer_between=True,  # and the producer had a record acknowledged
             recover_s=10,
             drain_s=120,
             log=lambda m: None if " file-kill " in m else log(m),

@@ -277,10 +277,14 @@ def run(
     recover_s: float = 2 * LEASE_S,
     drain_s: float = 60.0,
     availability_bound_s: float | None = None,
+    producer_between: bool = False,
     log: Callable[[str], None] = print,
 ) -> Outcome:
     """``schedule``: the nemeses in order, or a function of the elapsed time giving the next
-    one (None ends the run)."""
+    one (None ends the run). The next fault waits until every probe group committed again
+    after the heal, and with ``producer_between`` until the produce worker had a record
+    acknowledged too (the soak: a producer starved past librdkafka's message timeout bumps
+    its epoch and numbers afresh records perhaps stored, duplicates no broker can tell)."""
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     create_topics(env, node_ids)
@@ -290,7 +294,7 @@ def run(
     faults: list[dict[str, Any]] = []
     try:
         workers.start()
-        probes = ProbeWatch(out)
+        probes = ProbeWatch(out, producer=producer_between and "produce" in workloads)
         probes.wait(60 + warmup_s * 4, after=0.0, log=log)
         time.sleep(warmup_s)
         steps = iter(schedule) if isinstance(schedule, list) else None
@@ -329,12 +333,15 @@ def run(
 
 class ProbeWatch:
     """The time of each probe group's last acknowledged commit, read from the probe's
-    history as it grows (each call reads only what was added)."""
+    history as it grows (each call reads only what was added); with ``producer``, of the
+    produce worker's last acknowledged record too (as the group "produce")."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, producer: bool = False) -> None:
         self.path = out / "history-probe.jsonl"
         self.pos = 0
         self.last: dict[str, float] = {}
+        self.producer = ProduceWatch(out) if producer else None
+        self.groups = (*W.PROBE_GROUPS, "produce") if producer else tuple(W.PROBE_GROUPS)
 
     def update(self) -> dict[str, float]:
         if not self.path.exists():
@@ -351,6 +358,8 @@ class ProbeWatch:
                 except json.JSONDecodeError:
                     continue
                 self.last[o["group"]] = max(self.last.get(o["group"], 0.0), o["r"])
+        if self.producer is not None:
+            self.last["produce"] = self.producer.update()
         return self.last
 
     def wait(self, timeout: float, after: float, log: Callable[[str], None]) -> bool:
@@ -358,11 +367,37 @@ class ProbeWatch:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             last = self.update()
-            if all(last.get(g, 0.0) > after for g in W.PROBE_GROUPS):
+            if all(last.get(g, 0.0) > after for g in self.groups):
                 return True
             time.sleep(0.1)
         log(f"  probe groups not all committing {timeout:.0f}s after the heal")
         return False
+
+
+class ProduceWatch:
+    """The time of the produce worker's last acknowledged record, read as its history
+    grows."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / "history-produce.jsonl"
+        self.pos = 0
+        self.last = 0.0
+
+    def update(self) -> float:
+        if not self.path.exists():
+            return self.last
+        with open(self.path, "rb") as f:
+            f.seek(self.pos)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1
+        self.pos += end
+        for line in chunk[:end].splitlines():
+            if b'"op":"produce"' in line and b'"ok":true' in line:
+                try:
+                    self.last = max(self.last, json.loads(line)["r"])
+                except json.JSONDecodeError:
+                    continue
+        return self.last
 
 
 def _drain(
