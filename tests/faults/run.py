@@ -331,17 +331,16 @@ def run(
     return outcome
 
 
-class ProbeWatch:
-    """The time of each probe group's last acknowledged commit, read from the probe's
-    history as it grows (each call reads only what was added); with ``producer``, of the
-    produce worker's last acknowledged record too (as the group "produce")."""
+class AckWatch:
+    """The time of the last acknowledged ``op`` in a worker's history, per key, read as
+    the history grows (each call reads only what was added)."""
 
-    def __init__(self, out: Path, producer: bool = False) -> None:
-        self.path = out / "history-probe.jsonl"
+    def __init__(self, path: Path, op: str, key: Callable[[dict[str, Any]], str]) -> None:
+        self.path = path
+        self.marker = f'"op":"{op}"'.encode()
+        self.key = key
         self.pos = 0
         self.last: dict[str, float] = {}
-        self.producer = ProduceWatch(out) if producer else None
-        self.groups = (*W.PROBE_GROUPS, "produce") if producer else tuple(W.PROBE_GROUPS)
 
     def update(self) -> dict[str, float]:
         if not self.path.exists():
@@ -352,15 +351,33 @@ class ProbeWatch:
         end = chunk.rfind(b"\n") + 1
         self.pos += end
         for line in chunk[:end].splitlines():
-            if b'"op":"commit"' in line and b'"ok":true' in line:
+            if self.marker in line and b'"ok":true' in line:
                 try:
                     o = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                self.last[o["group"]] = max(self.last.get(o["group"], 0.0), o["r"])
-        if self.producer is not None:
-            self.last["produce"] = self.producer.update()
+                k = self.key(o)
+                self.last[k] = max(self.last.get(k, 0.0), o["r"])
         return self.last
+
+
+class ProbeWatch:
+    """The time of each probe group's last acknowledged commit; with ``producer``, of the
+    produce worker's last acknowledged record too (as the group "produce")."""
+
+    def __init__(self, out: Path, producer: bool = False) -> None:
+        self.watches = [AckWatch(out / "history-probe.jsonl", "commit", lambda o: o["group"])]
+        if producer:
+            self.watches.append(
+                AckWatch(out / "history-produce.jsonl", "produce", lambda o: "produce")
+            )
+        self.groups = (*W.PROBE_GROUPS, "produce") if producer else tuple(W.PROBE_GROUPS)
+
+    def update(self) -> dict[str, float]:
+        last: dict[str, float] = {}
+        for w in self.watches:
+            last.update(w.update())
+        return last
 
     def wait(self, timeout: float, after: float, log: Callable[[str], None]) -> bool:
         """Until every probe group has a commit acknowledged after ``after``."""
@@ -372,32 +389,6 @@ class ProbeWatch:
             time.sleep(0.1)
         log(f"  probe groups not all committing {timeout:.0f}s after the heal")
         return False
-
-
-class ProduceWatch:
-    """The time of the produce worker's last acknowledged record, read as its history
-    grows."""
-
-    def __init__(self, out: Path) -> None:
-        self.path = out / "history-produce.jsonl"
-        self.pos = 0
-        self.last = 0.0
-
-    def update(self) -> float:
-        if not self.path.exists():
-            return self.last
-        with open(self.path, "rb") as f:
-            f.seek(self.pos)
-            chunk = f.read()
-        end = chunk.rfind(b"\n") + 1
-        self.pos += end
-        for line in chunk[:end].splitlines():
-            if b'"op":"produce"' in line and b'"ok":true' in line:
-                try:
-                    self.last = max(self.last, json.loads(line)["r"])
-                except json.JSONDecodeError:
-                    continue
-        return self.last
 
 
 def _drain(
