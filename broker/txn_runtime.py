@@ -540,11 +540,9 @@ class TxnRuntime:
         finally:
             self._release(tid, turn)
 
-    async def _run(self, p: int, outcome: Reply | Write) -> tuple[Reply, asyncio.Future | None]:
-        """Carry out a decision (in its id's turn): its reply, and the completion of a
-        transaction still being written (the turn is the id's until it is done)."""
-        if isinstance(outcome, Reply):
-            return outcome, None
+    async def _run(self, p: int, outcome: Write) -> tuple[Reply, asyncio.Future | None]:
+        """Carry out a decision to write (in its id's turn): its reply, and the completion of
+        a transaction still being written (the turn is the id's until it is done)."""
         if not await self._write(p, outcome):
             return Reply(ErrorCode.NOT_COORDINATOR), None
         rest: asyncio.Future | None = None
