@@ -29,6 +29,10 @@ class Target:
     acks: list[AckRange] = field(default_factory=list)
     ack_error: ErrorCode = ErrorCode.NONE
     named: bool = False  # in this request (an incremental response lists it)
+    # The partition's leader (node, epoch) as this node knows it: itself when it serves the
+    # partition, another node when the view names one, else (-1, -1) (the client asks
+    # Metadata again).
+    leader: tuple[int, int] = (-1, -1)
 
 
 def resolve(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Target:
@@ -41,9 +45,34 @@ def resolve(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Target:
     part = store.partition(topic.name, index) if store is not None else None
     if part is None or part.closed:
         return Target(topic_id, index, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    leader = ctx.broker.cluster.leader(topic.name, index)
     if store is None or not store.leads(part):
-        return Target(topic_id, index, part, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    return Target(topic_id, index, part, ErrorCode.NONE)
+        elsewhere = leader if leader[0] != ctx.broker.cluster.self_id else (-1, -1)
+        return Target(topic_id, index, part, ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=elsewhere)
+    return Target(topic_id, index, part, ErrorCode.NONE, leader=leader)
+
+
+def answer_leader(ctx: RequestContext, target: Target, code: int) -> tuple[int, int]:
+    """The leader a partition's answer names: never this node in a NOT_LEADER_OR_FOLLOWER
+    answer (it stopped serving the partition while the request ran)."""
+    if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and target.leader[0] == ctx.broker.cluster.self_id:
+        return (-1, -1)
+    return target.leader
+
+
+def leader_endpoints(
+    ctx: RequestContext, leaders: set[int]
+) -> list[tuple[int, str, int, str | None]]:
+    """(node, host, port, rack) of each other node that answers name as a partition's leader,
+    on the client's listener, so that it can go there without asking Metadata first."""
+    view = ctx.broker.cluster
+    found = []
+    for node in sorted(leaders - {-1, view.self_id}):
+        address = view.address(node, ctx.advertised(), ctx.listener_name)
+        if address is not None:
+            other = view.others.get(node)
+            found.append((node, address[0], address[1], other.rack if other else None))
+    return found
 
 
 def ack_ranges(batches) -> list[AckRange]:

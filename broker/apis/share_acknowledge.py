@@ -13,7 +13,16 @@ import uuid
 from collections.abc import Awaitable
 
 from broker.apis._consumer_groups import share_groups_enabled
-from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
+from broker.apis._share import (
+    Target,
+    ack_ranges,
+    acknowledge,
+    answer_leader,
+    durable,
+    leader_endpoints,
+    may_renew,
+    resolve,
+)
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.authorizer import Operation, ResourceType
@@ -51,18 +60,18 @@ def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
                 target = named[key] = resolve(ctx, t.topic_id, p.partition_index)
             target.acks.extend(ack_ranges(p.acknowledgement_batches))
     topics: dict[uuid.UUID, list[ShareAcknowledgeResponse.PartitionData]] = {}
+    leaders: set[int] = set()
     writes: list[Awaitable[object]] = []
     renew = may_renew(ctx, share, req.group_id, req.is_renew_ack)
     for target in named.values():
         code = acknowledge(share, req.group_id, req.member_id, target, writes, renew=renew)
+        leader, epoch = answer_leader(ctx, target, code)
+        leaders.add(leader)
         topics.setdefault(target.topic_id, []).append(
             Resp.PartitionData(
                 partition_index=target.index,
                 error_code=code,
-                current_leader=Resp.LeaderIdAndEpoch(
-                    leader_id=ctx.broker.node_id if target.part is not None else -1,
-                    leader_epoch=0 if target.part is not None else -1,
-                ),
+                current_leader=Resp.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch),
             )
         )
     if step.closed:
@@ -73,7 +82,10 @@ def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
             Resp.ShareAcknowledgeTopicResponse(topic_id=tid, partitions=parts)
             for tid, parts in topics.items()
         ],
-        node_endpoints=[],
+        node_endpoints=[
+            Resp.NodeEndpoint(node_id=n, host=h, port=p, rack=r)
+            for n, h, p, r in leader_endpoints(ctx, leaders)
+        ],
     )
     if not writes:
         return resp

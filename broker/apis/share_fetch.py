@@ -34,7 +34,16 @@ from functools import partial
 from typing import TypeVar
 
 from broker.apis._consumer_groups import share_groups_enabled
-from broker.apis._share import Target, ack_ranges, acknowledge, durable, may_renew, resolve
+from broker.apis._share import (
+    Target,
+    ack_ranges,
+    acknowledge,
+    answer_leader,
+    durable,
+    leader_endpoints,
+    may_renew,
+    resolve,
+)
 from broker.context import RequestContext
 from broker.dataplane.partition import Partition
 from broker.registry import serves
@@ -284,9 +293,9 @@ def _refresh(ctx: RequestContext, t: Target) -> None:
     """A target whose partition was closed: as the request would resolve it now (its topic
     id is gone after a deletion: UNKNOWN_TOPIC_ID)."""
     now = resolve(ctx, t.topic_id, t.index)
-    t.part, t.error = now.part, now.error
+    t.part, t.error, t.leader = now.part, now.error, now.leader
     if t.part is not None and t.part.closed:  # closed by a handoff, not a deletion
-        t.part, t.error = None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        t.part, t.error, t.leader = None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, (-1, -1)
 
 
 async def _acquire_one(
@@ -381,19 +390,19 @@ def _response(
     full: bool,
 ) -> ShareFetchResponse:
     topics: dict[uuid.UUID, list[ShareFetchResponse.PartitionData]] = {}
+    leaders: set[int] = set()
     for t in targets:
         acquired, data = got.get((t.topic_id, t.index), ([], b""))
         if not full and not t.named and not acquired and t.error == ErrorCode.NONE:
             continue  # an incremental response lists what changed
+        leader, epoch = answer_leader(ctx, t, t.error)
+        leaders.add(leader)
         topics.setdefault(t.topic_id, []).append(
             Resp.PartitionData(
                 partition_index=t.index,
                 error_code=t.error,
                 acknowledge_error_code=t.ack_error,
-                current_leader=Resp.LeaderIdAndEpoch(
-                    leader_id=ctx.broker.node_id if t.part is not None else -1,
-                    leader_epoch=0 if t.part is not None else -1,
-                ),
+                current_leader=Resp.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch),
                 records=data,
                 acquired_records=acquired,
             )
@@ -404,5 +413,8 @@ def _response(
             Resp.ShareFetchableTopicResponse(topic_id=tid, partitions=parts)
             for tid, parts in topics.items()
         ],
-        node_endpoints=[],
+        node_endpoints=[
+            Resp.NodeEndpoint(node_id=n, host=h, port=p, rack=r)
+            for n, h, p, r in leader_endpoints(ctx, leaders)
+        ],
     )

@@ -15,11 +15,13 @@ from confluent_kafka import Producer
 
 from exporter.shares import read_states
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterShareGroupOffsetsRequest,
     DeleteGroupsRequest,
     DeleteShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest,
+    MetadataRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
 )
@@ -33,10 +35,10 @@ SHARE = (
 )
 
 
-def _acquire(
+def _fetch(
     c: WireClient, topic_id: uuid.UUID, member: str, group: str = "sg", wait_ms: int = 3000
-) -> list[tuple[int, int]]:
-    """A new share session's first fetch: (offset, delivery count) of what it acquired."""
+) -> Any:
+    """A new share session's first fetch of q-0: the answer."""
     req = ShareFetchRequest(
         group_id=group,
         member_id=member,
@@ -52,7 +54,14 @@ def _acquire(
             )
         ],
     )
-    resp = c.request(ApiKey.SHARE_FETCH, 1, req)
+    return c.request(ApiKey.SHARE_FETCH, 1, req)
+
+
+def _acquire(
+    c: WireClient, topic_id: uuid.UUID, member: str, group: str = "sg", wait_ms: int = 3000
+) -> list[tuple[int, int]]:
+    """A new share session's first fetch: (offset, delivery count) of what it acquired."""
+    resp = _fetch(c, topic_id, member, group, wait_ms)
     assert resp.error_code == 0, resp
     [[p0]] = [t.partitions for t in resp.responses]
     assert p0.error_code == 0, p0
@@ -154,7 +163,31 @@ def test_share_admin_reaches_the_partition_leader(tmp_path: Path, pg_url: str) -
         )
         k, o = cluster.nodes[leader], cluster.nodes[other]
         with WireClient(k.host, k.port) as at_leader, WireClient(o.host, o.port) as at_coord:
-            assert _acquire(at_leader, topic_id, "m1", group) == [(i, 1) for i in range(10)]
+            # Fetched at the node that does not lead q-0: refused, naming the leader, its
+            # epoch and where to reach it, as Metadata gives them.
+            meta = at_coord.request(
+                ApiKey.METADATA,
+                12,
+                MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="q")]),
+            )
+            [[q0]] = [t.partitions for t in meta.topics]
+            assert (q0.leader_id, q0.leader_epoch > 0) == (leader, True), q0
+            refused = _fetch(at_coord, topic_id, "m0", group)
+            [[p0]] = [t.partitions for t in refused.responses]
+            assert p0.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, p0
+            assert (p0.current_leader.leader_id, p0.current_leader.leader_epoch) == (
+                leader,
+                q0.leader_epoch,
+            )
+            assert [(e.node_id, e.port) for e in refused.node_endpoints] == [(leader, k.port)]
+            served = _fetch(at_leader, topic_id, "m1", group)
+            [[p0]] = [t.partitions for t in served.responses]
+            assert (p0.current_leader.leader_id, p0.current_leader.leader_epoch) == (
+                leader,
+                q0.leader_epoch,
+            )
+            assert served.node_endpoints == []
+            assert [(a.first_offset, a.last_offset) for a in p0.acquired_records] == [(0, 9)]
             assert _accept(at_leader, topic_id, "m1", 0, 4, group) == 0
 
             def starts() -> dict:
