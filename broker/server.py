@@ -108,7 +108,7 @@ class Broker:
             await self._open_journal()
         stores = await self._open_stores(engine)
         self.state = state = self._build_state(identity, engine, stores)
-        await self._start_runtimes(state, engine)
+        await self._start_runtimes(state)
         await self._serve_http(state)
         if engine is not None:
             await self._join_cluster(state, engine, inter_broker)
@@ -189,7 +189,7 @@ class Broker:
         ownership: Ownership = (
             SoleOwner(self.data_dir, _file_opener(cfg))
             if engine is None
-            else Leases(engine.open_leased)
+            else Leases(engine.open_leased, engine)
         )
         first = self.listeners[0]
         cluster = ClusterView(identity.node_id, engine is not None, rack=cfg.get("broker.rack"))
@@ -259,14 +259,13 @@ class Broker:
             lag.remote = RemoteLogs(state.cluster, self._peers)
         return state
 
-    async def _start_runtimes(self, state: BrokerState, engine: PgStore | None) -> None:
+    async def _start_runtimes(self, state: BrokerState) -> None:
         cfg = self.config
         if "share" in cfg.get("group.coordinator.rebalance.protocols"):
             await state.share.open_state_log(
                 self.data_dir,
+                state.groups.ownership,
                 cfg.get("share.coordinator.state.topic.num.partitions"),
-                _file_opener(cfg),
-                engine=engine,
             )
         state.groups.start()
         state.lag.start()

@@ -206,9 +206,10 @@ def test_share_fetch_sessions_and_acknowledgements_over_the_wire(tmp_path: Path)
 def test_deleting_a_share_group_or_its_topic_deletes_its_share_state(tmp_path: Path) -> None:
     """Records accepted by a share group stay accepted across a restart; once the group is
     deleted they are delivered again to the group of that name, and a deleted topic leaves
-    no state behind in __share_group_state."""
+    no state (nor share state log) behind."""
     from confluent_kafka import Producer
 
+    from broker.ownership import SoleOwner
     from broker.share.state_log import ShareStateLog
     from storage.log import Log
     from storage.logconfig import LogConfig
@@ -308,9 +309,12 @@ def test_deleting_a_share_group_or_its_topic_deletes_its_share_state(tmp_path: P
         proc.stop()
 
     async def stored() -> set:
-        state_log = ShareStateLog(data, 50, LogConfig(), lambda p, cfg: Log.open(p, cfg))
+        owner = SoleOwner(data, lambda p, cfg: Log.open(p, cfg))
+        state_log = ShareStateLog(data, owner, LogConfig())
         await state_log.load()
         await state_log.close()
         return set(state_log.states)
 
     assert asyncio.run(stored()) == set()
+    # The deleted topic's share state logs went with it.
+    assert not [d for d in data.iterdir() if d.name.startswith("__share_group_state:")]
