@@ -6,7 +6,8 @@ key in partition `state_partition(key, share.coordinator.state.topic.num.partiti
 start (`migrate_legacy_layout`, before `ShareStateLog.load`), when such directories exist:
 
 1. each is replayed (`StateReplay`: the latest snapshot of a key with its updates folded in,
-   tombstones respected); a key found in more than one partition (the partition count was
+   tombstones respected; a damaged segment quarantined and the rest read, as the old layout
+   loaded); a key found in more than one partition (the partition count was
    changed at some point) is taken from the partition the old broker read it from, its home
    under the configured count, else from the lowest-numbered one holding it;
 2. each live key's state is appended as a ShareSnapshot to its topic partition's log, and
@@ -30,6 +31,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from broker.loading import PartitionHealth, load_until_served
 from broker.share.state_log import (
     ShareFold,
     snapshot_record,
@@ -60,17 +62,30 @@ async def read_legacy(
     found: dict[Key, tuple[PersistedState, int]] = {}
     strays: dict[Key, tuple[PersistedState, int]] = {}
     for p in sorted(partitions):
-        plog = await state_log.owner.open_follower(
-            sr.SHARE_STATE_TOPIC, p, state_log.log_config, EPOCH
-        )
-        fold = ShareFold(f"{sr.SHARE_STATE_TOPIC}-{p}")
-        try:
-            async for chunk in replay_batches(plog):
-                for header, records in chunk:
-                    fold.replay(header, records)
-                await asyncio.sleep(0)
-        finally:
-            await plog.close()
+        name = f"{sr.SHARE_STATE_TOPIC}-{p}"
+        folds: list[ShareFold] = []
+
+        async def read(p: int = p, name: str = name, folds: list[ShareFold] = folds) -> int:
+            plog = await state_log.owner.open_follower(
+                sr.SHARE_STATE_TOPIC, p, state_log.log_config, EPOCH
+            )
+            fold = ShareFold(name)
+            count = 0
+            try:
+                async for chunk in replay_batches(plog):
+                    for header, records in chunk:
+                        fold.replay(header, records)
+                        count += len(records)
+                    await asyncio.sleep(0)
+            finally:
+                await plog.close()
+            folds[:] = [fold]
+            return count
+
+        # As the old layout loaded: a damaged segment quarantined and the partition read
+        # again from what was kept, any other failure retried with backoff.
+        await load_until_served(name, state_log.data_dir / name, read, PartitionHealth())
+        fold = folds[0]
         replayed = fold.state.fold
         for key, state in replayed.states.items():
             entry = (state, replayed.snapshot_epochs.get(key, 0))

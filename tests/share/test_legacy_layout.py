@@ -223,3 +223,28 @@ def test_a_share_partition_made_after_migration_reads_the_migrated_state(tmp_pat
         await rt.close()
 
     asyncio.run(run())
+
+
+def test_a_damaged_old_partition_is_quarantined_and_the_rest_migrated(tmp_path: Path) -> None:
+    """A flipped byte in a rolled segment of an old partition: as the old layout loaded, the
+    damaged part is quarantined and the partition read from what was kept; the start goes
+    on, every key migrated (the damaged partition's from its newest snapshot)."""
+    expected = _write_old_layout(tmp_path)
+    key = ("busy", T1, 5)
+    p = state_partition(key, 50)
+    states = [_state(i, 1, (i, i + 1, 2, 1)) for i in range(40)]
+
+    async def write() -> None:
+        plog = Log.open(tmp_path / f"{OLD}-{p}", LogConfig(segment_bytes=1024))
+        for i, state in enumerate(states):
+            await plog.append(build_tail_batch([snapshot_record(key, state, i)]), built_here=True)
+        await plog.close()
+
+    asyncio.run(write())
+    segments = sorted((tmp_path / f"{OLD}-{p}").glob("*.log"))
+    assert len(segments) > 2
+    data = bytearray(segments[0].read_bytes())
+    data[70] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    segments[0].write_bytes(bytes(data))
+    assert _restart(tmp_path) == {**expected, key: states[-1]}
+    assert _old_dirs(tmp_path) == []
