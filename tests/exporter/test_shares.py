@@ -7,7 +7,6 @@ directory no broker has migrated yet."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import uuid
 from pathlib import Path
 
@@ -15,17 +14,16 @@ import pytest
 
 from broker.ownership import SoleOwner
 from broker.share.partitions import SharePartitions, ShareSettings
-from broker.share.state_log import ShareStateLog, state_log_name, state_partition
+from broker.share.state_log import ShareStateLog, state_log_name
 from coordinator.share import records as share_records
 from coordinator.share.member import ShareGroupMember
 from coordinator.share.partition import AckRange, AckType, SharePartition, SharePartitionConfig
 from exporter import shares
 from exporter import synthetic as S
-from protocol import share_state_records as sr
 from protocol.coordinator_records import encode_record
-from protocol.records import build_tail_batch, kv_record_tail
 from storage.log import Log
 from storage.logconfig import LogConfig
+from tests.share.test_legacy_layout import to_old_layout
 
 T0 = 1_700_000_000_000
 END = 100  # records in q-0
@@ -107,33 +105,6 @@ def _member_records(data_dir: Path, topic_id: uuid.UUID) -> None:
             log.append(k.group_id, [encode_record(k, v)], T0 + i)
 
 
-def _to_old_layout(data_dir: Path, topic_id: uuid.UUID) -> None:
-    """Rewrite the topic partition's share state log as the old single-node layout held the
-    same records: each in partition state_partition(key, 50) of `__share_group_state`, in
-    order, the new log gone."""
-    new = data_dir / f"{state_log_name(topic_id)}-0"
-
-    async def rewrite() -> None:
-        plog = Log.open(new, LogConfig())
-        by_partition: dict[int, list[bytes]] = {}
-        for _, records in plog.replay():
-            for _offset, _ts, key, value, _headers in records:
-                rec = sr.decode_record(key, value)
-                k = (rec.key.group_id, rec.key.topic_id, rec.key.partition)
-                by_partition.setdefault(state_partition(k, 50), []).append(
-                    kv_record_tail(key, value)
-                )
-        await plog.close()
-        for p, tails in by_partition.items():
-            old = Log.open(data_dir / f"__share_group_state-{p}", LogConfig())
-            for tail in tails:
-                await old.append(build_tail_batch([tail]), built_here=True)
-            await old.close()
-
-    asyncio.run(rewrite())
-    shutil.rmtree(new)
-
-
 @pytest.fixture(params=["by topic partition", "old layout"])
 def data_dir(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, dict]:
     d = tmp_path / "data"
@@ -145,7 +116,7 @@ def data_dir(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, dict
     new = d / f"{state_log_name(topic_id)}-0"
     assert new.is_dir()
     if request.param == "old layout":
-        _to_old_layout(d, topic_id)
+        to_old_layout(d, topic_id)
         assert not new.exists() and list(d.glob("__share_group_state-*"))
     return d, live
 

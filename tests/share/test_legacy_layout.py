@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import uuid
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from broker.share.state_log import (
 )
 from coordinator.share.partition import SharePartition, SharePartitionConfig
 from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate, apply_update
-from protocol.records import build_tail_batch
+from protocol import share_state_records as sr
+from protocol.records import build_tail_batch, kv_record_tail
 from storage.log import Log
 from storage.logconfig import LogConfig
 
@@ -75,6 +77,33 @@ def _write_old_layout(data_dir: Path, partitions: int = 50) -> dict:
 
     asyncio.run(write())
     return expected
+
+
+def to_old_layout(data_dir: Path, topic_id: uuid.UUID) -> None:
+    """Rewrite the topic partition's share state log as the old single-node layout held the
+    same records: each in partition state_partition(key, 50) of `__share_group_state`, in
+    order, the new log gone."""
+    new = data_dir / f"{state_log_name(topic_id)}-0"
+
+    async def rewrite() -> None:
+        plog = Log.open(new, LogConfig())
+        by_partition: dict[int, list[bytes]] = {}
+        for _, records in plog.replay():
+            for _offset, _ts, key, value, _headers in records:
+                rec = sr.decode_record(key, value)
+                k = (rec.key.group_id, rec.key.topic_id, rec.key.partition)
+                by_partition.setdefault(state_partition(k, 50), []).append(
+                    kv_record_tail(key, value)
+                )
+        await plog.close()
+        for p, tails in by_partition.items():
+            old = Log.open(data_dir / f"__share_group_state-{p}", LogConfig())
+            for tail in tails:
+                await old.append(build_tail_batch([tail]), built_here=True)
+            await old.close()
+
+    asyncio.run(rewrite())
+    shutil.rmtree(new)
 
 
 def _file_log(path: Path, config: LogConfig) -> Log:
