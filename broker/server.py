@@ -25,7 +25,7 @@ from broker.group_runtime import GroupRuntime
 from broker.lag.exposition import LagExposition
 from broker.lag.remote import RemoteLogs
 from broker.lag.tracker import LagSources, LagTracker, group_filter
-from broker.listeners import Listener, ListenerError
+from broker.listeners import Listener, ListenerError, ListenerSettings
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
 from broker.ownership import Leases, LogOpener, Ownership, SoleOwner
@@ -133,7 +133,12 @@ class Broker:
         inter-broker listener as bound. Other nodes are reached like that listener."""
         cfg = self.config
         try:
-            wanted = resolve_listeners(cfg, self.listen, self.advertised)
+            settings = ListenerSettings(
+                cfg.get("listeners"),
+                cfg.get("advertised.listeners"),
+                cfg.get("listener.security.protocol.map"),
+            )
+            wanted = resolve_listeners(settings, self.listen, self.advertised)
             for w in wanted:
                 if w.uses_tls:
                     self.tls[w.name] = TlsContext(_tls_settings(cfg, w.name, w.uses_sasl))
