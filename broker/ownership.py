@@ -172,6 +172,11 @@ class SoleOwner:
         (harmless when the copy is idempotent) before moving anything."""
         loop = asyncio.get_running_loop()
         marker = self.data_dir / f"{why}.pending"
+        if not logs:
+            # Nothing (left) to move: a marker is a start killed after its last move.
+            if marker.exists():
+                await loop.run_in_executor(None, _remove_durably, marker)
+            return 0, None
         copied = 0
         if not marker.exists():
             copied = await copy()
@@ -252,6 +257,11 @@ class Leases:
     def _engine(self) -> LeasedEngine:
         assert self.engine is not None, "logs that follow a topic partition need the engine"
         return self.engine
+
+
+def _remove_durably(path: Path) -> None:
+    path.unlink()
+    _fsync_dir(path.parent)
 
 
 def _write_durably(path: Path, text: str) -> None:

@@ -18,10 +18,11 @@ start (`migrate_legacy_layout`, before `ShareStateLog.load`), when such director
 
 A start killed before the marker exists copies again: harmless, a snapshot replaces its key's
 state, and nothing was served from the new logs yet. One killed while moving finds the marker
-and only moves the rest. Keys whose topic is no longer known are copied too: this layer does
-not consult the topic catalog, a deleted topic's share-partitions got tombstones when it was
-deleted, so such a key is one whose deletion never reached the log, and keeping its few bytes
-loses nothing a user could still read.
+and only moves the rest; one killed after its last move leaves the marker, which the next start
+removes (a later old layout is then copied, not taken as done). Keys whose topic is no longer
+known are copied too: this layer does not consult the topic catalog, a deleted topic's share-
+partitions got tombstones when it was deleted, so such a key is one whose deletion never
+reached the log, and keeping its few bytes loses nothing a user could still read.
 """
 
 from __future__ import annotations
@@ -122,11 +123,11 @@ async def migrate_legacy_layout(state_log: ShareStateLog) -> int:
     node's data directory can), to one log per topic partition: how many keys moved."""
     stored = await state_log.owner.stored_logs(sr.SHARE_STATE_TOPIC)
     legacy = [(n, p) for n, p in stored if n == sr.SHARE_STATE_TOPIC]
-    if not legacy:
-        return 0
     copied, aside = await state_log.owner.set_aside(
         legacy, LEGACY_ASIDE, lambda: migrate_legacy(state_log, [p for _, p in legacy])
     )
+    if not legacy:
+        return 0  # (a marker left by a start killed after its last move is gone now)
     log.info(
         "migrated %d share-partition states from %d partitions of %s to one log per topic"
         " partition; the old directories are kept in %s",

@@ -277,3 +277,15 @@ def test_a_damaged_old_partition_is_quarantined_and_the_rest_migrated(tmp_path: 
     segments[0].write_bytes(bytes(data))
     assert _restart(tmp_path) == {**expected, key: states[-1]}
     assert _old_dirs(tmp_path) == []
+
+
+def test_a_migration_killed_after_its_last_move_leaves_no_marker_behind(tmp_path: Path) -> None:
+    """Every old directory moved, the marker not yet removed: the next start removes it, so
+    an old layout appearing later (a downgrade and back) is copied, not taken as done."""
+    expected = _write_old_layout(tmp_path)
+    assert _restart(tmp_path) == expected
+    marker = tmp_path / f"{LEGACY_ASIDE}.pending"
+    marker.write_text(f"{LEGACY_ASIDE}-20260101T000000Z")
+    assert _restart(tmp_path) == expected
+    assert not marker.exists()
+    assert not (tmp_path / f"{LEGACY_ASIDE}-20260101T000000Z").exists()
