@@ -311,7 +311,9 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("group.share.max.share.sessions", "int", 2000, _int(1),
             "Most share fetch sessions this broker keeps."),
     Setting("share.coordinator.state.topic.num.partitions", "int", 50, _int(1),
-            "Partitions of __share_group_state; must not change once data exists."),
+            "Accepted for Kafka compatibility; share state is one log per topic partition. "
+            "Read only to migrate a data directory of the old single-node layout (the "
+            "partitions of __share_group_state): the count it was written with."),
     Setting("share.coordinator.snapshot.update.records.per.snapshot", "int", 500,
             _integer(0, 500),
             "ShareUpdate records written for a share-partition between two ShareSnapshots."),
@@ -319,7 +321,7 @@ _SETTINGS: tuple[Setting, ...] = (
             "Age of a share-partition's latest ShareSnapshot after which a new one is written, "
             "so that idle share-partitions do not hold back pruning."),
     Setting("share.coordinator.state.topic.prune.interval.ms", "int", 300000, _int(1),
-            "How often the redundant prefix of each __share_group_state partition is deleted."),
+            "How often the redundant prefix of each share state log is deleted."),
     Setting("share.auto.offset.reset", "string", "latest", _auto_offset_reset,
             "Where a share group starts consuming a partition it has no state for: earliest,"
             " latest or by_duration:<ISO-8601 duration> (KIP-1106; Kafka's group config, here"

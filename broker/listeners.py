@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass
-from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
@@ -89,13 +88,24 @@ def parse_protocol_map(text: str) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ListenerSettings:
+    """The settings `resolve` reads, by their Kafka names: ``listeners``,
+    ``advertised.listeners`` and ``listener.security.protocol.map``. Values, not the config:
+    broker.config imports this module to check them."""
+
+    listeners: str | None
+    advertised_listeners: str | None
+    protocol_map: str
+
+
 def resolve(
-    config: Any, listen: tuple[str, int], advertised: tuple[str, int] | None
+    settings: ListenerSettings, listen: tuple[str, int], advertised: tuple[str, int] | None
 ) -> list[Listener]:
     """The listeners to bind: from ``listeners`` when it is set, else one PLAINTEXT listener
     on ``listen`` advertised as ``advertised``."""
-    protocols = parse_protocol_map(config.get("listener.security.protocol.map"))
-    text = config.get("listeners")
+    protocols = parse_protocol_map(settings.protocol_map)
+    text = settings.listeners
     if text is None:
         host, port = listen
         adv_host, adv_port = advertised or (host, 0)
@@ -103,7 +113,7 @@ def resolve(
             adv_port = 0  # follows the bound port (port 0 binds a free one)
         return [Listener("PLAINTEXT", "PLAINTEXT", host, port, _advertisable(adv_host), adv_port)]
     binds = parse_endpoints(text, "listeners")
-    adv_text = config.get("advertised.listeners")
+    adv_text = settings.advertised_listeners
     adv = (
         {n: (h, p) for n, h, p in parse_endpoints(adv_text, "advertised.listeners")}
         if adv_text

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
+from broker.share.state_log import state_log_name
 from coordinator.result import RebalanceEvent
 from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
@@ -365,12 +366,12 @@ def _share_families(state: ScrapedState, share: ShareRuntime) -> Iterator[Metric
     unhealthy = state_log.unhealthy_partitions() if state_log is not None else {}
     fam = GaugeMetricFamily(
         "kcoord_share_state_partition_unhealthy",
-        "1 per __share_group_state partition serving with quarantined data (degraded) or"
-        " failing to load, with its state.",
+        "1 per share state log (one per topic partition) serving with quarantined data"
+        " (degraded) or failing to load, with its state.",
         labels=["partition", "state"],
     )
-    for p, h in sorted(unhealthy.items(), key=lambda item: str(item[0])):
-        fam.add_metric([str(p), h.state], 1)
+    for (topic_id, p), h in sorted(unhealthy.items(), key=lambda item: str(item[0])):
+        fam.add_metric([f"{state_log_name(topic_id)}-{p}", h.state], 1)
     yield fam
     per_group = (
         ("kcoord_share_sessions", "Share sessions open, per share group.", None),

@@ -25,7 +25,7 @@ from broker.group_runtime import GroupRuntime
 from broker.lag.exposition import LagExposition
 from broker.lag.remote import RemoteLogs
 from broker.lag.tracker import LagSources, LagTracker, group_filter
-from broker.listeners import Listener, ListenerError
+from broker.listeners import Listener, ListenerError, ListenerSettings
 from broker.listeners import resolve as resolve_listeners
 from broker.metrics import Metrics
 from broker.ownership import Leases, LogOpener, Ownership, SoleOwner
@@ -108,7 +108,7 @@ class Broker:
             await self._open_journal()
         stores = await self._open_stores(engine)
         self.state = state = self._build_state(identity, engine, stores)
-        await self._start_runtimes(state, engine)
+        await self._start_runtimes(state)
         await self._serve_http(state)
         if engine is not None:
             await self._join_cluster(state, engine, inter_broker)
@@ -133,7 +133,12 @@ class Broker:
         inter-broker listener as bound. Other nodes are reached like that listener."""
         cfg = self.config
         try:
-            wanted = resolve_listeners(cfg, self.listen, self.advertised)
+            settings = ListenerSettings(
+                cfg.get("listeners"),
+                cfg.get("advertised.listeners"),
+                cfg.get("listener.security.protocol.map"),
+            )
+            wanted = resolve_listeners(settings, self.listen, self.advertised)
             for w in wanted:
                 if w.uses_tls:
                     self.tls[w.name] = TlsContext(_tls_settings(cfg, w.name, w.uses_sasl))
@@ -189,7 +194,7 @@ class Broker:
         ownership: Ownership = (
             SoleOwner(self.data_dir, _file_opener(cfg))
             if engine is None
-            else Leases(engine.open_leased)
+            else Leases(engine.open_leased, engine)
         )
         first = self.listeners[0]
         cluster = ClusterView(identity.node_id, engine is not None, rack=cfg.get("broker.rack"))
@@ -259,14 +264,13 @@ class Broker:
             lag.remote = RemoteLogs(state.cluster, self._peers)
         return state
 
-    async def _start_runtimes(self, state: BrokerState, engine: PgStore | None) -> None:
+    async def _start_runtimes(self, state: BrokerState) -> None:
         cfg = self.config
         if "share" in cfg.get("group.coordinator.rebalance.protocols"):
             await state.share.open_state_log(
                 self.data_dir,
+                state.groups.ownership,
                 cfg.get("share.coordinator.state.topic.num.partitions"),
-                _file_opener(cfg),
-                engine=engine,
             )
         state.groups.start()
         state.lag.start()

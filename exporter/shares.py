@@ -1,10 +1,17 @@
-"""Share groups (KIP-932) in the report: each share-partition's state as `__share_group_state`
+"""Share groups (KIP-932) in the report: each share-partition's state as its share state log
 holds it, next to its topic partition's log end, and each share group's members as its
 ShareGroup* records in `__consumer_offsets` name them.
 
-No Spark here. The state log is replayed on the driver, one partition after another, by the
-broker's own fold (`coordinator.share.state_replay`): a key's records all sit in one of its
-partitions, in order, and the fold has to see them in that order. What the report's Spark
+Share state is one log per topic partition, `__share_group_state:<topic id>` partition p
+(`broker.share.state_log.state_log_name`), in a data directory and in the database alike. A
+data directory a broker has not migrated yet holds the old single-node layout instead (or as
+well, when a migration was interrupted): the partitions of `__share_group_state`
+(`broker/share/legacy.py`). Both are read, the old layout first, so that a state copied to the
+new logs replaces the one it was copied from.
+
+No Spark here. The state logs are replayed on the driver, one after another, by the broker's
+own fold (`coordinator.share.state_replay`): a key's records all sit in one log, in order, and
+the fold has to see them in that order. What the report's Spark
 side adds is the end offsets as of ``--at`` (its ``parts`` table) and the latest member
 records (:data:`MEMBER_RECORD_TYPES`, from the ``kcoord`` source); without them
 :func:`share_report` reads both here, which is what the tests use.
@@ -92,34 +99,42 @@ class ShareReport:
 # Reading
 
 
-def _scans(source: str, topic: str) -> Iterator[tuple[int, SegmentScan]]:
-    """(partition, scanned segment) of every partition of ``topic``, in offset order."""
+def _scans(source: str, topic: str) -> Iterator[tuple[str, int, SegmentScan]]:
+    """(log name, partition, scanned segment) of every partition of the log ``topic`` and,
+    for share state, of the logs named ``topic:...``: ``topic`` itself first, each in offset
+    order."""
+
+    def wanted(name: str) -> bool:
+        return name == topic or name.startswith(topic + ":")
+
+    def order(name: str) -> tuple[bool, str]:
+        return (name != topic, name)
+
     if is_storage_url(source):
         from exporter import pgread
 
-        # Cluster mode keeps each topic's share state in logs of its own, named
-        # "<topic>:<topic id>" (broker.share.state_log.leased_state_log_name).
-        logs = pgread.partitions_of_logs(
-            source, lambda name: name == topic or name.startswith(topic + ":")
-        )
+        logs = sorted(pgread.partitions_of_logs(source, wanted), key=lambda t: (order(t[0]), t[1]))
         for name, p in logs:
             for lo, hi, _ in pgread.ranges(source, name, p):
-                yield p, pgread.scan(source, name, p, lo, hi)
+                yield name, p, pgread.scan(source, name, p, lo, hi)
         return
-    for _, p, pdir in list_partition_dirs(Path(source), topic):
+    dirs = list_partition_dirs(Path(source), topic) + [
+        d for d in list_partition_dirs(Path(source), None) if d[0].startswith(topic + ":")
+    ]
+    for name, p, pdir in sorted(dirs, key=lambda d: (order(d[0]), d[1])):
         for base, path in list_segments(pdir):
-            yield p, read_segment(path, base)
+            yield name, p, read_segment(path, base)
 
 
 def read_states(source: str, at: int | None = None) -> tuple[dict[Key, PersistedState], list[str]]:
-    """Every share-partition's persisted state in the ``__share_group_state`` logs of a data
-    directory or storage engine, from the records written up to ``at`` (ms; None: all), and
-    what was skipped (torn tails, records that do not decode)."""
+    """Every share-partition's persisted state in the share state logs of a data directory
+    or storage engine, from the records written up to ``at`` (ms; None: all), and what was
+    skipped (torn tails, records that do not decode)."""
     fold = StateReplay()
     warnings: list[str] = []
-    for p, scan in _scans(source, sr.SHARE_STATE_TOPIC):
+    for name, p, scan in _scans(source, sr.SHARE_STATE_TOPIC):
         if scan.error:
-            warnings.append(f"{sr.SHARE_STATE_TOPIC}-{p} {scan.path.name}: {scan.error}")
+            warnings.append(f"{name}-{p} {scan.path.name}: {scan.error}")
         h = batch_headers(scan)
         for pos, attrs in zip(h["position"], h["attributes"], strict=True):
             if attrs & _CONTROL:
@@ -127,7 +142,7 @@ def read_states(source: str, at: int | None = None) -> tuple[dict[Key, Persisted
             try:
                 records = decode_record_tuples(scan.data, int(pos))
             except RecordError as e:
-                warnings.append(f"{sr.SHARE_STATE_TOPIC}-{p}: skipped a batch: {e}")
+                warnings.append(f"{name}-{p}: skipped a batch: {e}")
                 continue
             for _offset, ts, key, value, _headers in records:
                 if key is None or (at is not None and ts > at):
@@ -135,7 +150,7 @@ def read_states(source: str, at: int | None = None) -> tuple[dict[Key, Persisted
                 try:
                     fold.apply(sr.decode_record(key, value))
                 except DecodeError as e:
-                    warnings.append(f"{sr.SHARE_STATE_TOPIC}-{p}: skipped a record: {e}")
+                    warnings.append(f"{name}-{p}: skipped a record: {e}")
     return fold.states, warnings
 
 
@@ -144,7 +159,7 @@ def read_member_rows(source: str, at: int | None = None) -> list[dict]:
     gives them (the report reads them through Spark instead)."""
     filters = Filters(record_types=frozenset(MEMBER_RECORD_TYPES), max_timestamp=at)
     rows: list[dict] = []
-    for p, scan in _scans(source, OFFSETS_TOPIC):
+    for _, p, scan in _scans(source, OFFSETS_TOPIC):
         for batch in decode_segment(scan, p, filters):
             rows.extend(batch.to_pylist())
     return rows

@@ -115,13 +115,17 @@ def offsets_partition_count(data_dir: Path) -> int | None:
 
 
 def topic_partitions(data_dir: Path) -> list[tuple[str, int, Path]]:
-    """Topic partition dirs (not ``__consumer_offsets``, nor the share-group state log);
+    """Topic partition dirs (not ``__consumer_offsets``, nor the share state logs);
     with a catalog, only its topics."""
     catalog = read_catalog(data_dir)
     dirs = list_partition_dirs(Path(data_dir), None)
     if catalog:
         return [d for d in dirs if d[0] in catalog]
-    return [d for d in dirs if d[0] != SHARE_STATE_TOPIC]
+    return [
+        d
+        for d in dirs
+        if d[0] != SHARE_STATE_TOPIC and not d[0].startswith(SHARE_STATE_TOPIC + ":")
+    ]
 
 
 def _scans(pdir: Path, *, last_only: bool = False) -> list[SegmentScan]:

@@ -324,6 +324,11 @@ async def _acquire_one(
             raise _NotLed
 
     try:
+        if key not in share.partitions.partitions:
+            # Its topic partition's share state log, opened here on first need if this node
+            # leads every topic partition (get_or_create checks it is led).
+            await share.partitions.prepare(key)
+            still_led()
         by_time = None
         duration = share.partitions.new_by_duration_ms(key)
         if duration is not None:  # a new share-partition of a by_duration group

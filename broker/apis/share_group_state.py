@@ -97,6 +97,14 @@ async def initialize(
 ) -> InitializeShareGroupStateResponse:
     parts = ctx.broker.share.partitions
     group_id = req.group_id
+    await asyncio.gather(
+        *(
+            parts.prepare((group_id, t.topic_id, p.partition))
+            for t in req.topics
+            for p in t.partitions
+            if p.start_offset >= 0 and _refusal(ctx, t.topic_id, p.partition) == ErrorCode.NONE
+        )
+    )
 
     def apply(topic_id: uuid.UUID, p: Any) -> Awaitable[object] | None:
         key = (group_id, topic_id, p.partition)

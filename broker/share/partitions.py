@@ -6,9 +6,10 @@ setting (broker/share/group_configs.py) or else the broker's (`latest`, the defa
 watermark; `earliest`: the log start; `by_duration:<ISO-8601>`: the first record at or after
 now minus the duration). Admin calls read a share-partition's start offset (`summary`), set it
 (`reset`: AlterShareGroupOffsets) or drop it (`delete`: DeleteShareGroupOffsets, DeleteGroups),
-each written to `__share_group_state`. Time is the event loop's clock in ms;
-the partitions themselves never read it. Whoever may now find records (a parked ShareFetch)
-waits on `waiters`, woken when records become available again (released, lock expired).
+each written to the topic partition's share state log (broker/share/state_log.py). Time is the
+event loop's clock in ms; the partitions themselves never read it. Whoever may now find records
+(a parked ShareFetch) waits on `waiters`, woken when records become available again (released,
+lock expired).
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ class ShareSettings:
 
 
 class NotLedHere(Exception):
-    """Cluster mode: this node does not hold the share state of the topic partition now (it
-    gave the partition up, or has not read the state back yet)."""
+    """This node does not hold the share state of the topic partition now (it gave the
+    partition up, has not read the state back yet, or reloads it after a failed write)."""
 
 
 class SharePartitions:
@@ -152,16 +153,21 @@ class SharePartitions:
     def get(self, key: Key) -> SharePartition | None:
         return self.partitions.get(key)
 
+    async def prepare(self, key: Key) -> None:
+        """Before a share-partition of key may be made (get_or_create, reset): its topic
+        partition's share state log taken here if this node leads it without a lease
+        (ShareStateLog.ensure). Then `check_led` says whether it may be made."""
+        if self.state_log is not None and key not in self.partitions:
+            await self.state_log.ensure(key[1], key[2])
+
     def check_led(self, key: Key) -> None:
-        """Raise NotLedHere unless this node holds key's share state. In cluster mode the
-        state is read back when a node takes the topic partition and dropped when it gives
-        it up: one made afresh meanwhile would start from share.auto.offset.reset, forget
-        what was acknowledged, and replace the stored state at its first snapshot (a fault
-        run saw a fetch woken by the handoff do that)."""
+        """Raise NotLedHere unless this node holds key's share state. The state is read back
+        when a node takes the topic partition and dropped when it gives it up: one made
+        afresh meanwhile would start from share.auto.offset.reset, forget what was
+        acknowledged, and replace the stored state at its first snapshot (a fault run saw a
+        fetch woken by the handoff do that)."""
         state_log = self.state_log
-        if state_log is None or state_log.engine is None:
-            return
-        if not state_log.leads(key):
+        if state_log is not None and not state_log.leads(key):
             raise NotLedHere(key)
 
     def new_by_duration_ms(self, key: Key) -> int | None:
@@ -238,7 +244,7 @@ class SharePartitions:
 
     def delete(self, key: Key) -> Awaitable[object] | None:
         """Forget the share-partition: its next use starts by share.auto.offset.reset. A
-        tombstone in `__share_group_state` keeps it forgotten after a restart. Nothing is
+        tombstone in its share state log keeps it forgotten after a restart. Nothing is
         written for a share-partition that has no state (a cluster's DeleteGroups asks each
         leader about every partition it might hold)."""
         known = self.partitions.pop(key, None) is not None
@@ -306,7 +312,7 @@ class SharePartitions:
             keys.update(self.state_log.stored_keys())
         return keys
 
-    # ---- keeping __share_group_state short
+    # ---- keeping the share state logs short
 
     def snapshot_cold(self, now: int, older_than_ms: int) -> list[Awaitable[object]]:
         """A fresh snapshot for every share-partition whose latest one is older than

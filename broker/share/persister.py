@@ -110,6 +110,13 @@ class SharePersister:
         """Start each share-partition afresh at its offset (-1: forget it instead); the
         error code of each, once durable."""
         pending: dict[TP, Awaitable[object] | None] = {}
+        await asyncio.gather(
+            *(
+                self.partitions.prepare((group_id, *tp))
+                for tp, start in starts.items()
+                if start >= 0 and self._leader(tp) is None
+            )
+        )
 
         def local(tp: TP) -> int:
             key = (group_id, *tp)

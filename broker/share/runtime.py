@@ -8,21 +8,18 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from broker.config import Config
-from broker.ownership import LogOpener
+from broker.ownership import Ownership
 from broker.share.group_configs import GroupConfigs
+from broker.share.legacy import migrate_legacy_layout
 from broker.share.partitions import SharePartitions, ShareSettings, loop_now_ms
 from broker.share.persister import SharePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
-from broker.share.state_log import ShareStateLog, leased_state_log_name
+from broker.share.state_log import ShareStateLog
 from broker.topic_registry import TopicRegistry
 from coordinator.share.events import ShareMemberGone
 from storage.logconfig import LogConfig
-
-if TYPE_CHECKING:
-    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.share")
 
@@ -46,8 +43,6 @@ class ShareRuntime:
         self.prune_interval_ms = prune_interval_ms
         self._maintenance: list[asyncio.Task[None]] = []
         self._dropping: set[asyncio.Future[None]] = set()
-        # Cluster mode: the shared storage engine (open_state_log).
-        self.engine: PgStore | None = None
         # The admin paths' way to share-partition state, wherever it is; set by the broker
         # (in cluster mode, with the view and the clients of the other nodes).
         self.persister: SharePersister = SharePersister(self.partitions, TopicRegistry())
@@ -77,24 +72,19 @@ class ShareRuntime:
         share sessions go; a topic created again under the name starts clean (a new id)."""
         self.partitions.drop_topic(topic_id)
         self.sessions.drop_topic(topic_id)
-        if self.engine is not None:
-            # The topic's own share state logs go with it (any node may do this: it is
-            # idempotent, and a late write of a former leader then fails as fenced).
-            task = asyncio.ensure_future(self._drop_leased_logs(topic_id))
+        state_log = self.partitions.state_log
+        if state_log is not None:
+            # The topic's own share state logs go with it, after the tombstones just written.
+            task = asyncio.ensure_future(self._drop_logs(state_log, topic_id))
             self._dropping.add(task)
             task.add_done_callback(self._dropping.discard)
 
-    async def _drop_leased_logs(self, topic_id: uuid.UUID) -> None:
-        name = leased_state_log_name(topic_id)
-        engine = self.engine
-        if engine is None:
-            return  # leased share-state logs are the PostgreSQL engine's
+    @staticmethod
+    async def _drop_logs(state_log: ShareStateLog, topic_id: uuid.UUID) -> None:
         try:
-            count = (await engine.topics()).get(name, 0)
-            if count:
-                await engine.drop_partitions(name, list(range(count)))
+            await state_log.drop_topic(topic_id)
         except Exception:
-            log.exception("dropping %s", name)
+            log.exception("dropping the share state logs of topic %s", topic_id)
 
     def member_gone(self, group_id: str, member_id: str) -> None:
         """Release the member's records. A member with an open share session gets a grace
@@ -116,17 +106,17 @@ class ShareRuntime:
             self.partitions.release_member(group_id, member_id)
 
     async def open_state_log(
-        self, data_dir: Path, partitions: int, open_log: LogOpener, *, engine: PgStore | None = None
+        self, data_dir: Path, owner: Ownership, legacy_partitions: int = 50
     ) -> None:
         """From now on every share-partition's changes are written to the share state logs
-        (broker/share/state_log.py). On one node: `__share_group_state`, replayed now. With
-        a cluster's shared storage ``engine``: each topic partition's share state is a log of
-        its own, written only by the node leading the topic partition (see lead)."""
-        if engine is not None:
-            self.engine = engine
-            self._use(ShareStateLog(Path("."), 0, STATE_LOG_CONFIG, engine=engine))
-            return
-        state_log = ShareStateLog(data_dir, partitions, STATE_LOG_CONFIG, open_log)
+        (broker/share/state_log.py): each topic partition's share state is a log of its own,
+        written only by the node leading the topic partition (see lead). What ``owner`` holds
+        from the start is read back now, after moving an old single-node layout
+        (``legacy_partitions`` partitions of `__share_group_state`) to this one."""
+        state_log = ShareStateLog(
+            data_dir, owner, STATE_LOG_CONFIG, legacy_partitions=legacy_partitions
+        )
+        await migrate_legacy_layout(state_log)
         self._use(state_log)
         await state_log.load()
 
@@ -142,15 +132,13 @@ class ShareRuntime:
         The state log is fenced by the same epoch, so the node that led it before can no
         longer write it; raises FencedError if a newer leader already took it."""
         state_log = self.partitions.state_log
-        if state_log is None or self.engine is None:
-            return
-        await state_log.lead(topic_id, partition, epoch)
+        if state_log is not None:
+            await state_log.lead(topic_id, partition, epoch)
 
     async def resign(self, topic_id: uuid.UUID, partition: int) -> None:
         state_log = self.partitions.state_log
-        if state_log is None or self.engine is None:
-            return
-        await state_log.resign(topic_id, partition)
+        if state_log is not None:
+            await state_log.resign(topic_id, partition)
 
     def _start_maintenance(self) -> None:
         self._maintenance = [
@@ -166,7 +154,7 @@ class ShareRuntime:
     async def prune(self) -> None:
         moved = await self.partitions.prune_state_log()
         if moved:
-            log.info("pruned %d partitions of __share_group_state", moved)
+            log.info("pruned %d share state logs", moved)
 
     @staticmethod
     async def _every(interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:

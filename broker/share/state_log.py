@@ -1,50 +1,59 @@
-"""The `__share_group_state` log: share-partition state that survives a broker restart.
+"""Share-partition state that survives a broker restart: one log per topic partition.
 
-Laid out as Kafka's share coordinator's topic: `share.coordinator.state.topic.num.partitions`
-(50) partitions, a share-partition's records in partition
-`abs(hashCode("group:topic-id:partition")) % 50` (Kafka's SharePartitionKey as a coordinator
-key), ShareSnapshot records (the whole state) and ShareUpdate records (the batches changed
-since), both keyed by (group, topic id, partition). Each share-partition gets a snapshot when
-it is made and again every `share.coordinator.snapshot.update.records.per.snapshot` updates,
-an update after each call that changed its persisted state. At start every partition is
-replayed: the latest snapshot of a key with the updates after it folded in
-(`coordinator.share.state_replay`, which the exporter's report uses too) is what
-`SharePartition.restore` starts from.
+A topic partition's share state is a log of its own, `__share_group_state:<topic id>`
+partition p (`state_log_name`; the colon keeps it out of the topic namespace), holding the
+records of every share group's share-partition of that topic partition: ShareSnapshot
+records (the whole state) and ShareUpdate records (the batches changed since), both keyed by
+(group, topic id, partition), as Kafka's share coordinator writes them. Each share-partition
+gets a snapshot when it is made and again every
+`share.coordinator.snapshot.update.records.per.snapshot` updates, an update after each call
+that changed its persisted state. When a log is taken it is replayed: the latest snapshot of a
+key with the updates after it folded in (`coordinator.share.state_replay`, which the
+exporter's report uses too) is what `SharePartition.restore` starts from.
+
+Whoever leads the topic partition writes its share state log, under the same epoch: on one
+node and in a cluster alike the log is a `slot` of the partition runtime, numbered as topic
+partitions are first led here. Who leads what is the ownership source's
+(`broker/ownership.py`): a cluster node leads a topic partition while it holds its lease
+(`lead`, `resign`); the single node leads every topic partition at epoch 0, so at start it
+takes every share state log on disk (`load`) and any other the first time a share-partition
+of it is made (`ensure`; a topic partition no share group used has no log). Before this
+layout the single node kept share state in the 50 partitions of `__share_group_state`, a
+key in partition `abs(hashCode("group:topic-id:partition")) % 50` (`state_partition`);
+`broker/share/legacy.py` moves such a data directory to this layout at start.
 
 The log is not compacted by key: a compaction keeping only the newest update of a key would
 lose the updates before it. As Kafka's share coordinator does, it is pruned instead: a
 snapshot makes every earlier record of its key redundant, so everything below the oldest
-latest-snapshot of the keys still alive in a partition can go (`prunable`). A key nobody
-touches would hold that point back forever, so keys whose snapshot has grown old get a fresh
-one (SharePartitions.snapshot_cold). Replay stays correct from any point at or below the
-pruned start, since the log is the keys' whole history in order.
+latest-snapshot of the keys still alive in a log can go (`prunable`). A key nobody touches
+would hold that point back forever, so keys whose snapshot has grown old get a fresh one
+(SharePartitions.snapshot_cold). Replay stays correct from any point at or below the pruned
+start, since the log is the keys' whole history in order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from broker.loading import PartitionHealth
-from broker.ownership import LogOpener, SoleOwner
-from broker.partition_runtime import Opener, PartitionRuntime
+from broker.ownership import Ownership
+from broker.partition_runtime import PartitionRuntime
 from coordinator.partitioning import java_string_hashcode, kafka_abs
 from coordinator.share.persisted import PersistedState, StateBatch, StateUpdate
 from coordinator.share.state_replay import Key, StateReplay
 from protocol import share_state_records as sr
 from protocol.codec import DecodeError
 from protocol.records import BatchHeader, RecordTuple, build_tail_batch, kv_record_tail
-from storage.log import FencedError, Log, LogFailedError
+from storage.log import FencedError, LogFailedError
 from storage.logconfig import LogConfig
 from storage.partitionlog import PartitionLog, TopicLog
-
-if TYPE_CHECKING:
-    from storage.postgres.store import PgStore
 
 log = logging.getLogger("kcoord.share")
 
@@ -55,6 +64,8 @@ def topic_id_string(topic_id: uuid.UUID) -> str:
 
 
 def state_partition(key: Key, partitions: int) -> int:
+    """The partition of the old single-node layout (`__share_group_state`, Kafka's
+    placement) that held ``key``: read only to migrate such a data directory."""
     group_id, topic_id, partition = key
     coordinator_key = f"{group_id}:{topic_id_string(topic_id)}:{partition}"
     return kafka_abs(java_string_hashcode(coordinator_key)) % partitions
@@ -114,16 +125,35 @@ def loop_now_ms() -> int:
     return int(asyncio.get_running_loop().time() * 1000)
 
 
-# Where a key's records go: a partition of __share_group_state, or a topic partition's own
-# log (topic id, partition) in a cluster, numbered for the runtime as they are led.
+# Where a key's records go: its topic partition's own log (topic id, partition), numbered
+# for the runtime as they are led.
 TopicSlot = tuple[uuid.UUID, int]
 Slot = int
+# How long a share request waits for a topic partition's share state log to open on first
+# need before it is answered as not led here (retriable).
+ENSURE_TIMEOUT_S = 10.0
 
 
-def leased_state_log_name(topic_id: uuid.UUID) -> str:
-    """Cluster mode: the engine's name for a topic's share state logs, one per partition. The
-    colon keeps it out of the topic namespace."""
+def state_log_name(topic_id: uuid.UUID) -> str:
+    """The name of a topic's share state logs, one per partition (a directory
+    `<name>-<partition>` on one node, the engine's log name in a cluster). The colon, not
+    legal in a topic name, keeps it out of the topic namespace."""
     return f"{sr.SHARE_STATE_TOPIC}:{topic_id_string(topic_id)}"
+
+
+def parse_state_log_name(name: str) -> uuid.UUID | None:
+    """The topic id of a `state_log_name`, or None if ``name`` is not one."""
+    prefix = sr.SHARE_STATE_TOPIC + ":"
+    if not name.startswith(prefix):
+        return None
+    encoded = name[len(prefix) :]
+    try:
+        raw = base64.urlsafe_b64decode(encoded + "==")
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 16 or topic_id_string(uuid.UUID(bytes=raw)) != encoded:
+        return None
+    return uuid.UUID(bytes=raw)
 
 
 class ShareSlot:
@@ -170,112 +200,132 @@ class ShareFold:
 
 
 class ShareStateLog:
-    """The logs that hold share-partition state, on the partition runtime, each a `slot`. On
-    one node the slots are the partitions of `__share_group_state`, all taken at start
-    (`load`). In cluster mode (``engine``) a slot is one topic partition's share state, taken
-    by the node that leads the topic partition under its lease's epoch (`lead`) and given up
-    when it stops leading it (`resign`); the runtime knows it by a number given to the topic
-    partition the first time it is led here."""
+    """The logs that hold share-partition state, on the partition runtime, each a `slot`: one
+    topic partition's share state, taken by the node that leads the topic partition under
+    its epoch (`lead`) and given up when it stops leading it (`resign`). Which topic
+    partitions those are is the ownership source's (see the module's docstring)."""
 
     def __init__(
         self,
         data_dir: Path,
-        partitions: int,
+        owner: Ownership,
         log_config: LogConfig,
-        open_log: LogOpener | None = None,
         *,
-        engine: PgStore | None = None,
+        legacy_partitions: int = 50,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.owner = owner
         self.log_config = log_config
-        self.engine = engine
-        opener: Opener
-        label: Callable[[int], str]
-        # Cluster mode: the topic partitions led here at some point, by slot number.
+        # share.coordinator.state.topic.num.partitions: only to read the old layout.
+        self.legacy_partitions = legacy_partitions
+        # The topic partitions led here at some point, by slot number.
         self._topic_slots: list[TopicSlot] = []
         self._slot_of_topic: dict[TopicSlot, int] = {}
-        if engine is None:
-            self.ownership: SoleOwner | None = SoleOwner(
-                self.data_dir, open_log or (lambda path, c: Log.open(path, c))
-            )
-            opener = self.ownership.opener(sr.SHARE_STATE_TOPIC, log_config)
-            label = lambda p: f"{sr.SHARE_STATE_TOPIC}-{p}"  # noqa: E731
-            self.place: Callable[[Key], Slot] = lambda k: state_partition(k, partitions)
-        else:
-            self.ownership = None
-            opener = self._open_leased
-            label = self._leased_label
-            self.place = lambda k: self._slot_of_topic.get(k[1:], -1)
+        # Topic partitions being taken on first need (ensure), awaited by every asker.
+        self._taking: dict[TopicSlot, asyncio.Task[None]] = {}
         self.runtime: PartitionRuntime[ShareSlot] = PartitionRuntime(
             sr.SHARE_STATE_TOPIC,
-            partitions,
+            0,
             self,
-            opener,
+            self._open,
             data_dir=self.data_dir,
             log=log,
-            label=label,
+            label=self._label,
         )
         self.logs = self.runtime.logs
         # Called with a slot no longer served from memory (a failed write, a handoff): the
         # share-partitions kept there leave memory and are restored from the log.
         self.on_unload: Callable[[Slot], None] | None = None
-        if self.ownership is not None:
-            self.ownership.adopt(self.runtime)
 
-    def _leased_label(self, slot: int) -> str:
-        topic_id, partition = self._topic_slots[slot]
-        return f"{leased_state_log_name(topic_id)}-{partition}"
+    def place(self, key: Key) -> Slot:
+        """The slot of key's topic partition (-1: never led here)."""
+        return self._slot_of_topic.get(key[1:], -1)
 
-    async def _open_leased(self, slot: int, epoch: int) -> PartitionLog:
+    def _label(self, slot: int) -> str:
         topic_id, partition = self._topic_slots[slot]
-        name = leased_state_log_name(topic_id)
-        engine = self.engine
-        assert engine is not None, "leased share-state logs are the PostgreSQL engine's"
-        if not await engine.take_epoch(name, partition, epoch):
-            raise FencedError(f"{name}-{partition}: a newer leader than epoch {epoch} took it")
-        plog: PartitionLog = await engine.open_leased(name, partition, self.log_config, epoch)
-        return plog
+        return f"{state_log_name(topic_id)}-{partition}"
+
+    def _open(self, slot: int, epoch: int) -> Awaitable[PartitionLog]:
+        topic_id, partition = self._topic_slots[slot]
+        return self.owner.open_follower(state_log_name(topic_id), partition, self.log_config, epoch)
 
     async def load(self) -> None:
-        """One node: open and replay every partition of `__share_group_state`, each on its
-        own as the offsets partitions load (broker/loading.py): a damaged segment is
-        quarantined and the partition replayed again from what was kept, so one bad file
-        costs the share-partitions of that partition their latest state, never the broker."""
-        assert self.ownership is not None
-        self.ownership.serve(self.runtime)
-        await self.runtime.loaded.wait()
+        """Take the share state logs this node holds from the start (the single node: every
+        one on disk; a cluster node: none, its leases decide; an old-layout directory is
+        `broker/share/legacy.py`'s, moved before), each on its own as the offsets partitions load
+        (broker/loading.py): a damaged segment is quarantined and the log replayed again from
+        what was kept, so one bad file costs that topic partition's share-partitions their
+        latest state, never the broker."""
+        started = loop_now_ms()
+        stored = await self.owner.stored_logs(sr.SHARE_STATE_TOPIC)
+        epoch = self.owner.standing_epoch
+        found = [(parse_state_log_name(n), p) for n, p in stored]
+        if epoch is not None:
+            await asyncio.gather(*(self.lead(tid, p, epoch) for tid, p in found if tid is not None))
+        self.runtime.loaded.set()
         log.info(
-            "loaded %d partitions of %s (%d share-partitions)",
-            self.runtime.partitions,
-            sr.SHARE_STATE_TOPIC,
+            "loaded %d share state logs (%d share-partitions) in %d ms",
+            len(self.runtime.owned),
             sum(len(slot.states) for _, slot in self.runtime.served()),
+            loop_now_ms() - started,
         )
 
-    async def lead(self, topic_id: uuid.UUID, partition: int, epoch: int) -> None:
-        """Cluster mode: this node now leads topic_id-partition under ``epoch``: read its share
-        state back. The state log is fenced by the same epoch, so the node that led it before
-        can no longer write it; raises FencedError if a newer leader already took it."""
+    def _slot_for(self, topic_id: uuid.UUID, partition: int) -> int:
         slot = self._slot_of_topic.get((topic_id, partition))
         if slot is None:
             slot = self._slot_of_topic[topic_id, partition] = len(self._topic_slots)
             self._topic_slots.append((topic_id, partition))
+        return slot
+
+    async def lead(self, topic_id: uuid.UUID, partition: int, epoch: int) -> None:
+        """This node now leads topic_id-partition under ``epoch``: read its share state back.
+        The state log is fenced by the same epoch, so the node that led it before can no
+        longer write it; raises FencedError if a newer leader already took it."""
+        slot = self._slot_for(topic_id, partition)
         self.runtime.claim(slot, epoch)
         await self.runtime.take(slot, epoch)
         if self.runtime.states[slot] is None:
-            raise FencedError(f"{leased_state_log_name(topic_id)}-{partition} was not loaded")
+            raise FencedError(f"{state_log_name(topic_id)}-{partition} was not loaded")
+
+    async def ensure(self, topic_id: uuid.UUID, partition: int) -> None:
+        """A share-partition of topic_id-partition is about to be made: if this node leads
+        every topic partition (`Ownership.standing_epoch`) and has not taken this one's log
+        yet, take it now (created if it is the first). Otherwise nothing: a cluster node
+        leads what its leases give it. Returns once it is served or after ENSURE_TIMEOUT_S;
+        whoever asked then checks `leads`."""
+        epoch = self.owner.standing_epoch
+        tp = (topic_id, partition)
+        task = self._taking.get(tp)
+        if task is None:
+            slot = self._slot_of_topic.get(tp)
+            if epoch is None or (slot is not None and slot in self.runtime.owned):
+                return
+            task = self._taking[tp] = asyncio.ensure_future(self.lead(topic_id, partition, epoch))
+            task.add_done_callback(lambda t: self._taken(tp, t))
+        await asyncio.wait({task}, timeout=ENSURE_TIMEOUT_S)
+
+    def _taken(self, tp: TopicSlot, task: asyncio.Task[None]) -> None:
+        self._taking.pop(tp, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("%s-%d: %s", state_log_name(tp[0]), tp[1], task.exception())
 
     async def resign(self, topic_id: uuid.UUID, partition: int) -> None:
-        """Cluster mode: stop writing the slot (another node leads it now): its states go."""
+        """Stop writing the slot (another node leads it now): its states go."""
         slot = self._slot_of_topic.get((topic_id, partition))
         if slot is not None:
             await self.runtime.give_up(slot, flush=False)
 
-    def unhealthy_partitions(self) -> dict[int | TopicSlot, PartitionHealth]:
-        """Partitions serving with quarantined data (or still failing to load): by partition
-        of `__share_group_state`, or by topic partition in a cluster."""
+    async def drop_topic(self, topic_id: uuid.UUID) -> None:
+        """The topic is deleted: its share state logs go (their writes in flight, the
+        tombstones of its share-partitions, finish first)."""
+        slots = [s for (t, _), s in self._slot_of_topic.items() if t == topic_id]
+        await asyncio.gather(*(self.runtime.give_up(s, flush=True) for s in slots))
+        await self.owner.drop_logs(state_log_name(topic_id))
+
+    def unhealthy_partitions(self) -> dict[TopicSlot, PartitionHealth]:
+        """Share state logs serving with quarantined data (or still failing to load), by
+        topic partition."""
         unhealthy = self.runtime.unhealthy_partitions()
-        if self.engine is None:
-            return {s: h for s, h in unhealthy.items()}
         return {self._topic_slots[s]: h for s, h in unhealthy.items()}
 
     @property

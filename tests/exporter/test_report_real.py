@@ -128,11 +128,12 @@ def real_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _share_state(data_dir: Path) -> None:
-    """Share group 'sg' on orders-0 in `__share_group_state`, written by the broker's own
+    """Share group 'sg' on orders-0 in its share state log, written by the broker's own
     share-partitions: 0-9 acquired, 0-4 accepted, 5 rejected, 6-9 left acquired."""
     import asyncio
     import uuid
 
+    from broker.ownership import SoleOwner
     from broker.share.partitions import SharePartitions, ShareSettings
     from broker.share.state_log import ShareStateLog
     from coordinator.share.partition import AckRange, AckType, SharePartitionConfig
@@ -143,10 +144,11 @@ def _share_state(data_dir: Path) -> None:
     key = ("sg", uuid.UUID(read_catalog(data_dir)[TOPIC].topic_id), 0)
 
     async def write() -> None:
-        state_log = ShareStateLog(data_dir, 50, LogConfig(), Log.open)
+        state_log = ShareStateLog(data_dir, SoleOwner(data_dir, Log.open), LogConfig())
         await state_log.load()
         parts = SharePartitions(ShareSettings(SharePartitionConfig(), "earliest"))
         parts.state_log = state_log
+        await parts.prepare(key)
         sp = parts.get_or_create(key, 0, 35)
         sp.acquire("m", 35, 10, now=0)
         parts.persist(key, sp)

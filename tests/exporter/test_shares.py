@@ -1,6 +1,8 @@
-"""The report's share-group section without Spark: `__share_group_state` written by the
+"""The report's share-group section without Spark: the share state logs written by the
 broker's own SharePartitions and ShareStateLog, then read back by `exporter.shares`; the
-numbers must be those of the live share-partitions that wrote it."""
+numbers must be those of the live share-partitions that wrote it. Read from one log per
+topic partition, or from the old single-node layout (`__share_group_state-<N>`) of a data
+directory no broker has migrated yet."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.ownership import SoleOwner
 from broker.share.partitions import SharePartitions, ShareSettings
-from broker.share.state_log import ShareStateLog
+from broker.share.state_log import ShareStateLog, state_log_name
 from coordinator.share import records as share_records
 from coordinator.share.member import ShareGroupMember
 from coordinator.share.partition import AckRange, AckType, SharePartition, SharePartitionConfig
@@ -20,6 +23,7 @@ from exporter import synthetic as S
 from protocol.coordinator_records import encode_record
 from storage.log import Log
 from storage.logconfig import LogConfig
+from tests.share.test_legacy_layout import to_old_layout
 
 T0 = 1_700_000_000_000
 END = 100  # records in q-0
@@ -28,7 +32,7 @@ END = 100  # records in q-0
 async def _share_activity(data_dir: Path, topic_id: uuid.UUID) -> dict[tuple, SharePartition]:
     """Two groups reading q-0 through the broker's share-partitions, persisted as the broker
     persists them (snapshots every 3 updates, so replay folds updates onto snapshots)."""
-    state_log = ShareStateLog(data_dir, 50, LogConfig(), Log.open)
+    state_log = ShareStateLog(data_dir, SoleOwner(data_dir, Log.open), LogConfig())
     await state_log.load()
     config = SharePartitionConfig(delivery_count_limit=2)
     parts = SharePartitions(ShareSettings(config, "earliest", updates_per_snapshot=3))
@@ -41,6 +45,7 @@ async def _share_activity(data_dir: Path, topic_id: uuid.UUID) -> dict[tuple, Sh
             writes.append(w)
 
     a = ("sg-a", topic_id, 0)
+    await parts.prepare(a)
     sp = parts.get_or_create(a, 0, END)
     sp.acquire("m1", END, 40, now=0)  # 0-39
     step(a, sp)
@@ -65,6 +70,7 @@ async def _share_activity(data_dir: Path, topic_id: uuid.UUID) -> dict[tuple, Sh
     )  # 33-35 and 38 still acquired
     step(a, sp)
     b = ("sg-b", topic_id, 0)
+    await parts.prepare(b)
     sb = parts.get_or_create(b, 0, END)
     sb.acquire("m9", END, 10, now=0)
     sb.acknowledge("m9", [AckRange.of(0, 9, AckType.ACCEPT)])
@@ -99,14 +105,19 @@ def _member_records(data_dir: Path, topic_id: uuid.UUID) -> None:
             log.append(k.group_id, [encode_record(k, v)], T0 + i)
 
 
-@pytest.fixture
-def data_dir(tmp_path: Path) -> tuple[Path, dict]:
+@pytest.fixture(params=["by topic partition", "old layout"])
+def data_dir(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, dict]:
     d = tmp_path / "data"
     ids = S.write_catalog(d, {"q": 1})
     S.write_topic(d, "q", 0, [T0 + i for i in range(END)], per_batch=10)
     topic_id = uuid.UUID(ids["q"])
     live = asyncio.run(_share_activity(d, topic_id))
     _member_records(d, topic_id)
+    new = d / f"{state_log_name(topic_id)}-0"
+    assert new.is_dir()
+    if request.param == "old layout":
+        to_old_layout(d, topic_id)
+        assert not new.exists() and list(d.glob("__share_group_state-*"))
     return d, live
 
 

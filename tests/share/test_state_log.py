@@ -1,4 +1,5 @@
-"""__share_group_state: what SharePartitions write is what a restart restores."""
+"""The share state logs (one per topic partition): what SharePartitions write is what a
+restart restores."""
 
 from __future__ import annotations
 
@@ -6,8 +7,18 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from broker.share.partitions import SharePartitions, ShareSettings, loop_now_ms
-from broker.share.state_log import ShareStateLog, state_partition, topic_id_string
+import pytest
+
+from broker.dataplane import names
+from broker.ownership import SoleOwner
+from broker.share.partitions import NotLedHere, SharePartitions, ShareSettings, loop_now_ms
+from broker.share.state_log import (
+    ShareStateLog,
+    parse_state_log_name,
+    state_log_name,
+    state_partition,
+    topic_id_string,
+)
 from coordinator.share.partition import (
     AckRange,
     AckType,
@@ -15,7 +26,7 @@ from coordinator.share.partition import (
     SharePartition,
     SharePartitionConfig,
 )
-from storage.log import Log
+from storage.log import Log, parse_partition_dir
 from storage.logconfig import LogConfig
 from storage.memory import MemoryLog
 
@@ -28,10 +39,27 @@ def test_the_coordinator_key_partitions_as_kafka_names_it() -> None:
     assert len({state_partition(("g", T, p), 50) for p in range(20)}) > 1
 
 
+def test_a_state_log_is_named_out_of_the_topic_namespace() -> None:
+    name = state_log_name(T)
+    assert name == f"__share_group_state:{topic_id_string(T)}"
+    assert names.invalid_reason(name) is not None  # never a topic's name, nor its directory's
+    assert parse_partition_dir(f"{name}-12") == (name, 12)
+    assert parse_state_log_name(name) == T
+    assert parse_state_log_name("__share_group_state") is None
+    assert parse_state_log_name("__share_group_state:migrated") is None
+
+
+async def _made(parts: SharePartitions, key: tuple, log_start: int, hw: int) -> SharePartition:
+    """get_or_create once its topic partition's share state log is open (on first need)."""
+    await parts.prepare(key)
+    return parts.get_or_create(key, log_start, hw)
+
+
 def test_snapshots_and_updates_replay_to_the_live_state(tmp_path: Path) -> None:
     stored: dict[Path, MemoryLog] = {}
 
     def open_log(path: Path, _: LogConfig) -> MemoryLog:
+        path.mkdir(exist_ok=True)  # as a file log does: found on disk at the next start
         old = stored.get(path)
         stored[path] = MemoryLog(old.batches if old is not None else None)
         return stored[path]
@@ -39,12 +67,12 @@ def test_snapshots_and_updates_replay_to_the_live_state(tmp_path: Path) -> None:
     settings = ShareSettings(SharePartitionConfig(), "earliest", updates_per_snapshot=3)
 
     async def first_life() -> list:
-        state_log = ShareStateLog(tmp_path, 50, LogConfig(), open_log)
+        state_log = ShareStateLog(tmp_path, SoleOwner(tmp_path, open_log), LogConfig())
         await state_log.load()
         parts = SharePartitions(settings)
         parts.state_log = state_log
         key = ("g", T, 0)
-        sp = parts.get_or_create(key, 0, 100)
+        sp = await _made(parts, key, 0, 100)
         writes = []
         for i in range(10):  # ten rounds: snapshots between the updates
             sp.acquire("m", 100, 10, now=0)
@@ -63,11 +91,12 @@ def test_snapshots_and_updates_replay_to_the_live_state(tmp_path: Path) -> None:
         return [live]
 
     async def second_life() -> tuple:
-        state_log = ShareStateLog(tmp_path, 50, LogConfig(), open_log)
+        state_log = ShareStateLog(tmp_path, SoleOwner(tmp_path, open_log), LogConfig())
         await state_log.load()
         parts = SharePartitions(settings)
         parts.state_log = state_log
-        sp = parts.get_or_create(("g", T, 0), 0, 100)
+        assert ("g", T, 0) in state_log.states  # read back at start, not on first need
+        sp = await _made(parts, ("g", T, 0), 0, 100)
         return sp.snapshot(), sp.in_flight()
 
     [live] = asyncio.run(first_life())
@@ -86,7 +115,7 @@ def _file_log(path: Path, config: LogConfig) -> Log:
 
 async def _open(path: Path, settings: ShareSettings) -> SharePartitions:
     # Small segments, so pruning can delete whole ones.
-    state_log = ShareStateLog(path, 3, LogConfig(segment_bytes=2048), _file_log)
+    state_log = ShareStateLog(path, SoleOwner(path, _file_log), LogConfig(segment_bytes=2048))
     await state_log.load()
     parts = SharePartitions(settings)
     parts.state_log = state_log
@@ -107,22 +136,20 @@ def _busy(parts: SharePartitions, key: tuple, rounds: int) -> list:
 
 
 def test_pruning_keeps_what_each_live_share_partition_needs(tmp_path: Path) -> None:
-    """A busy share-partition and an idle one share a state partition. Pruning alone cannot
-    pass the idle one's only snapshot; once it is rewritten as cold, the log start moves on,
-    and a restart still restores both exactly."""
+    """A busy share-partition and an idle one (two groups on one topic partition) share a
+    state log. Pruning alone cannot pass the idle one's only snapshot; once it is rewritten
+    as cold, the log start moves on, and a restart still restores both exactly."""
     settings = ShareSettings(SharePartitionConfig(), "earliest", updates_per_snapshot=5)
     busy = ("busy", T, 0)
-    idle = next(
-        ("idle", T, p)
-        for p in range(100)
-        if state_partition(("idle", T, p), 3) == state_partition(busy, 3)
-    )
-    p = state_partition(busy, 3)
+    idle = ("idle", T, 0)
 
     async def life() -> tuple:
         parts = await _open(tmp_path, settings)
-        parts.get_or_create(busy, 0, 10)
-        parts.get_or_create(idle, 0, 10).acquire("m", 10, 3, now=0)
+        await _made(parts, busy, 0, 10)
+        (await _made(parts, idle, 0, 10)).acquire("m", 10, 3, now=0)
+        assert parts.state_log is not None
+        p = parts.state_log.place(busy)
+        assert p == parts.state_log.place(idle) >= 0
         await asyncio.gather(*_busy(parts, busy, 1), parts.persist(idle, parts.partitions[idle]))
         await asyncio.gather(*_busy(parts, busy, 40))
         plog = parts.state_log.logs[p]
@@ -160,7 +187,7 @@ def test_deleting_a_group_or_a_topic_deletes_its_share_state(tmp_path: Path) -> 
     async def life() -> None:
         parts = await _open(tmp_path, settings)
         for key in [("g1", T, 0), ("g1", other, 0), ("g2", T, 0), ("g2", other, 1)]:
-            parts.get_or_create(key, 0, 10).acquire("m", 10, 2, now=0)
+            (await _made(parts, key, 0, 10)).acquire("m", 10, 2, now=0)
             await parts.persist(key, parts.partitions[key])
         await parts.delete(("g2", other, 1))
         await asyncio.gather(*(parts.delete(k) for k in parts.keys_of("g1")))
@@ -174,6 +201,11 @@ def test_deleting_a_group_or_a_topic_deletes_its_share_state(tmp_path: Path) -> 
         writes = parts.drop_topic(T)  # not yet read back: the stored state goes too
         assert parts.known_keys() == set()
         await asyncio.gather(*writes)
+        # The topic's logs go with it (ShareRuntime.on_topic_deleted), the others stay.
+        assert (tmp_path / f"{state_log_name(T)}-0").is_dir()
+        await parts.state_log.drop_topic(T)
+        assert not (tmp_path / f"{state_log_name(T)}-0").exists()
+        assert (tmp_path / f"{state_log_name(other)}-0").is_dir()
         parts.close()
         await parts.state_log.close()
 
@@ -188,20 +220,18 @@ def test_deleting_a_group_or_a_topic_deletes_its_share_state(tmp_path: Path) -> 
     assert asyncio.run(third_life()) == set()
 
 
-def test_a_damaged_state_partition_is_quarantined_and_the_rest_loads(tmp_path: Path) -> None:
-    """A flipped byte in an old segment of one partition of __share_group_state: the load
-    quarantines the damaged part and goes on (the partition reported degraded); the
+def test_a_damaged_state_log_is_quarantined_and_the_rest_loads(tmp_path: Path) -> None:
+    """A flipped byte in an old segment of one topic partition's share state log: the load
+    quarantines the damaged part and goes on (the log reported degraded); the
     share-partition stored there comes back from its newer snapshot, the others whole."""
     settings = ShareSettings(SharePartitionConfig(), "earliest", updates_per_snapshot=5)
-    by_partition: dict[int, tuple] = {}
-    for key in [("g", T, p) for p in range(40)]:
-        by_partition.setdefault(state_partition(key, 3), key)
+    by_partition = {p: ("g", T, p) for p in range(3)}
     damaged_key = by_partition[0]
 
     async def life() -> dict:
         parts = await _open(tmp_path, settings)
         for key in by_partition.values():
-            parts.get_or_create(key, 0, 10)
+            await _made(parts, key, 0, 10)
         # Enough updates to roll the damaged partition's segments (2 KiB each).
         await asyncio.gather(*_busy(parts, damaged_key, 40))
         for key in by_partition.values():
@@ -212,7 +242,7 @@ def test_a_damaged_state_partition_is_quarantined_and_the_rest_loads(tmp_path: P
         return live
 
     live = asyncio.run(life())
-    segments = sorted((tmp_path / "__share_group_state-0").glob("*.log"))
+    segments = sorted((tmp_path / f"{state_log_name(T)}-0").glob("*.log"))
     assert len(segments) > 2
     data = bytearray(segments[0].read_bytes())
     data[70] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
@@ -230,4 +260,28 @@ def test_a_damaged_state_partition_is_quarantined_and_the_rest_loads(tmp_path: P
         k: SharePartition.restore(v, settings.partition).snapshot() for k, v in states.items()
     }
     assert restored == live
-    assert list(unhealthy) == [0] and unhealthy[0].state == "degraded"
+    assert list(unhealthy) == [(T, 0)] and unhealthy[T, 0].state == "degraded"
+
+
+def test_a_single_node_opens_a_state_log_on_first_need_only(tmp_path: Path) -> None:
+    """One node leads every topic partition, but a topic partition no share group used gets
+    no log: it is opened (created) when its first share-partition is made, not before."""
+    settings = ShareSettings(SharePartitionConfig(), "earliest")
+
+    def logs_on_disk() -> list[str]:
+        return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("__share"))
+
+    async def life() -> None:
+        parts = await _open(tmp_path, settings)
+        assert logs_on_disk() == []
+        with pytest.raises(NotLedHere):  # not taken yet: made only once prepared
+            parts.get_or_create(("g", T, 1), 0, 10)
+        assert parts.summary(("g", T, 1)) is None  # a look opens nothing
+        assert logs_on_disk() == []
+        await asyncio.gather(*(_made(parts, ("g", T, 1), 0, 10) for _ in range(3)))
+        assert logs_on_disk() == [f"{state_log_name(T)}-1"]
+        assert parts.state_log is not None and parts.state_log.leads(("h", T, 1))
+        parts.close()
+        await parts.state_log.close()
+
+    asyncio.run(life())

@@ -203,12 +203,71 @@ def test_share_fetch_sessions_and_acknowledgements_over_the_wire(tmp_path: Path)
         proc.stop()
 
 
+def _session(c: WireClient, topic_id: Any, member: str, accept: bool) -> list[int]:
+    """Join, take what there is (accepting it or not), close the session, leave."""
+    joined = _loaded(lambda: c.request(HEARTBEAT, 1, _join(member, ["q"])), _code)
+    assert joined.error_code == 0, joined
+    req = ShareFetchRequest(
+        group_id="sg",
+        member_id=member,
+        share_session_epoch=0,
+        max_wait_ms=2000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=100,
+        topics=[
+            ShareFetchRequest.FetchTopic(
+                topic_id=topic_id,
+                partitions=[ShareFetchRequest.FetchPartition(partition_index=0)],
+            )
+        ],
+    )
+    got = c.request(FETCH, 1, req)
+    [[p0]] = [t.partitions for t in got.responses]
+    offsets = [o for a in p0.acquired_records for o in range(a.first_offset, a.last_offset + 1)]
+    acks = []
+    if accept and offsets:
+        acks = [
+            ShareAcknowledgeRequest.AcknowledgementBatch(
+                first_offset=offsets[0], last_offset=offsets[-1], acknowledge_types=[1]
+            )
+        ]
+    closed = c.request(
+        ACK,
+        1,
+        ShareAcknowledgeRequest(
+            group_id="sg",
+            member_id=member,
+            share_session_epoch=-1,
+            topics=[
+                ShareAcknowledgeRequest.AcknowledgeTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        ShareAcknowledgeRequest.AcknowledgePartition(
+                            partition_index=0, acknowledgement_batches=acks
+                        )
+                    ],
+                )
+            ],
+        ),
+    )
+    assert closed.error_code == 0, closed
+    left = c.request(
+        HEARTBEAT,
+        1,
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=member, member_epoch=-1),
+    )
+    assert left.error_code == 0, left
+    return offsets
+
+
 def test_deleting_a_share_group_or_its_topic_deletes_its_share_state(tmp_path: Path) -> None:
     """Records accepted by a share group stay accepted across a restart; once the group is
     deleted they are delivered again to the group of that name, and a deleted topic leaves
-    no state behind in __share_group_state."""
+    no state (nor share state log) behind."""
     from confluent_kafka import Producer
 
+    from broker.ownership import SoleOwner
     from broker.share.state_log import ShareStateLog
     from storage.log import Log
     from storage.logconfig import LogConfig
@@ -218,63 +277,6 @@ def test_deleting_a_share_group_or_its_topic_deletes_its_share_state(tmp_path: P
         "share.auto.offset.reset=earliest",
     )
     data = tmp_path / "data"
-
-    def session(c: WireClient, topic_id: Any, member: str, accept: bool) -> list[int]:
-        """Join, take what there is (accepting it or not), close the session, leave."""
-        joined = _loaded(lambda: c.request(HEARTBEAT, 1, _join(member, ["q"])), _code)
-        assert joined.error_code == 0, joined
-        req = ShareFetchRequest(
-            group_id="sg",
-            member_id=member,
-            share_session_epoch=0,
-            max_wait_ms=2000,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=100,
-            topics=[
-                ShareFetchRequest.FetchTopic(
-                    topic_id=topic_id,
-                    partitions=[ShareFetchRequest.FetchPartition(partition_index=0)],
-                )
-            ],
-        )
-        got = c.request(FETCH, 1, req)
-        [[p0]] = [t.partitions for t in got.responses]
-        offsets = [o for a in p0.acquired_records for o in range(a.first_offset, a.last_offset + 1)]
-        acks = []
-        if accept and offsets:
-            acks = [
-                ShareAcknowledgeRequest.AcknowledgementBatch(
-                    first_offset=offsets[0], last_offset=offsets[-1], acknowledge_types=[1]
-                )
-            ]
-        closed = c.request(
-            ACK,
-            1,
-            ShareAcknowledgeRequest(
-                group_id="sg",
-                member_id=member,
-                share_session_epoch=-1,
-                topics=[
-                    ShareAcknowledgeRequest.AcknowledgeTopic(
-                        topic_id=topic_id,
-                        partitions=[
-                            ShareAcknowledgeRequest.AcknowledgePartition(
-                                partition_index=0, acknowledgement_batches=acks
-                            )
-                        ],
-                    )
-                ],
-            ),
-        )
-        assert closed.error_code == 0, closed
-        left = c.request(
-            HEARTBEAT,
-            1,
-            ShareGroupHeartbeatRequest(group_id="sg", member_id=member, member_epoch=-1),
-        )
-        assert left.error_code == 0, left
-        return offsets
 
     proc = start_kcoord(data, *settings)
     try:
@@ -290,16 +292,16 @@ def test_deleting_a_share_group_or_its_topic_deletes_its_share_state(tmp_path: P
             for i in range(5):
                 producer.produce("q", value=b"%d" % i)
             assert producer.flush(10) == 0
-            assert session(c, topic_id, "m1", accept=True) == [0, 1, 2, 3, 4]
+            assert _session(c, topic_id, "m1", accept=True) == [0, 1, 2, 3, 4]
     finally:
         proc.stop()
     proc = start_kcoord(data, *settings, port=proc.port)
     try:
         with WireClient(proc.host, proc.port) as c:
-            assert session(c, topic_id, "m2", accept=False) == []  # all accepted before
+            assert _session(c, topic_id, "m2", accept=False) == []  # all accepted before
             deleted = c.request(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=["sg"]))
             assert [r.error_code for r in deleted.results] == [0], deleted
-            assert session(c, topic_id, "m3", accept=False) == [0, 1, 2, 3, 4]
+            assert _session(c, topic_id, "m3", accept=False) == [0, 1, 2, 3, 4]
             gone = c.request(
                 ApiKey.DELETE_TOPICS, 4, DeleteTopicsRequest(topic_names=["q"], timeout_ms=5000)
             )
@@ -308,9 +310,71 @@ def test_deleting_a_share_group_or_its_topic_deletes_its_share_state(tmp_path: P
         proc.stop()
 
     async def stored() -> set:
-        state_log = ShareStateLog(data, 50, LogConfig(), lambda p, cfg: Log.open(p, cfg))
+        owner = SoleOwner(data, lambda p, cfg: Log.open(p, cfg))
+        state_log = ShareStateLog(data, owner, LogConfig())
         await state_log.load()
         await state_log.close()
         return set(state_log.states)
 
     assert asyncio.run(stored()) == set()
+    # The deleted topic's share state logs went with it.
+    assert not [d for d in data.iterdir() if d.name.startswith("__share_group_state:")]
+
+
+def test_an_old_layout_data_dir_is_migrated_and_its_acknowledgements_kept(tmp_path: Path) -> None:
+    """A data directory whose share state is in the old single-node layout (the partitions
+    of __share_group_state): the broker moves it at start, and what was accepted stays
+    accepted; the old directories are kept aside, and a second start changes nothing."""
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from broker.share.legacy import LEGACY_ASIDE
+    from broker.share.state_log import state_log_name
+    from tests.share.test_legacy_layout import to_old_layout
+
+    settings = (
+        "group.coordinator.rebalance.protocols=classic,consumer,share",
+        "share.auto.offset.reset=earliest",
+    )
+    data = tmp_path / "data"
+
+    def produce(proc: Any, values: range) -> None:
+        producer = Producer({"bootstrap.servers": f"{proc.host}:{proc.port}"})
+        for i in values:
+            producer.produce("q", value=b"%d" % i)
+        assert producer.flush(10) == 0
+
+    proc = start_kcoord(data, *settings)
+    try:
+        with WireClient(proc.host, proc.port) as c:
+            topic = CreateTopicsRequest.CreatableTopic(
+                name="q", num_partitions=1, replication_factor=1
+            )
+            created = c.request(
+                ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[topic], timeout_ms=5000)
+            )
+            topic_id = created.topics[0].topic_id
+            produce(proc, range(5))
+            assert _session(c, topic_id, "m1", accept=True) == [0, 1, 2, 3, 4]
+    finally:
+        proc.stop()
+    to_old_layout(data, uuid.UUID(str(topic_id)))
+    assert list(data.glob("__share_group_state-*"))
+    assert not (data / f"{state_log_name(uuid.UUID(str(topic_id)))}-0").exists()
+    for _ in range(2):
+        proc = start_kcoord(data, *settings, port=proc.port)
+        try:
+            with WireClient(proc.host, proc.port) as c:
+                assert _session(c, topic_id, "m2", accept=False) == []  # accepted before
+        finally:
+            proc.stop()
+        assert not list(data.glob("__share_group_state-*"))
+        assert len(list(data.glob(f"{LEGACY_ASIDE}-*"))) == 1
+    proc = start_kcoord(data, *settings, port=proc.port)
+    try:
+        produce(proc, range(5, 7))
+        with WireClient(proc.host, proc.port) as c:
+            assert _session(c, topic_id, "m3", accept=False) == [5, 6]
+    finally:
+        proc.stop()
