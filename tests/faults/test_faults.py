@@ -32,6 +32,9 @@ OPEN_AFTER = {
 # The bound a group must commit again within after a heal is two lease periods (the long runs
 # check that); on a CI machine shared with other work a run gets five.
 CI_AVAILABILITY_BOUND_S = 5 * N.LEASE_S
+# The pause after every probe group committed again, before the next fault: as in the long
+# runs (bench/faults.py), not the harness's 2 s default; a bounded run has 6 to 10 of them.
+BETWEEN_S = 1.0
 
 
 def _check(outcome: Outcome) -> None:
@@ -67,6 +70,7 @@ def test_each_nemesis_once_against_three_nodes(tmp_path: Path) -> None:
             tmp_path / "out",
             node_ids=ids,
             warmup_s=5,
+            between_s=BETWEEN_S,
             drain_s=60,
             availability_bound_s=CI_AVAILABILITY_BOUND_S,
         )
@@ -93,6 +97,7 @@ def test_sigkills_and_a_full_disk_against_the_file_engine(tmp_path: Path) -> Non
             node_ids={0: env.bootstrap},
             workloads=("probe", "produce", "classic", "txn"),
             warmup_s=3,
+            between_s=BETWEEN_S,
             recover_s=10,
             drain_s=60,
             availability_bound_s=CI_AVAILABILITY_BOUND_S,
