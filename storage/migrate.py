@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol.internal_topics import SHARE_STATE_TOPIC
 from protocol.records import LOG_OVERHEAD, parse_batch_header
 from storage.batches import read_batch_headers
 from storage.journal_records import recover as recover_journal
@@ -155,6 +156,13 @@ async def dir_to_pg(data_dir: Path, url: str) -> dict[tuple[str, int], Partition
 
     if not data_dir.is_dir():
         raise MigrationError(f"{data_dir} is not a data directory")
+    if any(topic == SHARE_STATE_TOPIC for topic, _ in file_partitions(data_dir)):
+        # A cluster reads share state by topic partition only (broker/share/legacy.py):
+        # copied as it is, this state would be stored but never read.
+        raise MigrationError(
+            f"{data_dir} keeps share group state in the old layout ({SHARE_STATE_TOPIC}-N):"
+            " start kcoord on it once, which moves it to one log per topic partition, then copy"
+        )
     # What the journal holds (a node that stopped without closing) goes into the logs first,
     # as the broker's start would put it.
     recover_journal(data_dir)

@@ -129,3 +129,17 @@ def test_an_unreachable_target_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.startswith("kcoord: error: cannot reach the PostgreSQL server")
     assert "pw" not in out.stderr
+
+
+def test_share_state_in_the_old_layout_is_refused_before_anything_is_copied(
+    tmp_path: Path,
+) -> None:
+    """A cluster would store it and never read it: the operator is told how to move it."""
+    data = tmp_path / "d"
+    (data / "__share_group_state-7").mkdir(parents=True)
+    url = f"postgresql://u:pw@/kcoord?host={tmp_path}&connect_timeout=2"
+    out = kcoord("migrate-storage", "--from", str(data), "--to", url)
+    assert out.returncode == 1
+    assert out.stderr.startswith("kcoord: error:") and "old layout" in out.stderr, out.stderr
+    assert "start kcoord on it once" in out.stderr
+    assert (data / "__share_group_state-7").is_dir()
