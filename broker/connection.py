@@ -540,6 +540,12 @@ class Connection(asyncio.Protocol):
         # Inside _process, which sends what is queued when it finishes its read, that needs
         # no callback.
         if not self._outbox and not self._processing:
+            if not self.pending:
+                # The last reply owed (an awaited one completing, most often): nothing can
+                # join it in this iteration, so it leaves now, without the callback.
+                self._outbox.append(out)
+                self._send_outbox()
+                return
             asyncio.get_running_loop().call_soon(self._send_outbox)
         self._outbox.append(out)
         self._outbox_bytes += len(out)

@@ -36,7 +36,7 @@ from collections.abc import (
     Iterator,
 )
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from broker.loading import PartitionHealth
 from broker.ownership import LeasedOpener, Leases, LogOpener, Ownership, SoleOwner
@@ -49,7 +49,7 @@ from coordinator.txn.coordinator import (
     TxnCoordinator,
     Write,
 )
-from coordinator.txn.metadata import TopicPartition, TxnMetadata, TxnState
+from coordinator.txn.metadata import PREPARED, TopicPartition, TxnMetadata, TxnState
 from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
@@ -332,7 +332,7 @@ class TxnRuntime:
         turn = self._turns[tid] = _Turn()
         turn.users = 1
         _take_free(turn.lock)
-        started = self._begin_write(p, outcome)
+        started = self._begin_write(p, outcome, in_flush=True)
         if started is None:  # not reached: the partition is served (above)
             self._release(tid, turn)
             return then(Reply(ErrorCode.NOT_COORDINATOR))
@@ -449,6 +449,48 @@ class TxnRuntime:
             ),
         )
 
+    def end_txn_now(
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        client_version: int,
+        then: Callable[[Reply], T],
+    ) -> T | asyncio.Future[T]:
+        """`end_txn` answered through ``then``, without tasks when nobody holds or awaits the
+        id's turn (as `add_partitions_now`): decided at once, and the PrepareCommit's write,
+        the markers and the completion are chained by their futures' callbacks (`_end_now`),
+        holding the turn; the reply goes once the markers are durable. Otherwise (or when the
+        decision needs a fresh producer id) as `end_txn`, in a task."""
+        p, coord = self._coordinator(tid)
+        outcome: Any = None
+        if tid not in self._turns and coord is not None:
+            outcome = coord.end_txn(tid, producer_id, epoch, commit, now_ms(), client_version)
+            if isinstance(outcome, Reply):
+                return then(outcome)  # nothing in flight for the id: its turn is not needed
+        if not isinstance(outcome, Write) or not outcome.markers or not outcome.reply_when_complete:
+            if coord is None:
+                return then(self._unavailable(p))
+            return asyncio.ensure_future(
+                self._then(self.end_txn(tid, producer_id, epoch, commit, client_version), then)
+            )
+        turn = self._turns[tid] = _Turn()
+        turn.users = 1
+        _take_free(turn.lock)
+        out: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def finished(reply: Reply, rest: asyncio.Future | None) -> None:
+            if rest is None:
+                self._release(tid, turn)
+            else:
+                rest.add_done_callback(lambda _: self._release(tid, turn))
+            if not out.done():  # cancelled: the client went away
+                out.set_result(then(reply))
+
+        self._end_now(p, outcome, finished)
+        return out
+
     def describe(self, tid: str) -> TxnMetadata | None | ErrorCode:
         p, coord = self._coordinator(tid)
         if coord is None:
@@ -556,6 +598,109 @@ class TxnRuntime:
                 rest = self._finish_later(p, tid, coord)
         return outcome.reply or Reply(), rest
 
+    def _end_now(
+        self, p: int, write: Write, finished: Callable[[Reply, asyncio.Future | None], None]
+    ) -> None:
+        """`_run` for the end of a transaction (a write with markers, answered once they are
+        durable), by callbacks: the record's write, then the markers (`_markers_now`), then
+        the completion (`_finish_later`). ``finished(reply, rest)`` is called once, with the
+        completion's future (None when there is none); it gives the turn back."""
+        started = self._begin_write(p, write, in_flush=True)
+        if started is None:
+            finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+            return
+        written, fut = started
+
+        def prepared(f: asyncio.Future) -> None:
+            if f.cancelled() or f.exception() is not None:
+                if not f.cancelled():
+                    log.error("writing %s-%d failed: %s", TXN_TOPIC, p, f.exception())
+                finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+                return
+            try:
+                written.finish(write)
+                self._markers_now(p, write.transactional_id, write.reply or Reply(), finished)
+            except Exception:  # a bug: the turn must not stay taken for good
+                log.exception("ending %s's transaction", write.transactional_id)
+                finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+
+        fut.add_done_callback(prepared)
+
+    def _markers_now(
+        self,
+        p: int,
+        tid: str,
+        reply: Reply,
+        finished: Callable[[Reply, asyncio.Future | None], None],
+    ) -> None:
+        """`_markers` and `_finish_later` by callbacks while every marker is a local write
+        in flight; a marker to retry or to ask another node for goes on in a task
+        (`_write_markers`), as `_run` does."""
+        coord = self.runtime.states[p]
+        meta = None if coord is None else coord.txns.get(tid)
+        if coord is None or meta is None or meta.state not in PREPARED:
+            finished(reply, None)  # not prepared, or unloaded: a load completes it
+            return
+        if self._closed:
+            finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+            return
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        todo = set(meta.partitions)
+        waits = self._issue_markers(meta, commit, 0, todo)
+        left = len(waits)
+
+        def after_markers() -> None:
+            try:
+                rest = self._finish_later(p, tid, coord)
+            except Exception:  # a bug: the completion is redone when the partition loads
+                log.exception("completing %s's transaction", tid)
+                rest = None
+            finished(reply, rest)
+
+        def in_task(retry: bool, started: list[tuple[TopicPartition, Awaitable[object]]]) -> None:
+            async def rest() -> None:
+                if retry:
+                    log.warning(
+                        "transaction %s: %d marker(s) not written yet, retrying in %.1fs",
+                        tid,
+                        len(todo),
+                        MARKER_RETRY_S,
+                    )
+                    await asyncio.sleep(MARKER_RETRY_S)
+                await self._write_markers(meta, commit, 0, todo, started)
+
+            def done(t: asyncio.Task) -> None:
+                if t.cancelled() or t.exception() is not None:
+                    finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+                else:
+                    after_markers()
+
+            self.runtime.spawn(rest()).add_done_callback(done)
+
+        if len(todo) > left or not all(isinstance(w, asyncio.Future) for _, w in waits):
+            in_task(False, waits)  # an error to retry, or a marker sent to another node
+            return
+        if not waits:
+            after_markers()
+            return
+
+        def one(tp: TopicPartition, f: asyncio.Future) -> None:
+            nonlocal left
+            if not f.cancelled() and f.exception() is None:
+                todo.discard(tp)
+            left -= 1
+            if left:
+                return
+            if not todo:
+                after_markers()
+            elif self._closed:
+                finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+            else:
+                in_task(True, [])
+
+        for tp, w in waits:
+            cast(asyncio.Future, w).add_done_callback(functools.partial(one, tp))
+
     async def _write(self, p: int, write: Write) -> bool:
         """Persist one decision; True once it is durable and applied. The id is pending
         while its record is written (requests about it meanwhile get
@@ -574,9 +719,13 @@ class TxnRuntime:
         coord.finish(write)
         return True
 
-    def _begin_write(self, p: int, write: Write) -> tuple[TxnCoordinator, asyncio.Future] | None:
+    def _begin_write(
+        self, p: int, write: Write, *, in_flush: bool = False
+    ) -> tuple[TxnCoordinator, asyncio.Future] | None:
         """Mark the id pending and append the decision's record: the coordinator and the
-        append's future (None if ``p`` is not served)."""
+        append's future (None if ``p`` is not served). ``in_flush``: the future is the whole
+        flush's (`PartitionRuntime.write`), for a caller that only adds callbacks to it: no
+        future, shield and callbacks of its own per write; never to be awaited or cancelled."""
         coord = self.runtime.states[p]
         if coord is None:
             return None
@@ -584,6 +733,8 @@ class TxnRuntime:
         target = write.target
         value = None if target is None else encode_value(target.to_value(), target.record_version)
         batch = build_tail_batch([kv_record_tail(_record_key(write.transactional_id), value)])
+        if in_flush:
+            return coord, self.runtime.write(p, batch)
         return coord, self.runtime.append(p, batch)
 
     def _finish_later(self, p: int, tid: str, coord: TxnCoordinator) -> asyncio.Future | None:
@@ -645,31 +796,29 @@ class TxnRuntime:
         if done is not None:
             await self._write(p, done)
 
-    async def _write_markers(self, meta: TxnMetadata, commit: bool, coordinator_epoch: int) -> None:
-        """A marker in every partition of the transaction, retried until each is written
-        (or can never be: a deleted partition)."""
-        todo = set(meta.partitions)
+    async def _write_markers(
+        self,
+        meta: TxnMetadata,
+        commit: bool,
+        coordinator_epoch: int,
+        todo: set[TopicPartition] | None = None,
+        started: list[tuple[TopicPartition, Awaitable[object]]] | None = None,
+    ) -> None:
+        """A marker in every partition of the transaction (or of ``todo``, those not written
+        yet, with ``started`` those in flight), retried until each is written (or can never
+        be: a deleted partition)."""
+        if todo is None:
+            todo = set(meta.partitions)
         delay = MARKER_RETRY_S
+        waits = started
         while todo and not self._closed:
-            waits: list[tuple[TopicPartition, Awaitable[object]]] = []
-            for tp in sorted(todo):
-                result = self._marker(
-                    tp,
-                    meta.producer_id,
-                    meta.producer_epoch,
-                    commit,
-                    coordinator_epoch,
-                    meta.client_version,
-                )
-                if isinstance(result, ErrorCode):
-                    if result in _MARKER_DONE:
-                        todo.discard(tp)
-                    continue
-                waits.append((tp, result))
+            if not waits:
+                waits = self._issue_markers(meta, commit, coordinator_epoch, todo)
             outcomes = await asyncio.gather(*(w for _, w in waits), return_exceptions=True)
             for (tp, _), outcome in zip(waits, outcomes, strict=True):
                 if not isinstance(outcome, BaseException):
                     todo.discard(tp)
+            waits = None
             if todo:
                 log.warning(
                     "transaction %s: %d marker(s) not written yet, retrying in %.1fs",
@@ -679,6 +828,28 @@ class TxnRuntime:
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MARKER_RETRY_MAX_S)
+
+    def _issue_markers(
+        self, meta: TxnMetadata, commit: bool, coordinator_epoch: int, todo: set[TopicPartition]
+    ) -> list[tuple[TopicPartition, Awaitable[object]]]:
+        """Start the markers of ``todo``: what to await for each one started; those that can
+        never be written leave ``todo``, those refused for now stay in it."""
+        waits: list[tuple[TopicPartition, Awaitable[object]]] = []
+        for tp in sorted(todo):
+            result = self._marker(
+                tp,
+                meta.producer_id,
+                meta.producer_epoch,
+                commit,
+                coordinator_epoch,
+                meta.client_version,
+            )
+            if isinstance(result, ErrorCode):
+                if result in _MARKER_DONE:
+                    todo.discard(tp)
+                continue
+            waits.append((tp, result))
+        return waits
 
     def _marker(
         self,
