@@ -23,6 +23,7 @@ unused for `transactional.id.expiration.ms` are removed.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -36,7 +37,7 @@ from collections.abc import (
     Iterator,
 )
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from broker.loading import PartitionHealth
 from broker.ownership import LeasedOpener, Leases, LogOpener, Ownership, SoleOwner
@@ -102,13 +103,43 @@ def txn_config(cfg: Config) -> TxnConfig:
 
 
 class _Turn:
-    """The lock that orders one transactional id's decisions, and how many hold or await it."""
+    """The lock that orders one transactional id's decisions, and how many hold or await it.
 
-    __slots__ = ("lock", "users")
+    A turn held by writes chained by callbacks (`TxnRuntime._join`: a decided add, or the
+    completion of an EndTxn answered already) has ``top``, the state they move the id to, and
+    ``chain``, what waits for them, in order: adds of the same producer are decided on top
+    of that state and join the chain (their records go to the same log, after it, in the
+    same flush when they can) instead of waiting for the turn."""
+
+    __slots__ = ("lock", "users", "top", "chain", "ok")
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.users = 0
+        self.top: TxnMetadata | None = None
+        self.chain: collections.deque[_Link] | None = None
+        self.ok = True  # no write of the chain failed
+
+
+class _Completion(NamedTuple):
+    """The completion of a transaction being written: its write's future, the decision and
+    the coordinator it is applied to."""
+
+    fut: asyncio.Future
+    write: Write
+    coord: TxnCoordinator
+
+
+class _Link(NamedTuple):
+    """One step of a turn's chain: a write in flight (``fut``; None: a reply that only waits
+    for the steps before it), the decision it carries out (applied once it and every step
+    before are durable; None: applied by its own callback), and its answer."""
+
+    fut: asyncio.Future | None
+    write: Write | None
+    coord: TxnCoordinator | None
+    answer: Callable[[Reply], object] | None
+    reply: Reply
 
 
 @functools.lru_cache(maxsize=PARTITION_CACHE_SIZE)
@@ -317,9 +348,24 @@ class TxnRuntime:
         """`add_partitions` (``client_version`` 0) answered through ``then``, without a task
         when nobody holds or awaits the id's turn (a producer's requests come one after
         another): decided at once, and a write's answer is a future completed by the
-        write's callback, which applies the record and gives the turn back. Otherwise (or
-        while the id's partition is unavailable) as `add_partitions`, in a task."""
-        if tid in self._turns:
+        write's callback, which applies the record and gives the turn back. While the turn
+        is held by a chain of writes only (the producer's previous add, or the completion of
+        its last transaction), decided on top of them and answered after them (`_join`).
+        Otherwise (or while the id's partition is unavailable) as `add_partitions`, in a
+        task."""
+        turn = self._turns.get(tid)
+        if turn is not None:
+            top = turn.top
+            if top is not None and turn.users == 1:
+                p, coord = self._coordinator(tid)
+                outcome = (
+                    None
+                    if coord is None
+                    else coord.add_partitions_on(top, producer_id, epoch, partitions, now_ms())
+                )
+                if outcome is not None:
+                    assert coord is not None
+                    return self._join(tid, turn, p, coord, outcome, then)
             return asyncio.ensure_future(
                 self._then(self.add_partitions(tid, producer_id, epoch, partitions), then)
             )
@@ -332,29 +378,84 @@ class TxnRuntime:
         turn = self._turns[tid] = _Turn()
         turn.users = 1
         _take_free(turn.lock)
-        started = self._begin_write(p, outcome, in_flush=True)
-        if started is None:  # not reached: the partition is served (above)
-            self._release(tid, turn)
-            return then(Reply(ErrorCode.NOT_COORDINATOR))
-        written, fut = started
+        turn.chain = collections.deque()
+        return self._join(tid, turn, p, coord, outcome, then)
+
+    def _join(
+        self,
+        tid: str,
+        turn: _Turn,
+        p: int,
+        coord: TxnCoordinator,
+        outcome: Reply | Write,
+        then: Callable[[Reply], T],
+    ) -> asyncio.Future[T]:
+        """Add a decision to the chain of ``turn`` (held by it): its record's write begins
+        now; it is applied and answered once that write and every step before it are
+        durable (NOT_COORDINATOR if one of them failed)."""
         out: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
-        def done(f: asyncio.Future) -> None:
-            try:
-                if f.cancelled() or f.exception() is not None:
-                    if not f.cancelled():
-                        log.error("writing %s-%d failed: %s", TXN_TOPIC, p, f.exception())
-                    reply = Reply(ErrorCode.NOT_COORDINATOR)
-                else:
-                    written.finish(outcome)
-                    reply = outcome.reply or Reply()
-            finally:
-                self._release(tid, turn)
+        def answer(reply: Reply) -> None:
             if not out.done():  # cancelled: the client went away
                 out.set_result(then(reply))
 
-        fut.add_done_callback(done)
+        chain = turn.chain
+        assert chain is not None
+        if isinstance(outcome, Reply):  # what the steps before decided already
+            chain.append(_Link(None, None, coord, answer, outcome))
+            return out
+        started = self._begin_write(p, outcome, in_flush=True)
+        if started is None:  # not reached: the partition is served (the callers' check)
+            chain.append(_Link(None, None, coord, answer, Reply(ErrorCode.NOT_COORDINATOR)))
+            if len(chain) == 1:
+                self._advance(tid, turn)
+            return out
+        written, fut = started
+        turn.top = outcome.target
+        chain.append(_Link(fut, outcome, written, answer, outcome.reply or Reply()))
+        fut.add_done_callback(lambda _: self._advance(tid, turn))
         return out
+
+    def _advance(self, tid: str, turn: _Turn) -> None:
+        """Carry out the steps of the chain of ``turn`` whose writes (and every one before)
+        are done, in order; give the turn back once none is left."""
+        chain = turn.chain
+        if chain is None:
+            return  # carried out to its end by an earlier callback (a shared flush future)
+        while chain:
+            fut, write, coord, answer, reply = chain[0]
+            if fut is not None and not fut.done():
+                return  # its own callback goes on
+            chain.popleft()
+            try:
+                if fut is not None and (fut.cancelled() or fut.exception() is not None):
+                    if turn.ok and not fut.cancelled():
+                        log.error(
+                            "writing %s-%d failed: %s",
+                            TXN_TOPIC,
+                            self.partition_of(tid),
+                            fut.exception(),
+                        )
+                    turn.ok = False
+                if not turn.ok:
+                    reply = Reply(ErrorCode.NOT_COORDINATOR)
+                else:
+                    if write is not None and coord is not None:
+                        coord.finish(write)
+                    for later in reversed(chain):
+                        if later.write is not None and later.coord is not None:
+                            # Applying a state drops its pending mark: a later write
+                            # still in flight sets it again.
+                            later.coord.begin(later.write)
+                            break
+                if answer is not None:
+                    answer(reply)
+            except Exception:  # a bug: the turn must not stay taken for good
+                log.exception("carrying out %s's decision", tid)
+                turn.ok = False
+        turn.chain = None
+        turn.top = None
+        self._release(tid, turn)
 
     @staticmethod
     async def _then(reply: Awaitable[Reply], then: Callable[[Reply], T]) -> T:
@@ -480,11 +581,16 @@ class TxnRuntime:
         _take_free(turn.lock)
         out: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
-        def finished(reply: Reply, rest: asyncio.Future | None) -> None:
+        def finished(reply: Reply, rest: _Completion | None) -> None:
             if rest is None:
                 self._release(tid, turn)
             else:
-                rest.add_done_callback(lambda _: self._release(tid, turn))
+                # The completion holds the turn: the producer's next adds join its chain,
+                # which applies it (before them).
+                fut, done, written = rest
+                turn.top = done.target
+                turn.chain = collections.deque([_Link(fut, done, written, None, Reply())])
+                fut.add_done_callback(lambda _: self._advance(tid, turn))
             if not out.done():  # cancelled: the client went away
                 out.set_result(then(reply))
 
@@ -595,11 +701,15 @@ class TxnRuntime:
                 # the reply needs none of it.
                 rest = self.runtime.spawn(self._complete(p, tid))
             elif (coord := await self._markers(p, tid)) is not None:
-                rest = self._finish_later(p, tid, coord)
+                completion = self._finish_later(p, tid, coord)
+                rest = None if completion is None else completion[0]
         return outcome.reply or Reply(), rest
 
     def _end_now(
-        self, p: int, write: Write, finished: Callable[[Reply, asyncio.Future | None], None]
+        self,
+        p: int,
+        write: Write,
+        finished: Callable[[Reply, _Completion | None], None],
     ) -> None:
         """`_run` for the end of a transaction (a write with markers, answered once they are
         durable), by callbacks: the record's write, then the markers (`_markers_now`), then
@@ -631,7 +741,7 @@ class TxnRuntime:
         p: int,
         tid: str,
         reply: Reply,
-        finished: Callable[[Reply, asyncio.Future | None], None],
+        finished: Callable[[Reply, _Completion | None], None],
     ) -> None:
         """`_markers` and `_finish_later` by callbacks while every marker is a local write
         in flight; a marker to retry or to ask another node for goes on in a task
@@ -651,7 +761,7 @@ class TxnRuntime:
 
         def after_markers() -> None:
             try:
-                rest = self._finish_later(p, tid, coord)
+                rest = self._finish_later(p, tid, coord, apply=False)
             except Exception:  # a bug: the completion is redone when the partition loads
                 log.exception("completing %s's transaction", tid)
                 rest = None
@@ -737,9 +847,12 @@ class TxnRuntime:
             return coord, self.runtime.write(p, batch)
         return coord, self.runtime.append(p, batch)
 
-    def _finish_later(self, p: int, tid: str, coord: TxnCoordinator) -> asyncio.Future | None:
+    def _finish_later(
+        self, p: int, tid: str, coord: TxnCoordinator, *, apply: bool = True
+    ) -> _Completion | None:
         """`_finish` without a task of its own (one per transaction): the completion's record
-        is appended now and applied by a callback once durable; the returned future holds
+        is appended now and applied by a callback once durable (``apply``; else by the
+        caller, a turn's chain, in order with what follows it); the returned future holds
         the id's turn. A failed write is left to the runtime's reload, as in `_write`."""
         done = coord.complete(tid, now_ms()) if self.runtime.states[p] is coord else None
         if done is None:
@@ -758,12 +871,13 @@ class TxnRuntime:
                 return
             written.finish(done)
 
-        # Registered before the caller's release of the turn: the next request of the id
-        # sees the completed state.
-        fut.add_done_callback(applied)
+        if apply:
+            # Registered before the caller's release of the turn: the next request of the
+            # id sees the completed state.
+            fut.add_done_callback(applied)
         self._completing.add(fut)
         fut.add_done_callback(self._completing.discard)
-        return fut
+        return _Completion(fut, done, written)
 
     async def _complete_in_turn(self, p: int, tid: str) -> None:
         async with self._turn(tid):
