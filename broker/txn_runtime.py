@@ -44,6 +44,7 @@ from broker.ownership import LeasedOpener, Leases, LogOpener, Ownership, SoleOwn
 from broker.partition_runtime import PartitionRuntime, now_ms
 from coordinator.partitioning import partition_for
 from coordinator.txn.coordinator import (
+    OK,
     NeedProducerId,
     Reply,
     TxnConfig,
@@ -412,7 +413,7 @@ class TxnRuntime:
             return out
         written, fut = started
         turn.top = outcome.target
-        chain.append(_Link(fut, outcome, written, answer, outcome.reply or Reply()))
+        chain.append(_Link(fut, outcome, written, answer, outcome.reply or OK))
         fut.add_done_callback(lambda _: self._advance(tid, turn))
         return out
 
@@ -589,7 +590,7 @@ class TxnRuntime:
                 # which applies it (before them).
                 fut, done, written = rest
                 turn.top = done.target
-                turn.chain = collections.deque([_Link(fut, done, written, None, Reply())])
+                turn.chain = collections.deque([_Link(fut, done, written, None, OK)])
                 fut.add_done_callback(lambda _: self._advance(tid, turn))
             if not out.done():  # cancelled: the client went away
                 out.set_result(then(reply))
@@ -703,7 +704,7 @@ class TxnRuntime:
             elif (coord := await self._markers(p, tid)) is not None:
                 completion = self._finish_later(p, tid, coord)
                 rest = None if completion is None else completion[0]
-        return outcome.reply or Reply(), rest
+        return outcome.reply or OK, rest
 
     def _end_now(
         self,
@@ -729,7 +730,7 @@ class TxnRuntime:
                 return
             try:
                 written.finish(write)
-                self._markers_now(p, write.transactional_id, write.reply or Reply(), finished)
+                self._markers_now(p, write.transactional_id, write.reply or OK, finished)
             except Exception:  # a bug: the turn must not stay taken for good
                 log.exception("ending %s's transaction", write.transactional_id)
                 finished(Reply(ErrorCode.NOT_COORDINATOR), None)

@@ -64,6 +64,10 @@ class Write:
     reply_when_complete: bool = False
 
 
+# The plain success reply (immutable: one object does).
+OK = Reply()
+
+
 class NeedProducerId:
     """InitProducerId needs a fresh producer id: call again with one."""
 
@@ -268,11 +272,11 @@ class TxnCoordinator:
                 state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
                 update_ms=now,
             )
-            return Write(transactional_id, target, Reply(), markers=True, reply_when_complete=True)
+            return Write(transactional_id, target, OK, markers=True, reply_when_complete=True)
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         if state == done:
-            return Reply()  # a retry of the EndTxn that completed it
+            return OK  # a retry of the EndTxn that completed it
         if state == prepared:
             return Reply(ErrorCode.CONCURRENT_TRANSACTIONS)
         return Reply(ErrorCode.INVALID_TXN_STATE)
@@ -391,7 +395,7 @@ def _add(
 ) -> Outcome:
     wanted = frozenset(partitions)
     if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
-        return Reply()
+        return OK
     start = meta.start_ms if meta.state == TxnState.ONGOING else now
     target = meta.but(
         state=TxnState.ONGOING,
@@ -400,7 +404,7 @@ def _add(
         update_ms=now,
         client_version=client_version,
     )
-    return Write(meta.transactional_id, target, Reply())
+    return Write(meta.transactional_id, target, OK)
 
 
 def _is_current(meta: TxnMetadata, pid: int, epoch: int) -> bool:
