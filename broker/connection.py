@@ -305,8 +305,11 @@ class Connection(asyncio.Protocol):
             result = self._failed(ctx, request, e)
             if result is None:
                 return
-        # Most handlers answer with a message object: no need to ask whether it is awaitable.
-        awaitable = not isinstance(result, MessageBase) and inspect.isawaitable(result)
+        # Most handlers answer with a message object: no need to ask whether it is awaitable;
+        # most others with a future, which inspect.isawaitable would find by an ABC check.
+        awaitable = not isinstance(result, MessageBase) and (
+            type(result) is asyncio.Future or inspect.isawaitable(result)
+        )
         metrics = self.broker.metrics
         if metrics is not None and not awaitable:
             metrics.request_done(key, started)
