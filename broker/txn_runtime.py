@@ -133,8 +133,9 @@ class _Completion(NamedTuple):
 
 class _Link(NamedTuple):
     """One step of a turn's chain: a write in flight (``fut``; None: a reply that only waits
-    for the steps before it), the decision it carries out (applied once it and every step
-    before are durable; None: applied by its own callback), and its answer."""
+    for the steps before it), the decision it carries out (applied to ``coord`` once it and
+    every step before are durable; None: nothing to apply), and its answer (None: nobody
+    waits for one, as for a completion)."""
 
     fut: asyncio.Future | None
     write: Write | None
