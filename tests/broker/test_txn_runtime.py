@@ -484,3 +484,42 @@ async def test_end_txn_retries_its_markers_before_answering(tmp_path: Path) -> N
 
     await until(completed)
     await rt.close()
+
+
+async def test_an_end_txn_decided_at_once_is_carried_out_when_its_client_goes_away(
+    tmp_path: Path,
+) -> None:
+    """`end_txn_now` chains its writes by callbacks: the reply's future cancelled (the
+    connection closed) stops none of them, and the id's turn is given back."""
+    logs = HeldLogs()
+    part = MarkerPartition(None)
+    rt = txn_runtime(tmp_path, logs, part)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("j", 60_000, -1, -1)
+    assert (await reply_of(rt.add_partitions_now("j", 1000, 0, [("t", 0)], answered))).error == 0
+    p = rt.partition_of("j")
+    txn_log = logs.logs[f"__transaction_state-{p}"]
+    txn_log.hold = True
+    ended = rt.end_txn_now("j", 1000, 0, True, 0, answered)
+    assert asyncio.isfuture(ended)
+    await until(lambda: len(txn_log.held) == 1)  # PrepareCommit: written, not durable
+    ended.cancel()  # the client went away
+    txn_log.release()
+    await until(lambda: part.markers == [True])
+    assert rt.logs[p] is txn_log, "the partition was reloaded"
+
+    def completed() -> bool:
+        meta = rt.describe("j")
+        return (
+            not isinstance(meta, ErrorCode)
+            and meta is not None
+            and meta.state == TxnState.COMPLETE_COMMIT
+            and meta.pending is None
+        )
+
+    await until(completed)
+    await until(lambda: "j" not in rt._turns)
+    nxt = await reply_of(rt.add_partitions_now("j", 1000, 0, [("t", 0)], answered))
+    assert nxt.error == ErrorCode.NONE
+    await rt.close()
