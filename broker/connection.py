@@ -14,6 +14,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -51,6 +52,10 @@ _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-decode")
 # A handler's reply: a response (or a body encoded once for many replies), or None when the
 # request owes none (Produce with acks=0).
 Reply = MessageBase | None
+
+
+# A frame's size prefix, read in place (int.from_bytes of a slice costs 3x as much, per frame).
+_FRAME_SIZE = struct.Struct(">i").unpack_from
 
 
 class _Pending:
@@ -173,7 +178,7 @@ class Connection(asyncio.Protocol):
                     self._held = True
                     self._update_reading()
                     return
-                size = int.from_bytes(buf[:4], "big", signed=True)
+                (size,) = _FRAME_SIZE(buf)
                 if size > self.max_other_frame or size < 0:
                     if not self._frame_allowed(size):
                         return
