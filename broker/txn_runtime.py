@@ -23,6 +23,7 @@ unused for `transactional.id.expiration.ms` are removed.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -36,20 +37,21 @@ from collections.abc import (
     Iterator,
 )
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from broker.loading import PartitionHealth
 from broker.ownership import LeasedOpener, Leases, LogOpener, Ownership, SoleOwner
 from broker.partition_runtime import PartitionRuntime, now_ms
 from coordinator.partitioning import partition_for
 from coordinator.txn.coordinator import (
+    OK,
     NeedProducerId,
     Reply,
     TxnConfig,
     TxnCoordinator,
     Write,
 )
-from coordinator.txn.metadata import TopicPartition, TxnMetadata, TxnState
+from coordinator.txn.metadata import PREPARED, TopicPartition, TxnMetadata, TxnState
 from protocol.api_keys import ApiKey
 from protocol.coordinator_records import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
@@ -102,13 +104,44 @@ def txn_config(cfg: Config) -> TxnConfig:
 
 
 class _Turn:
-    """The lock that orders one transactional id's decisions, and how many hold or await it."""
+    """The lock that orders one transactional id's decisions, and how many hold or await it.
 
-    __slots__ = ("lock", "users")
+    A turn held by writes chained by callbacks (`TxnRuntime._join`: a decided add, or the
+    completion of an EndTxn answered already) has ``top``, the state they move the id to, and
+    ``chain``, what waits for them, in order: adds of the same producer are decided on top
+    of that state and join the chain (their records go to the same log, after it, in the
+    same flush when they can) instead of waiting for the turn."""
+
+    __slots__ = ("lock", "users", "top", "chain", "ok")
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.users = 0
+        self.top: TxnMetadata | None = None
+        self.chain: collections.deque[_Link] | None = None
+        self.ok = True  # no write of the chain failed
+
+
+class _Completion(NamedTuple):
+    """The completion of a transaction being written: its write's future, the decision and
+    the coordinator it is applied to."""
+
+    fut: asyncio.Future
+    write: Write
+    coord: TxnCoordinator
+
+
+class _Link(NamedTuple):
+    """One step of a turn's chain: a write in flight (``fut``; None: a reply that only waits
+    for the steps before it), the decision it carries out (applied to ``coord`` once it and
+    every step before are durable; None: nothing to apply), and its answer (None: nobody
+    waits for one, as for a completion)."""
+
+    fut: asyncio.Future | None
+    write: Write | None
+    coord: TxnCoordinator | None
+    answer: Callable[[Reply], object] | None
+    reply: Reply
 
 
 @functools.lru_cache(maxsize=PARTITION_CACHE_SIZE)
@@ -317,9 +350,24 @@ class TxnRuntime:
         """`add_partitions` (``client_version`` 0) answered through ``then``, without a task
         when nobody holds or awaits the id's turn (a producer's requests come one after
         another): decided at once, and a write's answer is a future completed by the
-        write's callback, which applies the record and gives the turn back. Otherwise (or
-        while the id's partition is unavailable) as `add_partitions`, in a task."""
-        if tid in self._turns:
+        write's callback, which applies the record and gives the turn back. While the turn
+        is held by a chain of writes only (the producer's previous add, or the completion of
+        its last transaction), decided on top of them and answered after them (`_join`).
+        Otherwise (or while the id's partition is unavailable) as `add_partitions`, in a
+        task."""
+        turn = self._turns.get(tid)
+        if turn is not None:
+            top = turn.top
+            if top is not None and turn.users == 1:
+                p, coord = self._coordinator(tid)
+                outcome = (
+                    None
+                    if coord is None
+                    else coord.add_partitions_on(top, producer_id, epoch, partitions, now_ms())
+                )
+                if outcome is not None:
+                    assert coord is not None
+                    return self._join(tid, turn, p, coord, outcome, then)
             return asyncio.ensure_future(
                 self._then(self.add_partitions(tid, producer_id, epoch, partitions), then)
             )
@@ -332,29 +380,84 @@ class TxnRuntime:
         turn = self._turns[tid] = _Turn()
         turn.users = 1
         _take_free(turn.lock)
-        started = self._begin_write(p, outcome)
-        if started is None:  # not reached: the partition is served (above)
-            self._release(tid, turn)
-            return then(Reply(ErrorCode.NOT_COORDINATOR))
-        written, fut = started
+        turn.chain = collections.deque()
+        return self._join(tid, turn, p, coord, outcome, then)
+
+    def _join(
+        self,
+        tid: str,
+        turn: _Turn,
+        p: int,
+        coord: TxnCoordinator,
+        outcome: Reply | Write,
+        then: Callable[[Reply], T],
+    ) -> asyncio.Future[T]:
+        """Add a decision to the chain of ``turn`` (held by it): its record's write begins
+        now; it is applied and answered once that write and every step before it are
+        durable (NOT_COORDINATOR if one of them failed)."""
         out: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
-        def done(f: asyncio.Future) -> None:
-            try:
-                if f.cancelled() or f.exception() is not None:
-                    if not f.cancelled():
-                        log.error("writing %s-%d failed: %s", TXN_TOPIC, p, f.exception())
-                    reply = Reply(ErrorCode.NOT_COORDINATOR)
-                else:
-                    written.finish(outcome)
-                    reply = outcome.reply or Reply()
-            finally:
-                self._release(tid, turn)
+        def answer(reply: Reply) -> None:
             if not out.done():  # cancelled: the client went away
                 out.set_result(then(reply))
 
-        fut.add_done_callback(done)
+        chain = turn.chain
+        assert chain is not None
+        if isinstance(outcome, Reply):  # what the steps before decided already
+            chain.append(_Link(None, None, coord, answer, outcome))
+            return out
+        started = self._begin_write(p, outcome, in_flush=True)
+        if started is None:  # not reached: the partition is served (the callers' check)
+            chain.append(_Link(None, None, coord, answer, Reply(ErrorCode.NOT_COORDINATOR)))
+            if len(chain) == 1:
+                self._advance(tid, turn)
+            return out
+        written, fut = started
+        turn.top = outcome.target
+        chain.append(_Link(fut, outcome, written, answer, outcome.reply or OK))
+        fut.add_done_callback(lambda _: self._advance(tid, turn))
         return out
+
+    def _advance(self, tid: str, turn: _Turn) -> None:
+        """Carry out the steps of the chain of ``turn`` whose writes (and every one before)
+        are done, in order; give the turn back once none is left."""
+        chain = turn.chain
+        if chain is None:
+            return  # carried out to its end by an earlier callback (a shared flush future)
+        while chain:
+            fut, write, coord, answer, reply = chain[0]
+            if fut is not None and not fut.done():
+                return  # its own callback goes on
+            chain.popleft()
+            try:
+                if fut is not None and (fut.cancelled() or fut.exception() is not None):
+                    if turn.ok and not fut.cancelled():
+                        log.error(
+                            "writing %s-%d failed: %s",
+                            TXN_TOPIC,
+                            self.partition_of(tid),
+                            fut.exception(),
+                        )
+                    turn.ok = False
+                if not turn.ok:
+                    reply = Reply(ErrorCode.NOT_COORDINATOR)
+                else:
+                    if write is not None and coord is not None:
+                        coord.finish(write)
+                    for later in reversed(chain):
+                        if later.write is not None and later.coord is not None:
+                            # Applying a state drops its pending mark: a later write
+                            # still in flight sets it again.
+                            later.coord.begin(later.write)
+                            break
+                if answer is not None:
+                    answer(reply)
+            except Exception:  # a bug: the turn must not stay taken for good
+                log.exception("carrying out %s's decision", tid)
+                turn.ok = False
+        turn.chain = None
+        turn.top = None
+        self._release(tid, turn)
 
     @staticmethod
     async def _then(reply: Awaitable[Reply], then: Callable[[Reply], T]) -> T:
@@ -448,6 +551,53 @@ class TxnRuntime:
                 tid, producer_id, epoch, commit, now, client_version, fresh
             ),
         )
+
+    def end_txn_now(
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        client_version: int,
+        then: Callable[[Reply], T],
+    ) -> T | asyncio.Future[T]:
+        """`end_txn` answered through ``then``, without tasks when nobody holds or awaits the
+        id's turn (as `add_partitions_now`): decided at once, and the PrepareCommit's write,
+        the markers and the completion are chained by their futures' callbacks (`_end_now`),
+        holding the turn; the reply goes once the markers are durable. Otherwise (or when the
+        decision needs a fresh producer id) as `end_txn`, in a task."""
+        p, coord = self._coordinator(tid)
+        outcome: Any = None
+        if tid not in self._turns and coord is not None:
+            outcome = coord.end_txn(tid, producer_id, epoch, commit, now_ms(), client_version)
+            if isinstance(outcome, Reply):
+                return then(outcome)  # nothing in flight for the id: its turn is not needed
+        if not isinstance(outcome, Write) or not outcome.markers or not outcome.reply_when_complete:
+            if coord is None:
+                return then(self._unavailable(p))
+            return asyncio.ensure_future(
+                self._then(self.end_txn(tid, producer_id, epoch, commit, client_version), then)
+            )
+        turn = self._turns[tid] = _Turn()
+        turn.users = 1
+        _take_free(turn.lock)
+        out: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def finished(reply: Reply, rest: _Completion | None) -> None:
+            if rest is None:
+                self._release(tid, turn)
+            else:
+                # The completion holds the turn: the producer's next adds join its chain,
+                # which applies it (before them).
+                fut, done, written = rest
+                turn.top = done.target
+                turn.chain = collections.deque([_Link(fut, done, written, None, OK)])
+                fut.add_done_callback(lambda _: self._advance(tid, turn))
+            if not out.done():  # cancelled: the client went away
+                out.set_result(then(reply))
+
+        self._end_now(p, outcome, finished)
+        return out
 
     def describe(self, tid: str) -> TxnMetadata | None | ErrorCode:
         p, coord = self._coordinator(tid)
@@ -553,8 +703,115 @@ class TxnRuntime:
                 # the reply needs none of it.
                 rest = self.runtime.spawn(self._complete(p, tid))
             elif (coord := await self._markers(p, tid)) is not None:
-                rest = self._finish_later(p, tid, coord)
-        return outcome.reply or Reply(), rest
+                completion = self._finish_later(p, tid, coord)
+                rest = None if completion is None else completion[0]
+        return outcome.reply or OK, rest
+
+    def _end_now(
+        self,
+        p: int,
+        write: Write,
+        finished: Callable[[Reply, _Completion | None], None],
+    ) -> None:
+        """`_run` for the end of a transaction (a write with markers, answered once they are
+        durable), by callbacks: the record's write, then the markers (`_markers_now`), then
+        the completion (`_finish_later`). ``finished(reply, rest)`` is called once, with the
+        completion's future (None when there is none); it gives the turn back."""
+        started = self._begin_write(p, write, in_flush=True)
+        if started is None:
+            finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+            return
+        written, fut = started
+
+        def prepared(f: asyncio.Future) -> None:
+            if f.cancelled() or f.exception() is not None:
+                if not f.cancelled():
+                    log.error("writing %s-%d failed: %s", TXN_TOPIC, p, f.exception())
+                finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+                return
+            try:
+                written.finish(write)
+                self._markers_now(p, write.transactional_id, write.reply or OK, finished)
+            except Exception:  # a bug: the turn must not stay taken for good
+                log.exception("ending %s's transaction", write.transactional_id)
+                finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+
+        fut.add_done_callback(prepared)
+
+    def _markers_now(
+        self,
+        p: int,
+        tid: str,
+        reply: Reply,
+        finished: Callable[[Reply, _Completion | None], None],
+    ) -> None:
+        """`_markers` and `_finish_later` by callbacks while every marker is a local write
+        in flight; a marker to retry or to ask another node for goes on in a task
+        (`_write_markers`), as `_run` does."""
+        coord = self.runtime.states[p]
+        meta = None if coord is None else coord.txns.get(tid)
+        if coord is None or meta is None or meta.state not in PREPARED:
+            finished(reply, None)  # not prepared, or unloaded: a load completes it
+            return
+        if self._closed:
+            finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+            return
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        todo = set(meta.partitions)
+        waits = self._issue_markers(meta, commit, 0, todo)
+        left = len(waits)
+
+        def after_markers() -> None:
+            try:
+                rest = self._finish_later(p, tid, coord, apply=False)
+            except Exception:  # a bug: the completion is redone when the partition loads
+                log.exception("completing %s's transaction", tid)
+                rest = None
+            finished(reply, rest)
+
+        def in_task(retry: bool, started: list[tuple[TopicPartition, Awaitable[object]]]) -> None:
+            async def rest() -> None:
+                if retry:
+                    log.warning(
+                        "transaction %s: %d marker(s) not written yet, retrying in %.1fs",
+                        tid,
+                        len(todo),
+                        MARKER_RETRY_S,
+                    )
+                    await asyncio.sleep(MARKER_RETRY_S)
+                await self._write_markers(meta, commit, 0, todo, started)
+
+            def done(t: asyncio.Task) -> None:
+                if t.cancelled() or t.exception() is not None:
+                    finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+                else:
+                    after_markers()
+
+            self.runtime.spawn(rest()).add_done_callback(done)
+
+        if len(todo) > left or not all(isinstance(w, asyncio.Future) for _, w in waits):
+            in_task(False, waits)  # an error to retry, or a marker sent to another node
+            return
+        if not waits:
+            after_markers()
+            return
+
+        def one(tp: TopicPartition, f: asyncio.Future) -> None:
+            nonlocal left
+            if not f.cancelled() and f.exception() is None:
+                todo.discard(tp)
+            left -= 1
+            if left:
+                return
+            if not todo:
+                after_markers()
+            elif self._closed:
+                finished(Reply(ErrorCode.NOT_COORDINATOR), None)
+            else:
+                in_task(True, [])
+
+        for tp, w in waits:
+            cast(asyncio.Future, w).add_done_callback(functools.partial(one, tp))
 
     async def _write(self, p: int, write: Write) -> bool:
         """Persist one decision; True once it is durable and applied. The id is pending
@@ -574,9 +831,13 @@ class TxnRuntime:
         coord.finish(write)
         return True
 
-    def _begin_write(self, p: int, write: Write) -> tuple[TxnCoordinator, asyncio.Future] | None:
+    def _begin_write(
+        self, p: int, write: Write, *, in_flush: bool = False
+    ) -> tuple[TxnCoordinator, asyncio.Future] | None:
         """Mark the id pending and append the decision's record: the coordinator and the
-        append's future (None if ``p`` is not served)."""
+        append's future (None if ``p`` is not served). ``in_flush``: the future is the whole
+        flush's (`PartitionRuntime.write`), for a caller that only adds callbacks to it: no
+        future, shield and callbacks of its own per write; never to be awaited or cancelled."""
         coord = self.runtime.states[p]
         if coord is None:
             return None
@@ -584,11 +845,16 @@ class TxnRuntime:
         target = write.target
         value = None if target is None else encode_value(target.to_value(), target.record_version)
         batch = build_tail_batch([kv_record_tail(_record_key(write.transactional_id), value)])
+        if in_flush:
+            return coord, self.runtime.write(p, batch)
         return coord, self.runtime.append(p, batch)
 
-    def _finish_later(self, p: int, tid: str, coord: TxnCoordinator) -> asyncio.Future | None:
+    def _finish_later(
+        self, p: int, tid: str, coord: TxnCoordinator, *, apply: bool = True
+    ) -> _Completion | None:
         """`_finish` without a task of its own (one per transaction): the completion's record
-        is appended now and applied by a callback once durable; the returned future holds
+        is appended now and applied by a callback once durable (``apply``; else by the
+        caller, a turn's chain, in order with what follows it); the returned future holds
         the id's turn. A failed write is left to the runtime's reload, as in `_write`."""
         done = coord.complete(tid, now_ms()) if self.runtime.states[p] is coord else None
         if done is None:
@@ -607,12 +873,13 @@ class TxnRuntime:
                 return
             written.finish(done)
 
-        # Registered before the caller's release of the turn: the next request of the id
-        # sees the completed state.
-        fut.add_done_callback(applied)
+        if apply:
+            # Registered before the caller's release of the turn: the next request of the
+            # id sees the completed state.
+            fut.add_done_callback(applied)
         self._completing.add(fut)
         fut.add_done_callback(self._completing.discard)
-        return fut
+        return _Completion(fut, done, written)
 
     async def _complete_in_turn(self, p: int, tid: str) -> None:
         async with self._turn(tid):
@@ -645,31 +912,29 @@ class TxnRuntime:
         if done is not None:
             await self._write(p, done)
 
-    async def _write_markers(self, meta: TxnMetadata, commit: bool, coordinator_epoch: int) -> None:
-        """A marker in every partition of the transaction, retried until each is written
-        (or can never be: a deleted partition)."""
-        todo = set(meta.partitions)
+    async def _write_markers(
+        self,
+        meta: TxnMetadata,
+        commit: bool,
+        coordinator_epoch: int,
+        todo: set[TopicPartition] | None = None,
+        started: list[tuple[TopicPartition, Awaitable[object]]] | None = None,
+    ) -> None:
+        """A marker in every partition of the transaction (or of ``todo``, those not written
+        yet, with ``started`` those in flight), retried until each is written (or can never
+        be: a deleted partition)."""
+        if todo is None:
+            todo = set(meta.partitions)
         delay = MARKER_RETRY_S
+        waits = started
         while todo and not self._closed:
-            waits: list[tuple[TopicPartition, Awaitable[object]]] = []
-            for tp in sorted(todo):
-                result = self._marker(
-                    tp,
-                    meta.producer_id,
-                    meta.producer_epoch,
-                    commit,
-                    coordinator_epoch,
-                    meta.client_version,
-                )
-                if isinstance(result, ErrorCode):
-                    if result in _MARKER_DONE:
-                        todo.discard(tp)
-                    continue
-                waits.append((tp, result))
+            if not waits:
+                waits = self._issue_markers(meta, commit, coordinator_epoch, todo)
             outcomes = await asyncio.gather(*(w for _, w in waits), return_exceptions=True)
             for (tp, _), outcome in zip(waits, outcomes, strict=True):
                 if not isinstance(outcome, BaseException):
                     todo.discard(tp)
+            waits = None
             if todo:
                 log.warning(
                     "transaction %s: %d marker(s) not written yet, retrying in %.1fs",
@@ -679,6 +944,28 @@ class TxnRuntime:
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MARKER_RETRY_MAX_S)
+
+    def _issue_markers(
+        self, meta: TxnMetadata, commit: bool, coordinator_epoch: int, todo: set[TopicPartition]
+    ) -> list[tuple[TopicPartition, Awaitable[object]]]:
+        """Start the markers of ``todo``: what to await for each one started; those that can
+        never be written leave ``todo``, those refused for now stay in it."""
+        waits: list[tuple[TopicPartition, Awaitable[object]]] = []
+        for tp in sorted(todo):
+            result = self._marker(
+                tp,
+                meta.producer_id,
+                meta.producer_epoch,
+                commit,
+                coordinator_epoch,
+                meta.client_version,
+            )
+            if isinstance(result, ErrorCode):
+                if result in _MARKER_DONE:
+                    todo.discard(tp)
+                continue
+            waits.append((tp, result))
+        return waits
 
     def _marker(
         self,

@@ -360,6 +360,10 @@ class LogSegment:
         while done < len(data):
             done += os.write(self._fd, view[done:])
         self.size = start + len(data)
+        if len(batches) == 1:  # most flushes: one batch
+            rel, last_offset, max_ts = batches[0]
+            self._index_batch(start + rel, last_offset, max_ts, len(data) - rel)
+            return
         ends = [b[0] for b in batches[1:]]
         ends.append(len(data))
         for (rel, last_offset, max_ts), nxt in zip(batches, ends, strict=True):

@@ -8,10 +8,13 @@ abort, and the reply names the producer id and epoch the producer goes on with
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.apis._txn import fenced_for
 from broker.context import RequestContext
 from broker.registry import serves
 from broker.security.authorizer import Operation, ResourceType
+from coordinator.txn.coordinator import Reply
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import EndTxnRequest, EndTxnResponse
@@ -23,19 +26,28 @@ EPOCH_BUMP_VERSION = 5
 
 
 @serves(ApiKey.END_TXN, 0, 5)
-async def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse | Awaitable[EndTxnResponse]:
     txns = ctx.broker.txns
     if txns is None:
         return EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    v2 = ctx.api_version >= EPOCH_BUMP_VERSION
-    reply = await txns.end_txn(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, 2 if v2 else 0
-    )
-    ok = reply.error == ErrorCode.NONE
-    return EndTxnResponse(
-        error_code=fenced_for(reply.error, ctx.api_version, PRODUCER_FENCED_VERSION),
-        producer_id=reply.producer_id if ok else -1,
-        producer_epoch=reply.producer_epoch if ok else -1,
+    version = ctx.api_version
+
+    def answer(reply: Reply) -> EndTxnResponse:
+        ok = reply.error == ErrorCode.NONE
+        return EndTxnResponse(
+            error_code=fenced_for(reply.error, version, PRODUCER_FENCED_VERSION),
+            producer_id=reply.producer_id if ok else -1,
+            producer_epoch=reply.producer_epoch if ok else -1,
+        )
+
+    # No task of its own in the common case (TxnRuntime.end_txn_now).
+    return txns.end_txn_now(
+        req.transactional_id,
+        req.producer_id,
+        req.producer_epoch,
+        req.committed,
+        2 if version >= EPOCH_BUMP_VERSION else 0,
+        answer,
     )

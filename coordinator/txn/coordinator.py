@@ -64,6 +64,10 @@ class Write:
     reply_when_complete: bool = False
 
 
+# The plain success reply (immutable: one object does).
+OK = Reply()
+
+
 class NeedProducerId:
     """InitProducerId needs a fresh producer id: call again with one."""
 
@@ -198,18 +202,28 @@ class TxnCoordinator:
         error, meta = self._check_producer(transactional_id, producer_id, epoch)
         if meta is None:
             return Reply(error)
-        wanted = frozenset(partitions)
-        if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
-            return Reply()
-        start = meta.start_ms if meta.state == TxnState.ONGOING else now
-        target = meta.but(
-            state=TxnState.ONGOING,
-            partitions=meta.partitions | wanted,
-            start_ms=start,
-            update_ms=now,
-            client_version=client_version,
-        )
-        return Write(transactional_id, target, Reply())
+        return _add(meta, partitions, now, client_version)
+
+    @staticmethod
+    def add_partitions_on(
+        top: TxnMetadata,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        now: int,
+        client_version: int = 0,
+    ) -> Outcome | None:
+        """`add_partitions` decided on top of ``top``: the state a write of the id still in
+        flight moves it to (an add, or the completion of its last transaction). What
+        `add_partitions` decides once that write is durable, when that needs nothing but
+        ``top`` (the same producer, a state an add follows); else None: decide it then."""
+        if (
+            top.producer_id != producer_id
+            or top.producer_epoch != epoch
+            or top.state not in _ADD_FOLLOWS
+        ):
+            return None
+        return _add(top, partitions, now, client_version)
 
     def verify(
         self, transactional_id: str, producer_id: int, epoch: int, partition: TopicPartition
@@ -258,11 +272,11 @@ class TxnCoordinator:
                 state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
                 update_ms=now,
             )
-            return Write(transactional_id, target, Reply(), markers=True, reply_when_complete=True)
+            return Write(transactional_id, target, OK, markers=True, reply_when_complete=True)
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         if state == done:
-            return Reply()  # a retry of the EndTxn that completed it
+            return OK  # a retry of the EndTxn that completed it
         if state == prepared:
             return Reply(ErrorCode.CONCURRENT_TRANSACTIONS)
         return Reply(ErrorCode.INVALID_TXN_STATE)
@@ -370,6 +384,27 @@ class TxnCoordinator:
                 continue
             out.append(meta)
         return out
+
+
+# The states a producer's add is decided from by the state alone (`_check_producer`'s).
+_ADD_FOLLOWS = (TxnState.ONGOING, *COMPLETED)
+
+
+def _add(
+    meta: TxnMetadata, partitions: Iterable[TopicPartition], now: int, client_version: int
+) -> Outcome:
+    wanted = frozenset(partitions)
+    if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
+        return OK
+    start = meta.start_ms if meta.state == TxnState.ONGOING else now
+    target = meta.but(
+        state=TxnState.ONGOING,
+        partitions=meta.partitions | wanted,
+        start_ms=start,
+        update_ms=now,
+        client_version=client_version,
+    )
+    return Write(meta.transactional_id, target, OK)
 
 
 def _is_current(meta: TxnMetadata, pid: int, epoch: int) -> bool:

@@ -10,6 +10,7 @@ to once it completes; both are in the record's tagged fields (TransactionLogValu
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any
@@ -87,18 +88,14 @@ class TxnMetadata:
         return VALUE_VERSION
 
     def to_value(self) -> TransactionLogValue:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in sorted(self.partitions):
-            by_topic.setdefault(topic, []).append(p)
+        """The record's value, to encode (its partition list is shared: never change it)."""
         return TransactionLogValue(
             producer_id=self.producer_id,
             previous_producer_id=self.prev_producer_id,
             producer_epoch=self.producer_epoch,
             transaction_timeout_ms=self.timeout_ms,
             transaction_status=int(self.state),
-            transaction_partitions=[
-                PartitionsSchema(topic=t, partition_ids=ps) for t, ps in by_topic.items()
-            ],
+            transaction_partitions=_partitions_schema(self.partitions),
             transaction_last_update_timestamp_ms=self.update_ms,
             transaction_start_timestamp_ms=self.start_ms,
             next_producer_id=self.next_producer_id,
@@ -132,8 +129,8 @@ class TxnMetadata:
         """A copy with ``changes``: the target of a transition (never pending). Copied
         field by field: ``dataclasses.replace`` re-runs ``__init__`` through keywords and
         costs several times as much, on every write of a transaction."""
-        unknown = changes.keys() - _FIELDS
-        if unknown:
+        if not _FIELDS.issuperset(changes):
+            unknown = changes.keys() - _FIELDS
             raise TypeError(f"TxnMetadata has no field {sorted(unknown)[0]!r}")
         copy = object.__new__(TxnMetadata)
         d = copy.__dict__
@@ -144,3 +141,13 @@ class TxnMetadata:
 
 
 _FIELDS = frozenset(f.name for f in fields(TxnMetadata))
+
+
+@functools.lru_cache(maxsize=4096)
+def _partitions_schema(partitions: frozenset[TopicPartition]) -> list[PartitionsSchema]:
+    """A transaction's partitions as its record lists them, by topic: a producer's
+    transactions mostly repeat the same set, and every write of one lists it."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in sorted(partitions):
+        by_topic.setdefault(topic, []).append(p)
+    return [PartitionsSchema(topic=t, partition_ids=ps) for t, ps in by_topic.items()]

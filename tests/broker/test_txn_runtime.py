@@ -1,6 +1,7 @@
 """The transaction runtime over in-memory logs: decisions persist and replay, a failed write
 is not acknowledged and the partition is reloaded from its log, requests of one
-transactional id are decided one at a time, and EndTxn is answered before its completion."""
+transactional id are decided one at a time (or on top of the writes in flight before them,
+and answered after them), and EndTxn is answered before its completion."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ class FailingOnce(MemoryLog):
             fut.set_exception(LogFailedError("disk gone"))
             return fut
         return super().append(data, built_here=built_here)
+
+    def append_to_flush(self, batch: bytes) -> asyncio.Future:
+        if self.fail_next:
+            return self.append(batch, built_here=True)
+        return super().append_to_flush(batch)
 
 
 class Logs:
@@ -121,6 +127,11 @@ class HeldLog(FailingOnce):
         fut = asyncio.get_running_loop().create_future()
         self.held.append((bytes(data), fut))
         return fut
+
+    def append_to_flush(self, batch: bytes) -> asyncio.Future:
+        if self.hold:
+            return self.append(batch, built_here=True)
+        return super().append_to_flush(batch)
 
     def release(self) -> None:
         self.hold = False
@@ -289,4 +300,226 @@ async def test_a_cancelled_wait_for_a_write_is_not_a_failed_write(tmp_path: Path
 
     await until(added)
     assert rt.logs[p] is txn_log, "the partition was reloaded"
+    await rt.close()
+
+
+def answered(reply: Any) -> Any:
+    return reply
+
+
+async def reply_of(result: Any) -> Any:
+    return await asyncio.wait_for(result, 5) if asyncio.isfuture(result) else result
+
+
+async def test_an_add_after_end_txn_joins_the_completion_in_flight(tmp_path: Path) -> None:
+    """The producer's next AddOffsetsToTxn/AddPartitionsToTxn, while its last transaction's
+    completion is still being written: decided on top of the completion (its record follows
+    it in the same log) and answered once both are durable, not once the turn is free."""
+    logs = HeldLogs()
+    part = MarkerPartition(None)
+    rt = txn_runtime(tmp_path, logs, part)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("f", 60_000, -1, -1)
+    added = rt.add_partitions_now("f", 1000, 0, [("t", 0)], answered)
+    assert (await reply_of(added)).error == ErrorCode.NONE
+    p = rt.partition_of("f")
+    txn_log = logs.logs[f"__transaction_state-{p}"]
+    part.txn_log = txn_log
+    ended = await reply_of(rt.end_txn_now("f", 1000, 0, True, 0, answered))
+    assert ended.error == ErrorCode.NONE and part.markers == [True]
+    await until(lambda: len(txn_log.held) == 1)  # the completion: written, not durable
+
+    nxt = rt.add_partitions_now("f", 1000, 0, [("__consumer_offsets", 3)], answered)
+    assert len(txn_log.held) == 2, "decided at once, on top of the completion"
+    again = rt.add_partitions_now("f", 1000, 0, [("__consumer_offsets", 3)], answered)
+    assert len(txn_log.held) == 2  # nothing new to write: answered after the others
+    await asyncio.sleep(0.05)
+    assert not nxt.done() and not again.done()  # nothing durable yet
+    meta = rt.describe("f")
+    assert not isinstance(meta, ErrorCode) and meta is not None
+    assert meta.state == TxnState.PREPARE_COMMIT
+    part.txn_log = None
+    txn_log.release()
+    assert (await reply_of(nxt)).error == ErrorCode.NONE
+    assert (await reply_of(again)).error == ErrorCode.NONE
+    meta = rt.describe("f")
+    assert not isinstance(meta, ErrorCode) and meta is not None
+    assert meta.state == TxnState.ONGOING and meta.pending is None
+    assert meta.partitions == frozenset({("__consumer_offsets", 3)})
+    assert "f" not in rt._turns  # given back
+    await rt.close()
+
+    restarted = txn_runtime(tmp_path, logs, part)
+    restarted.start()
+    await restarted.loaded.wait()
+    meta = restarted.describe("f")
+    assert not isinstance(meta, ErrorCode) and meta is not None
+    assert meta.state == TxnState.ONGOING
+    assert meta.partitions == frozenset({("__consumer_offsets", 3)})
+    await restarted.close()
+
+
+async def test_an_add_joined_to_a_failed_write_fails_too(tmp_path: Path) -> None:
+    """The completion an add was decided on top of is lost: the add is not acknowledged (it
+    was decided from a state that never became durable), the partition reloads from its
+    log, and the transaction is completed again from its prepared state."""
+    logs = HeldLogs()
+    part = MarkerPartition(None)
+    rt = txn_runtime(tmp_path, logs, part)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("g", 60_000, -1, -1)
+    assert (await reply_of(rt.add_partitions_now("g", 1000, 0, [("t", 0)], answered))).error == 0
+    p = rt.partition_of("g")
+    txn_log = logs.logs[f"__transaction_state-{p}"]
+    part.txn_log = txn_log
+    assert (await reply_of(rt.end_txn_now("g", 1000, 0, True, 0, answered))).error == 0
+    await until(lambda: len(txn_log.held) == 1)
+    nxt = rt.add_partitions_now("g", 1000, 0, [("t", 0)], answered)
+    assert len(txn_log.held) == 2
+    part.txn_log = None
+    held = [fut for _, fut in txn_log.held]
+    txn_log.held.clear()
+    txn_log.hold = False
+    for fut in held:
+        fut.set_exception(LogFailedError("disk gone"))
+    assert (await reply_of(nxt)).error == ErrorCode.NOT_COORDINATOR
+
+    def completed_again() -> bool:
+        meta = rt.describe("g")
+        return (
+            not isinstance(meta, ErrorCode)
+            and meta is not None
+            and meta.state == TxnState.COMPLETE_COMMIT
+        )
+
+    await until(completed_again)
+    assert part.markers == [True, True]  # written again by the reload's completion
+    meta = rt.describe("g")
+    assert not isinstance(meta, ErrorCode) and meta is not None
+    assert meta.partitions == frozenset()  # the add never happened
+    await rt.close()
+
+
+async def test_adds_in_flight_chain_and_another_epoch_waits_its_turn(tmp_path: Path) -> None:
+    """AddPartitionsToTxn arriving while the producer's AddOffsetsToTxn is being written:
+    both records in one flush, answered in order. A request that is not the same producer's
+    add waits for the turn and is decided on the durable state."""
+    logs = HeldLogs()
+    rt = runtime(tmp_path, logs)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("h", 60_000, -1, -1)
+    p = rt.partition_of("h")
+    txn_log = logs.logs[f"__transaction_state-{p}"]
+    txn_log.hold = True
+    order: list[str] = []
+
+    def named(name: str) -> Callable[[Any], Any]:
+        def then(reply: Any) -> Any:
+            order.append(name)
+            return reply
+
+        return then
+
+    offsets = rt.add_partitions_now("h", 1000, 0, [("__consumer_offsets", 1)], named("offsets"))
+    parts = rt.add_partitions_now("h", 1000, 0, [("t", 0)], named("parts"))
+    fenced = rt.add_partitions_now("h", 1000, 1, [("t", 1)], named("fenced"))
+    assert len(txn_log.held) == 2  # the third waits for the turn
+    txn_log.release()
+    assert (await reply_of(offsets)).error == ErrorCode.NONE
+    assert (await reply_of(parts)).error == ErrorCode.NONE
+    assert (await reply_of(fenced)).error == ErrorCode.PRODUCER_FENCED
+    assert order == ["offsets", "parts", "fenced"]
+    meta = rt.describe("h")
+    assert not isinstance(meta, ErrorCode) and meta is not None
+    assert meta.partitions == frozenset({("__consumer_offsets", 1), ("t", 0)})
+    await rt.close()
+
+
+class FlakyMarkerPartition(MarkerPartition):
+    """A partition whose first marker is refused for now (its leader moves), and whose
+    second fails to be written: both retried."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.calls = 0
+
+    def append_marker(self, pid: int, epoch: int, commit: bool, *_: Any) -> tuple[int, Any]:
+        self.calls += 1
+        if self.calls == 1:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        durable = asyncio.get_running_loop().create_future()
+        if self.calls == 2:
+            durable.set_exception(LogFailedError("disk gone"))
+        else:
+            self.markers.append(commit)
+            durable.set_result(None)
+        return ErrorCode.NONE, durable
+
+
+async def test_end_txn_retries_its_markers_before_answering(tmp_path: Path) -> None:
+    """EndTxn decided at once: a marker refused for now, then one whose write fails, are
+    written again (after a backoff) before the reply and the completion."""
+    logs = Logs()
+    part = FlakyMarkerPartition()
+    rt = txn_runtime(tmp_path, logs, part)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("i", 60_000, -1, -1)
+    assert (await reply_of(rt.add_partitions_now("i", 1000, 0, [("t", 0)], answered))).error == 0
+    ended = rt.end_txn_now("i", 1000, 0, True, 0, answered)
+    assert asyncio.isfuture(ended)
+    assert (await asyncio.wait_for(ended, 5)).error == ErrorCode.NONE
+    assert part.calls == 3 and part.markers == [True]
+
+    def completed() -> bool:
+        meta = rt.describe("i")
+        return (
+            not isinstance(meta, ErrorCode)
+            and meta is not None
+            and meta.state == TxnState.COMPLETE_COMMIT
+        )
+
+    await until(completed)
+    await rt.close()
+
+
+async def test_an_end_txn_decided_at_once_is_carried_out_when_its_client_goes_away(
+    tmp_path: Path,
+) -> None:
+    """`end_txn_now` chains its writes by callbacks: the reply's future cancelled (the
+    connection closed) stops none of them, and the id's turn is given back."""
+    logs = HeldLogs()
+    part = MarkerPartition(None)
+    rt = txn_runtime(tmp_path, logs, part)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id("j", 60_000, -1, -1)
+    assert (await reply_of(rt.add_partitions_now("j", 1000, 0, [("t", 0)], answered))).error == 0
+    p = rt.partition_of("j")
+    txn_log = logs.logs[f"__transaction_state-{p}"]
+    txn_log.hold = True
+    ended = rt.end_txn_now("j", 1000, 0, True, 0, answered)
+    assert asyncio.isfuture(ended)
+    await until(lambda: len(txn_log.held) == 1)  # PrepareCommit: written, not durable
+    ended.cancel()  # the client went away
+    txn_log.release()
+    await until(lambda: part.markers == [True])
+    assert rt.logs[p] is txn_log, "the partition was reloaded"
+
+    def completed() -> bool:
+        meta = rt.describe("j")
+        return (
+            not isinstance(meta, ErrorCode)
+            and meta is not None
+            and meta.state == TxnState.COMPLETE_COMMIT
+            and meta.pending is None
+        )
+
+    await until(completed)
+    await until(lambda: "j" not in rt._turns)
+    nxt = await reply_of(rt.add_partitions_now("j", 1000, 0, [("t", 0)], answered))
+    assert nxt.error == ErrorCode.NONE
     await rt.close()
