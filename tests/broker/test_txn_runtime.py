@@ -179,19 +179,27 @@ def txn_runtime(tmp_path: Path, logs: Logs, part: MarkerPartition) -> TxnRuntime
     return rt
 
 
+async def producer_on_held_logs(
+    tmp_path: Path, tid: str, part: MarkerPartition | None = None
+) -> tuple[TxnRuntime, HeldLogs, HeldLog]:
+    """A started runtime on held logs (with ``part`` as topic partition t-0, if given) and
+    ``tid`` initialised (producer 1000, epoch 0): the runtime, the logs and tid's transaction
+    log."""
+    logs = HeldLogs()
+    rt = runtime(tmp_path, logs) if part is None else txn_runtime(tmp_path, logs, part)
+    rt.start()
+    await rt.loaded.wait()
+    await rt.init_producer_id(tid, 60_000, -1, -1)
+    return rt, logs, logs.logs[f"__transaction_state-{rt.partition_of(tid)}"]
+
+
 async def test_end_txn_is_answered_once_its_markers_are_durable(tmp_path: Path) -> None:
     """EndTxn's reply does not wait for CompleteCommit (a restart redoes it from the prepared
     state); the id's next request does. Lost before it is durable, the completion is written
     by the next start, which writes the markers again."""
-    logs = HeldLogs()
     part = MarkerPartition(None)
-    rt = txn_runtime(tmp_path, logs, part)
-    rt.start()
-    await rt.loaded.wait()
-    await rt.init_producer_id("c", 60_000, -1, -1)
+    rt, logs, txn_log = await producer_on_held_logs(tmp_path, "c", part)
     assert (await rt.add_partitions("c", 1000, 0, [("t", 0)])).error == ErrorCode.NONE
-    p = rt.partition_of("c")
-    txn_log = logs.logs[f"__transaction_state-{p}"]
     part.txn_log = txn_log
     reply = await asyncio.wait_for(rt.end_txn("c", 1000, 0, commit=True), 5)
     assert reply.error == ErrorCode.NONE and part.markers == [True]
@@ -244,15 +252,9 @@ async def test_an_end_txn_whose_client_goes_away_is_carried_out(tmp_path: Path) 
     task. Cancelled with it, the PrepareCommit write was taken for a failed write (the
     partition reloaded) and the markers were never written: a prepared transaction nobody
     completes, its partitions' last stable offset stuck until a reload."""
-    logs = HeldLogs()
     part = MarkerPartition(None)
-    rt = txn_runtime(tmp_path, logs, part)
-    rt.start()
-    await rt.loaded.wait()
-    await rt.init_producer_id("d", 60_000, -1, -1)
+    rt, logs, txn_log = await producer_on_held_logs(tmp_path, "d", part)
     assert (await rt.add_partitions("d", 1000, 0, [("t", 0)])).error == ErrorCode.NONE
-    p = rt.partition_of("d")
-    txn_log = logs.logs[f"__transaction_state-{p}"]
     txn_log.hold = True
     request = asyncio.ensure_future(rt.end_txn("d", 1000, 0, commit=True))
     await until(lambda: len(txn_log.held) == 1)  # PrepareCommit: written, not durable
@@ -260,7 +262,7 @@ async def test_an_end_txn_whose_client_goes_away_is_carried_out(tmp_path: Path) 
     await asyncio.sleep(0)
     txn_log.release()
     await until(lambda: part.markers == [True])
-    assert rt.logs[p] is txn_log, "the partition was reloaded"
+    assert rt.logs[rt.partition_of("d")] is txn_log, "the partition was reloaded"
 
     def completed() -> bool:
         meta = rt.describe("d")
@@ -280,13 +282,7 @@ async def test_an_end_txn_whose_client_goes_away_is_carried_out(tmp_path: Path) 
 async def test_a_cancelled_wait_for_a_write_is_not_a_failed_write(tmp_path: Path) -> None:
     """Who awaits an append and is cancelled (its client went away) does not cancel the
     write: the runtime neither reloads the partition nor loses the record."""
-    logs = HeldLogs()
-    rt = runtime(tmp_path, logs)
-    rt.start()
-    await rt.loaded.wait()
-    await rt.init_producer_id("e", 60_000, -1, -1)
-    p = rt.partition_of("e")
-    txn_log = logs.logs[f"__transaction_state-{p}"]
+    rt, logs, txn_log = await producer_on_held_logs(tmp_path, "e")
     txn_log.hold = True
     request = asyncio.ensure_future(rt.add_partitions("e", 1000, 0, [("t", 0)]))
     await until(lambda: len(txn_log.held) == 1)
@@ -299,7 +295,7 @@ async def test_a_cancelled_wait_for_a_write_is_not_a_failed_write(tmp_path: Path
         return not isinstance(meta, ErrorCode) and meta is not None and bool(meta.partitions)
 
     await until(added)
-    assert rt.logs[p] is txn_log, "the partition was reloaded"
+    assert rt.logs[rt.partition_of("e")] is txn_log, "the partition was reloaded"
     await rt.close()
 
 
@@ -315,16 +311,10 @@ async def test_an_add_after_end_txn_joins_the_completion_in_flight(tmp_path: Pat
     """The producer's next AddOffsetsToTxn/AddPartitionsToTxn, while its last transaction's
     completion is still being written: decided on top of the completion (its record follows
     it in the same log) and answered once both are durable, not once the turn is free."""
-    logs = HeldLogs()
     part = MarkerPartition(None)
-    rt = txn_runtime(tmp_path, logs, part)
-    rt.start()
-    await rt.loaded.wait()
-    await rt.init_producer_id("f", 60_000, -1, -1)
+    rt, logs, txn_log = await producer_on_held_logs(tmp_path, "f", part)
     added = rt.add_partitions_now("f", 1000, 0, [("t", 0)], answered)
     assert (await reply_of(added)).error == ErrorCode.NONE
-    p = rt.partition_of("f")
-    txn_log = logs.logs[f"__transaction_state-{p}"]
     part.txn_log = txn_log
     ended = await reply_of(rt.end_txn_now("f", 1000, 0, True, 0, answered))
     assert ended.error == ErrorCode.NONE and part.markers == [True]
@@ -364,15 +354,9 @@ async def test_an_add_joined_to_a_failed_write_fails_too(tmp_path: Path) -> None
     """The completion an add was decided on top of is lost: the add is not acknowledged (it
     was decided from a state that never became durable), the partition reloads from its
     log, and the transaction is completed again from its prepared state."""
-    logs = HeldLogs()
     part = MarkerPartition(None)
-    rt = txn_runtime(tmp_path, logs, part)
-    rt.start()
-    await rt.loaded.wait()
-    await rt.init_producer_id("g", 60_000, -1, -1)
+    rt, logs, txn_log = await producer_on_held_logs(tmp_path, "g", part)
     assert (await reply_of(rt.add_partitions_now("g", 1000, 0, [("t", 0)], answered))).error == 0
-    p = rt.partition_of("g")
-    txn_log = logs.logs[f"__transaction_state-{p}"]
     part.txn_log = txn_log
     assert (await reply_of(rt.end_txn_now("g", 1000, 0, True, 0, answered))).error == 0
     await until(lambda: len(txn_log.held) == 1)
@@ -406,13 +390,7 @@ async def test_adds_in_flight_chain_and_another_epoch_waits_its_turn(tmp_path: P
     """AddPartitionsToTxn arriving while the producer's AddOffsetsToTxn is being written:
     both records in one flush, answered in order. A request that is not the same producer's
     add waits for the turn and is decided on the durable state."""
-    logs = HeldLogs()
-    rt = runtime(tmp_path, logs)
-    rt.start()
-    await rt.loaded.wait()
-    await rt.init_producer_id("h", 60_000, -1, -1)
-    p = rt.partition_of("h")
-    txn_log = logs.logs[f"__transaction_state-{p}"]
+    rt, logs, txn_log = await producer_on_held_logs(tmp_path, "h")
     txn_log.hold = True
     order: list[str] = []
 
@@ -491,15 +469,9 @@ async def test_an_end_txn_decided_at_once_is_carried_out_when_its_client_goes_aw
 ) -> None:
     """`end_txn_now` chains its writes by callbacks: the reply's future cancelled (the
     connection closed) stops none of them, and the id's turn is given back."""
-    logs = HeldLogs()
     part = MarkerPartition(None)
-    rt = txn_runtime(tmp_path, logs, part)
-    rt.start()
-    await rt.loaded.wait()
-    await rt.init_producer_id("j", 60_000, -1, -1)
+    rt, logs, txn_log = await producer_on_held_logs(tmp_path, "j", part)
     assert (await reply_of(rt.add_partitions_now("j", 1000, 0, [("t", 0)], answered))).error == 0
-    p = rt.partition_of("j")
-    txn_log = logs.logs[f"__transaction_state-{p}"]
     txn_log.hold = True
     ended = rt.end_txn_now("j", 1000, 0, True, 0, answered)
     assert asyncio.isfuture(ended)
@@ -507,7 +479,7 @@ async def test_an_end_txn_decided_at_once_is_carried_out_when_its_client_goes_aw
     ended.cancel()  # the client went away
     txn_log.release()
     await until(lambda: part.markers == [True])
-    assert rt.logs[p] is txn_log, "the partition was reloaded"
+    assert rt.logs[rt.partition_of("j")] is txn_log, "the partition was reloaded"
 
     def completed() -> bool:
         meta = rt.describe("j")

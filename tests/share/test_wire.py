@@ -24,6 +24,7 @@ from protocol.messages import (
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 )
+from tests.dataplane.wire import create_topic
 from tests.kcoord_process import start_kcoord
 from tests.wire import WireClient
 
@@ -146,13 +147,7 @@ def test_share_fetch_sessions_and_acknowledgements_over_the_wire(tmp_path: Path)
                 k.api_key for k in c.request(ApiKey.API_VERSIONS, 2, ApiVersionsRequest()).api_keys
             }
             assert {FETCH, ACK} <= served
-            topic = CreateTopicsRequest.CreatableTopic(
-                name="q", num_partitions=1, replication_factor=1
-            )
-            created = c.request(
-                ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[topic], timeout_ms=5000)
-            )
-            topic_id = created.topics[0].topic_id
+            topic_id = create_topic(c, "q").topic_id
             part = ShareFetchRequest.FetchPartition
 
             def fetch(epoch: int, acks: list | None = None, wait: int = 0) -> Any:
@@ -281,13 +276,7 @@ def test_deleting_a_share_group_or_its_topic_deletes_its_share_state(tmp_path: P
     proc = start_kcoord(data, *settings)
     try:
         with WireClient(proc.host, proc.port) as c:
-            topic = CreateTopicsRequest.CreatableTopic(
-                name="q", num_partitions=1, replication_factor=1
-            )
-            created = c.request(
-                ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[topic], timeout_ms=5000)
-            )
-            topic_id = created.topics[0].topic_id
+            topic_id = create_topic(c, "q").topic_id
             producer = Producer({"bootstrap.servers": f"{proc.host}:{proc.port}"})
             for i in range(5):
                 producer.produce("q", value=b"%d" % i)
@@ -348,13 +337,7 @@ def test_an_old_layout_data_dir_is_migrated_and_its_acknowledgements_kept(tmp_pa
     proc = start_kcoord(data, *settings)
     try:
         with WireClient(proc.host, proc.port) as c:
-            topic = CreateTopicsRequest.CreatableTopic(
-                name="q", num_partitions=1, replication_factor=1
-            )
-            created = c.request(
-                ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[topic], timeout_ms=5000)
-            )
-            topic_id = created.topics[0].topic_id
+            topic_id = create_topic(c, "q").topic_id
             produce(proc, range(5))
             assert _session(c, topic_id, "m1", accept=True) == [0, 1, 2, 3, 4]
     finally:
