@@ -171,11 +171,19 @@ def test_summary_lines(data_dir: tuple[Path, dict]) -> None:
 def test_the_postgresql_engine_gives_the_same_section(
     data_dir: tuple[Path, dict],
     pg_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
-    from storage.migrate import dir_to_pg
+    from storage import migrate
 
     d, _ = data_dir
-    asyncio.run(dir_to_pg(d, pg_url))
+    if "old layout" in request.node.name:
+        # migrate-storage refuses the old layout now (a cluster would never read it); a copy
+        # made before it did holds it in the database, and the report still reads that.
+        with pytest.raises(migrate.MigrationError, match="old layout"):
+            asyncio.run(migrate.dir_to_pg(d, pg_url))
+        monkeypatch.setattr(migrate, "SHARE_STATE_TOPIC", "(the check of an older version)")
+    asyncio.run(migrate.dir_to_pg(d, pg_url))
     on_pg = shares.share_report(pg_url)
     on_files = shares.share_report(d)
     assert on_pg.partitions == on_files.partitions and on_pg.partitions
